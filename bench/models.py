@@ -1,0 +1,187 @@
+"""Benchmark models, built from configs with random weights (nothing is downloaded).
+
+Every builder takes a device (``"cpu"`` or ``"meta"``) and returns
+``(model, args, kwargs)`` ready for ``model(*args, **kwargs)``: batch 1, images
+224x224 (CoolCNN: 32x32), token sequences of 128. ``smoke`` models are the tiny
+ones the test suite runs; the rest are the real architectures at their
+published sizes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+SEQ_LEN = 128
+IMAGE_SIZE = 224
+
+Built = tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    build: Callable[[str], Built]
+    smoke: bool = False
+    meta_only: bool = False
+    """Too big to hold in memory here: only ever built on the meta device."""
+
+
+def _coolcnn_class() -> type[torch.nn.Module]:
+    # examples/ is not a package; load the one shared definition by path.
+    spec = importlib.util.spec_from_file_location("coolcnn", REPO / "examples" / "coolcnn.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CoolCNN
+
+
+def _tokens(vocab: int, device: str, length: int = SEQ_LEN) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, vocab, (1, length), generator=generator).to(device)
+
+
+def _image(device: str, size: int = IMAGE_SIZE) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    return torch.randn(1, 3, size, size, generator=generator).to(device)
+
+
+def _hf(model_cls_name: str, config: Any, device: str) -> torch.nn.Module:
+    import transformers
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = getattr(transformers, model_cls_name)(config)
+    return model.eval()
+
+
+def build_coolcnn(device: str) -> Built:
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = _coolcnn_class()()
+    return model.eval(), (_image(device, 32),), {}
+
+
+def build_tiny_gpt2(device: str) -> Built:
+    import transformers
+
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=SEQ_LEN, bos_token_id=0, eos_token_id=0)
+    return _hf("GPT2LMHeadModel", cfg, device), (_tokens(cfg.vocab_size, device, 32),), {}
+
+
+def build_resnet50(device: str) -> Built:
+    import transformers
+
+    return _hf("ResNetForImageClassification", transformers.ResNetConfig(num_labels=1000), device), (_image(device),), {}
+
+
+def build_vit_base(device: str) -> Built:
+    import transformers
+
+    return _hf("ViTForImageClassification", transformers.ViTConfig(num_labels=1000), device), (_image(device),), {}
+
+
+def build_bert_base(device: str) -> Built:
+    import transformers
+
+    cfg = transformers.BertConfig()
+    return _hf("BertModel", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+
+
+def build_gpt2(device: str) -> Built:
+    import transformers
+
+    cfg = transformers.GPT2Config()
+    return _hf("GPT2LMHeadModel", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+
+
+def build_t5_small(device: str) -> Built:
+    import transformers
+
+    cfg = transformers.T5Config()  # the defaults are t5-small: d_model 512, 6+6 layers, 8 heads
+    ids = _tokens(cfg.vocab_size, device)
+    return _hf("T5ForConditionalGeneration", cfg, device), (), {"input_ids": ids, "decoder_input_ids": ids[:, :32]}
+
+
+def _llama_config(**sizes: int) -> Any:
+    import transformers
+
+    return transformers.LlamaConfig(**sizes)
+
+
+def build_llama_1b(device: str) -> Built:
+    # TinyLlama-1.1B's shape: about 1.1e9 parameters, 4.4 GB in float32.
+    cfg = _llama_config(
+        hidden_size=2048,
+        num_hidden_layers=22,
+        intermediate_size=5632,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        vocab_size=32000,
+    )
+    return _hf("LlamaForCausalLM", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+
+
+def build_llama_70b(device: str) -> Built:
+    if device != "meta":
+        raise ValueError("llama-70b is only built on the meta device (280 GB in float32)")
+    cfg = _llama_config(
+        hidden_size=8192,
+        num_hidden_layers=80,
+        intermediate_size=28672,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        vocab_size=128256,
+    )
+    return _hf("LlamaForCausalLM", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+
+
+MODELS: dict[str, ModelSpec] = {
+    spec.name: spec
+    for spec in [
+        ModelSpec("coolcnn", build_coolcnn, smoke=True),
+        ModelSpec("tiny-gpt2", build_tiny_gpt2, smoke=True),
+        ModelSpec("resnet50", build_resnet50),
+        ModelSpec("vit-base", build_vit_base),
+        ModelSpec("bert-base", build_bert_base),
+        ModelSpec("gpt2", build_gpt2),
+        ModelSpec("t5-small", build_t5_small),
+        ModelSpec("llama-1b", build_llama_1b),
+        ModelSpec("llama-70b", build_llama_70b, meta_only=True),
+    ]
+}
+
+
+def build(name: str, device: str = "cpu") -> Built:
+    """Build the named model on ``device``; meta-only models always go to ``meta``."""
+    spec = MODELS[name]
+    return spec.build("meta" if spec.meta_only else device)
+
+
+def smoke_models() -> list[str]:
+    return [name for name, spec in MODELS.items() if spec.smoke]
+
+
+class DictNet(torch.nn.Module):
+    """Takes a dict of tensors and returns a dict: the input style of many multi-modal models."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.image = torch.nn.Linear(8, 4)
+        self.text = torch.nn.Embedding(10, 4)
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {"joint": self.image(batch["image"]) + self.text(batch["tokens"]).mean(1)}
+
+
+def build_dict_net(device: str) -> Built:
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = DictNet()
+    batch = {"image": torch.randn(1, 8, device=device), "tokens": torch.zeros(1, 5, dtype=torch.long, device=device)}
+    return model.eval(), (batch,), {}

@@ -1,0 +1,22 @@
+"""torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
+
+from ._api import Graph, load, trace, trace_shapes
+from ._capture import TraceError
+from ._ir import GraphFormatError, GraphIR, Node, Scope, Source, TensorMeta
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Graph",
+    "GraphFormatError",
+    "GraphIR",
+    "Node",
+    "Scope",
+    "Source",
+    "TensorMeta",
+    "TraceError",
+    "__version__",
+    "load",
+    "trace",
+    "trace_shapes",
+]

@@ -1,0 +1,188 @@
+"""The public API: the one module that wires capture, IR, passes and renderers."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import torch
+
+from . import _capture
+from ._io import write_atomic
+from ._ir import GraphFormatError, GraphIR
+from ._render._tree import render_tree
+
+Shape = Sequence[int]
+
+
+class Graph:
+    """One captured forward pass. ``graph.ir`` is the data; methods render it."""
+
+    def __init__(self, ir: GraphIR, error: BaseException | None = None) -> None:
+        self.ir = ir
+        self.error = error
+        """With ``trace(..., partial=True)``: the exception that stopped the forward pass."""
+
+    # -- data -------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> list[Any]:
+        return self.ir.nodes
+
+    @property
+    def scopes(self) -> list[Any]:
+        return self.ir.scopes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready graph document (see CONTRACT.md)."""
+        return self.ir.to_dict()
+
+    def to_json(self, indent: int | None = None) -> str:
+        return self.ir.to_json(indent=indent)
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the graph document as JSON (atomically)."""
+        return write_atomic(path, self.to_json())
+
+    # -- views ------------------------------------------------------------------
+
+    def tree(self, depth: int | None = None, ascii: bool | None = None) -> str:
+        """The module hierarchy with ops in execution order; branches that fork and join
+        show as sibling branches. ``depth`` collapses deeper module calls to one line;
+        ``ascii`` defaults to whatever stdout can encode."""
+        if ascii is None:
+            ascii = not _can_encode(sys.stdout, "├→×")
+        return render_tree(self.ir, depth=depth, ascii=ascii)
+
+    def __repr__(self) -> str:
+        ops = sum(1 for _ in self.ir.ops())
+        return f"<torchatlas.Graph {self.ir.meta.get('model', '?')}: {len(self.ir.scopes)} module calls, {ops} ops>"
+
+
+def _can_encode(stream: Any, sample: str) -> bool:
+    try:
+        sample.encode(getattr(stream, "encoding", None) or "ascii")
+        return True
+    except (UnicodeEncodeError, LookupError):
+        return False
+
+
+def trace(
+    model: Callable[..., Any],
+    args: Any = (),
+    kwargs: dict[str, Any] | None = None,
+    *,
+    partial: bool = False,
+    progress: bool | None = None,
+) -> Graph:
+    """Run ``model(*args, **kwargs)`` once and record every tensor op with its module call.
+
+    ``args`` is a tuple of positional inputs or a single tensor. The model and torch are
+    left exactly as they were, whether the forward pass returns or raises. With
+    ``partial=True`` a forward pass that fails part-way still gives the graph up to the
+    failing op (marked in ``node.meta["error"]``) and ``graph.error``. ``progress`` shows
+    a live op counter on big traces (default: when stderr is a terminal).
+    """
+    args = _normalize_args(args)
+    kwargs = dict(kwargs or {})
+    with _progress_reporter(progress) as report:
+        ir, _output, error = _capture.capture_python(model, args, kwargs, progress=report, partial=partial)
+    return Graph(ir, error)
+
+
+def trace_shapes(
+    model: torch.nn.Module,
+    *shapes: Shape,
+    dtype: torch.dtype | Sequence[torch.dtype] = torch.float32,
+    device: str | torch.device | None = None,
+    high: int | None = None,
+    kwargs: dict[str, Any] | None = None,
+    partial: bool = False,
+) -> Graph:
+    """Trace from input shapes alone, as torchinfo's ``input_size`` does.
+
+    Inputs are built for you on the model's device (or ``device``): random normal
+    floats, or random integers in ``[0, high)`` for integer dtypes (token ids; ``high``
+    defaults to the model config's ``vocab_size`` where there is one, else 2). On the
+    ``meta`` device they are meta tensors.
+    """
+    dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(shapes)
+    if len(dtypes) != len(shapes):
+        raise ValueError(f"torchatlas: {len(shapes)} input shapes but {len(dtypes)} dtypes")
+    target = torch.device(device) if device is not None else _model_device(model)
+    vocab = high or getattr(getattr(model, "config", None), "vocab_size", None) or 2
+    inputs = tuple(make_input(tuple(s), dt, target, vocab) for s, dt in zip(shapes, dtypes))
+    return trace(model, inputs, kwargs, partial=partial)
+
+
+def make_input(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, high: int = 2) -> torch.Tensor:
+    """A random tensor of that shape and dtype; integers fall in ``[0, high)``."""
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, dtype=dtype, device=device)
+    if dtype == torch.bool:
+        return torch.ones(shape, dtype=dtype, device=device)
+    return torch.randint(0, high, shape, dtype=dtype, device=device)
+
+
+def _model_device(model: Any) -> torch.device:
+    if isinstance(model, torch.nn.Module):
+        for t in model.parameters():
+            return t.device
+        for t in model.buffers():
+            return t.device
+    return torch.device("cpu")
+
+
+def _normalize_args(args: Any) -> tuple[Any, ...]:
+    if isinstance(args, tuple):
+        return args
+    if isinstance(args, list):
+        return tuple(args)
+    return (args,)
+
+
+def load(path: str | os.PathLike[str]) -> Graph:
+    """Read a graph saved by ``Graph.save``. Malformed or future-version files raise
+    ``GraphFormatError`` naming the problem; nothing is ever unpickled or evaluated."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise GraphFormatError(f"{path}: not a UTF-8 JSON file ({e.reason})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise GraphFormatError(f"{path}: not valid JSON, truncated or corrupt ({e.msg} at line {e.lineno})") from None
+    try:
+        return Graph(GraphIR.from_dict(doc))
+    except GraphFormatError as e:
+        raise GraphFormatError(f"{path}: {e}") from None
+
+
+class _progress_reporter:
+    """A live op counter on stderr for long traces; silent for short ones."""
+
+    def __init__(self, enabled: bool | None) -> None:
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._progress: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> Callable[[int], None] | None:
+        return self._report if self.enabled else None
+
+    def _report(self, ops: int) -> None:
+        if self._progress is None:
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                SpinnerColumn(), TextColumn("tracing: {task.completed} ops"), TimeElapsedColumn(), transient=True
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("trace", total=None)
+        self._progress.update(self._task, completed=ops)
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -1,0 +1,71 @@
+"""Capture: the only layer that touches torch internals. It emits a ``GraphIR``."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable
+
+import torch
+
+from .._ir import GraphIR
+from . import _source
+from ._build import build_graph
+from ._recorder import Recorder
+from ._values import iter_tensors
+
+__all__ = ["TraceError", "capture_python"]
+
+
+class TraceError(RuntimeError):
+    """The model could not be traced; the message says why in one line."""
+
+
+def _describe_failure(rec: Recorder, exc: BaseException) -> str:
+    """One line naming the op, the module call and the source line where forward failed."""
+    if rec.failure is not None:
+        f = rec.failure
+        where = f"{f.code.co_filename}:{f.line}" if f.code is not None else "unknown source"
+        scope = rec.scopes[f.scope] if f.scope is not None and f.scope < len(rec.scopes) else None
+        module = f" in module '{scope.path or '<root>'}' ({scope.cls.rsplit('.', 1)[-1]})" if scope else ""
+        return f"torchatlas: forward failed at {f.target}{module}, {where}"
+    frames = [fs for fs in traceback.extract_tb(exc.__traceback__) if not fs.filename.startswith(_source._INTERNAL_PREFIXES)]
+    where = f", {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"torchatlas: forward failed{where}"
+
+
+def capture_python(
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    progress: Callable[[int], None] | None = None,
+    partial: bool = False,
+) -> tuple[GraphIR, Any, BaseException | None]:
+    """Run ``model(*args, **kwargs)`` once, recording it.
+
+    Returns the graph, the model's output, and (only with ``partial=True``) the
+    exception that stopped the forward pass. Without ``partial`` an exception
+    propagates unchanged, with a note naming where it happened.
+    """
+    rec = Recorder(model, progress=progress)
+    inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
+    rec.add_inputs(inputs)
+    output: Any = None
+    error: BaseException | None = None
+    try:
+        with rec:
+            if not isinstance(model, torch.nn.Module):
+                rec.open_root(f"{type(model).__module__}.{getattr(model, '__qualname__', type(model).__qualname__)}")
+            output = model(*args, **kwargs)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        note = _describe_failure(rec, exc)
+        if not partial:
+            if hasattr(exc, "add_note"):
+                exc.add_note(note)
+            raise
+        error = exc
+    if not rec.scopes:
+        raise TraceError("torchatlas: the model recorded no module call; is it an nn.Module or a callable?")
+    return build_graph(rec, output, model), output, error

@@ -1,0 +1,346 @@
+"""Records one forward pass at the level of the Python torch API.
+
+A ``TorchFunctionMode`` sees every torch function, Tensor method, operator and
+factory call; global module hooks see every ``nn.Module`` call. Data flow is
+tracked by tensor identity (weak references, never kept alive) plus, for
+in-place writes, the storage each tensor aliases: a reader of a tensor whose
+storage was written after the tensor was made reads from the last writer.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from . import _naming, _source
+from ._values import encode, iter_tensors, shape_of, tensors_flat
+
+Tensor = torch.Tensor
+_tls = threading.local()
+
+# (producer record index, output slot)
+Ref = tuple[int, int]
+
+
+def active_recorder() -> Recorder | None:
+    return getattr(_tls, "recorder", None)
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    kind: str
+    scope: int
+    inputs: list[Ref]
+    target: str | None = None
+    path: str | None = None
+    outputs: list[tuple[tuple[Any, ...], Any, Any]] = field(default_factory=list)
+    args: Any = None
+    kwargs: Any = None
+    inplace: bool = False
+    code: Any = None  # code object of the user frame that ran it
+    line: int = 0
+    frame: int = 0  # id() of that frame, only to group ops by line execution
+    error: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ScopeRecord:
+    parent: int | None
+    path: str
+    cls: str
+    call: int
+    code: Any
+    line: int
+    frame: int
+    outputs: list[Ref] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Failure:
+    """Where the forward pass raised."""
+
+    target: str | None
+    scope: int | None
+    code: Any
+    line: int
+
+
+class Recorder(TorchFunctionMode):
+    """Collects node and scope records; ``_build.py`` turns them into a ``GraphIR``."""
+
+    def __init__(self, model: Any, progress: Callable[[int], None] | None = None) -> None:
+        super().__init__()
+        self.nodes: list[NodeRecord] = []
+        self.scopes: list[ScopeRecord] = []
+        self.timeline: list[int] = []  # op index, or -(scope index + 1) when a scope returns
+        self.failure: Failure | None = None
+        self._progress = progress
+        self._next_progress = 1024
+        self._stack: list[tuple[int, Any]] = []  # (scope index, module)
+        self._producer: dict[int, tuple[Any, int, int, int]] = {}  # id(t) -> (weakref, record, slot, version)
+        self._writes: dict[int, Ref] = {}  # storage key -> last writer
+        self._calls: dict[str, int] = {}
+        self._model = model
+        self._module_paths: dict[int, str] = {}
+        self._named: dict[int, tuple[str, str]] = {}  # id(param or buffer) -> (kind, path)
+        self._pending_inputs: list[tuple[str, Tensor]] = []
+        if isinstance(model, torch.nn.Module):
+            self._index_model(model)
+        self._hooks: list[Any] = []
+
+    # -- set-up -------------------------------------------------------------
+
+    def _index_model(self, model: torch.nn.Module) -> None:
+        for name, module in model.named_modules(remove_duplicate=False):
+            self._module_paths.setdefault(id(module), name)
+        for name, p in model.named_parameters(remove_duplicate=False):
+            self._named.setdefault(id(p), ("param", name))
+        for name, b in model.named_buffers(remove_duplicate=False):
+            self._named.setdefault(id(b), ("buffer", name))
+
+    def add_inputs(self, named: list[tuple[str, Tensor]]) -> None:
+        """Inputs are recorded in the root scope as soon as it opens."""
+        self._pending_inputs.extend(named)
+
+    def open_root(self, cls: str) -> None:
+        """For a plain callable (no module call to hook), open the root scope by hand."""
+        self._push_scope(None, "", cls, None)
+
+    def __enter__(self) -> Recorder:
+        if active_recorder() is not None:
+            raise RuntimeError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
+        _tls.recorder = self
+        try:
+            self._hooks = [
+                torch.nn.modules.module.register_module_forward_pre_hook(self._on_module_enter),
+                torch.nn.modules.module.register_module_forward_hook(self._on_module_exit, always_call=True),
+            ]
+            super().__enter__()
+        except BaseException:
+            self._uninstall()
+            raise
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            super().__exit__(exc_type, exc, tb)
+        finally:
+            self._uninstall()
+
+    def _uninstall(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        if active_recorder() is self:
+            del _tls.recorder
+        self._stack.clear()
+
+    # -- module scopes --------------------------------------------------------
+
+    def _module_path(self, module: Any) -> str:
+        path = self._module_paths.get(id(module))
+        if path is None and isinstance(self._model, torch.nn.Module):
+            self._index_model(self._model)  # forward may have attached new submodules
+            path = self._module_paths.get(id(module))
+        if path is None:
+            parent = self.scopes[self._stack[-1][0]].path if self._stack else ""
+            path = f"{parent}.<{type(module).__name__}>" if parent else f"<{type(module).__name__}>"
+        return path
+
+    def _push_scope(self, module: Any, path: str, cls: str, frame: Any) -> None:
+        user = _source.user_frame(frame)
+        call = self._calls.get(path, 0)
+        self._calls[path] = call + 1
+        parent = self._stack[-1][0] if self._stack else None
+        self.scopes.append(
+            ScopeRecord(
+                parent, path, cls, call,
+                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
+            )
+        )
+        self._stack.append((len(self.scopes) - 1, module))
+        if self._pending_inputs:
+            for input_path, t in self._pending_inputs:
+                self._new_leaf("input", input_path, t)
+            self._pending_inputs = []
+
+    def _on_module_enter(self, module: Any, args: Any) -> None:
+        if active_recorder() is not self:
+            return
+        cls = type(module)
+        self._push_scope(module, self._module_path(module), f"{cls.__module__}.{cls.__qualname__}", sys._getframe(1))
+
+    def _on_module_exit(self, module: Any, args: Any, output: Any) -> None:
+        if active_recorder() is not self:
+            return
+        while self._stack:  # unwinds scopes left open by an exception
+            index, top = self._stack.pop()
+            if top is module:
+                break
+        else:
+            return
+        scope = self.scopes[index]
+        if output is not None:
+            scope.outputs = [self.ref(t) for _, t in iter_tensors(output, "")]
+        self.timeline.append(-(index + 1))
+
+    # -- values -----------------------------------------------------------------
+
+    @property
+    def current_scope(self) -> int:
+        return self._stack[-1][0] if self._stack else 0
+
+    def _register(self, t: Tensor, record: int, slot: int) -> None:
+        version = -1 if t.is_inference() else t._version
+        self._producer[id(t)] = (weakref.ref(t), record, slot, version)
+
+    def _new_leaf(self, kind: str, path: str | None, t: Tensor) -> Ref:
+        index = len(self.nodes)
+        self.nodes.append(NodeRecord(kind, self.current_scope, [], path=path, outputs=[_meta(t)]))
+        if kind in ("param", "buffer"):
+            self.nodes[-1].extra = {"requires_grad": bool(t.requires_grad)}
+        self._register(t, index, 0)
+        return index, 0
+
+    def _constant_path(self, t: Tensor) -> str | None:
+        """A plain tensor attribute of the running module (not a registered buffer)."""
+        if not self._stack:
+            return None
+        module = self._stack[-1][1]
+        for attr, value in getattr(module, "__dict__", {}).items():
+            if value is t:
+                scope_path = self.scopes[self._stack[-1][0]].path
+                return f"{scope_path}.{attr}" if scope_path else attr
+        return None
+
+    def ref(self, t: Tensor) -> Ref:
+        """The (record, slot) a read of ``t`` depends on."""
+        entry = self._producer.get(id(t))
+        if entry is None or entry[0]() is not t:
+            named = self._named.get(id(t))
+            if named is not None:
+                return self._new_leaf(named[0], named[1], t)
+            return self._new_leaf("constant", self._constant_path(t), t)
+        if self._writes and (entry[3] == -1 or t._version != entry[3]):
+            written = self._writes.get(_storage_key(t))
+            if written is not None and written[0] > entry[1]:
+                return written
+        return entry[1], entry[2]
+
+    # -- ops ---------------------------------------------------------------------
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                self._record_failure(func, args, kwargs, exc, sys._getframe(1))
+            raise
+        if isinstance(result, Tensor):
+            outs = [result]
+        elif isinstance(result, (tuple, list)) and not isinstance(result, torch.Size):
+            outs = []
+            tensors_flat(result, outs)
+        else:
+            outs = []
+        written = self._written(func, args, kwargs)
+        if not outs:
+            if not written:
+                return result
+            outs = list(written)
+        self._record_op(func, args, kwargs, outs, written, sys._getframe(1))
+        return result
+
+    def _written(self, func: Any, args: tuple, kwargs: dict) -> list[Tensor]:
+        out = kwargs.get("out")
+        if out is not None:
+            found: list[Tensor] = []
+            tensors_flat(out, found)
+            return found
+        spec = _naming.mutation_spec(func)
+        if spec is None or not args:
+            return []
+        if spec == "self":
+            return [args[0]] if isinstance(args[0], Tensor) else []
+        if kwargs.get("inplace") or (len(args) > spec and args[spec] is True):
+            return [args[0]] if isinstance(args[0], Tensor) else []
+        return []
+
+    def _inputs(self, args: tuple, kwargs: dict) -> list[Tensor]:
+        ins: list[Tensor] = []
+        tensors_flat(args, ins)
+        if kwargs:
+            tensors_flat({k: v for k, v in kwargs.items() if k != "out"}, ins)
+        return ins
+
+    def _encode_call(self, ins: list[Tensor], args: tuple, kwargs: dict) -> tuple[Any, Any]:
+        index: dict[int, int] = {}
+        for i, t in enumerate(ins):
+            index.setdefault(id(t), i)
+        enc_args = encode(list(args), index)
+        enc_kwargs = {k: encode(v, index) for k, v in kwargs.items()} if kwargs else None
+        return enc_args, enc_kwargs
+
+    def _record_op(self, func: Any, args: tuple, kwargs: dict, outs: list[Tensor], written: list[Tensor], caller: Any) -> None:
+        ins = self._inputs(args, kwargs)
+        refs = [self.ref(t) for t in ins]
+        enc_args, enc_kwargs = self._encode_call(ins, args, kwargs)
+        target = _naming.operator_name(func, caller) or _naming.target_name(func)
+        user = _source.user_frame(caller)
+        index = len(self.nodes)
+        self.nodes.append(
+            NodeRecord(
+                "op", self.current_scope, refs, target=target, outputs=[_meta(t) for t in outs],
+                args=enc_args, kwargs=enc_kwargs, inplace=bool(written),
+                code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
+            )
+        )
+        self.timeline.append(index)
+        for slot, t in enumerate(outs):
+            self._register(t, index, slot)
+        for t in written:
+            slot = next((i for i, o in enumerate(outs) if o is t), 0)
+            key = _storage_key(t)
+            if key is not None:
+                self._writes[key] = (index, slot)
+            self._register(t, index, slot)
+        if self._progress is not None and index >= self._next_progress:
+            self._next_progress += 1024
+            self._progress(index)
+
+    def _record_failure(self, func: Any, args: tuple, kwargs: dict, exc: BaseException, caller: Any) -> None:
+        if self.failure is not None:  # an inner op already failed; keep the innermost
+            return
+        user = _source.user_frame(caller)
+        target = _naming.operator_name(func, caller) or _naming.target_name(func)
+        ins = self._inputs(args, kwargs)
+        refs = [self.ref(t) for t in ins]
+        enc_args, enc_kwargs = self._encode_call(ins, args, kwargs)
+        self.nodes.append(
+            NodeRecord(
+                "op", self.current_scope, refs, target=target, args=enc_args, kwargs=enc_kwargs,
+                code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
+                error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300],
+            )
+        )
+        self.failure = Failure(target, self.current_scope, user.f_code if user else None, user.f_lineno if user else 0)
+
+
+def _meta(t: Tensor) -> tuple[tuple[Any, ...], Any, Any]:
+    return shape_of(t), t.dtype, t.device
+
+
+def _storage_key(t: Tensor) -> int | None:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return None

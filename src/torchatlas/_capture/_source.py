@@ -1,0 +1,55 @@
+"""Which user source line made a call, and which variable its result was assigned to."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import types
+from functools import lru_cache
+
+import torch
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_INTERNAL_PREFIXES = (_TORCH_DIR, _OWN_DIR)
+
+# ``name = ...``, ``a, b = ...``, ``(a, b) = ...``, ``x += ...``, ``x: T = ...``;
+# not ``==`` and not keyword arguments (those never start a line).
+_ASSIGN = re.compile(
+    r"^\s*\(?\s*(?P<targets>[A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)*)\s*,?\s*\)?"
+    r"\s*(?::[^=]+)?(?:[-+*/@%&|^]|//|\*\*|>>|<<)?=(?!=)"
+)
+
+_internal_cache: dict[types.CodeType, bool] = {}
+
+
+def _is_internal(code: types.CodeType) -> bool:
+    hit = _internal_cache.get(code)
+    if hit is None:
+        filename = code.co_filename
+        hit = filename.startswith(_INTERNAL_PREFIXES) or filename.startswith("<frozen")
+        _internal_cache[code] = hit
+    return hit
+
+
+def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
+    """The first frame at or above ``frame`` that is neither torch's nor ours."""
+    while frame is not None and _is_internal(frame.f_code):
+        frame = frame.f_back
+    return frame
+
+
+@lru_cache(maxsize=65536)
+def line_text(filename: str, lineno: int) -> str:
+    return linecache.getline(filename, lineno).strip()
+
+
+@lru_cache(maxsize=65536)
+def assignment_targets(filename: str, lineno: int) -> tuple[str, ...]:
+    """Variable names a source line assigns to, outermost first; empty when it assigns none."""
+    match = _ASSIGN.match(linecache.getline(filename, lineno))
+    if not match:
+        return ()
+    names = tuple(t.strip() for t in match.group("targets").split(","))
+    return tuple(n.removeprefix("self.") for n in names)

@@ -1,0 +1,86 @@
+"""Finding tensors inside Python values, and turning the rest into JSON constants."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Iterator
+
+import torch
+
+Tensor = torch.Tensor
+_MAX_REPR = 120
+_MAX_ITEMS = 64
+
+
+def iter_tensors(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Tensor]]:
+    """(path, tensor) for each tensor in nested tuples, lists, dicts, dataclasses and ModelOutputs."""
+    if isinstance(value, Tensor):
+        yield path, value
+    elif depth > 32:
+        return
+    elif isinstance(value, dict):  # includes transformers' ModelOutput (an OrderedDict)
+        for key, item in value.items():
+            yield from iter_tensors(item, f"{path}[{key!r}]", depth + 1)
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
+        for key, item in zip(value._fields, value):
+            yield from iter_tensors(item, f"{path}.{key}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from iter_tensors(item, f"{path}[{i}]", depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            yield from iter_tensors(getattr(value, f.name, None), f"{path}.{f.name}", depth + 1)
+
+
+def tensors_flat(value: Any, out: list[Tensor]) -> None:
+    """Append the tensors in a torch call's arguments (tuples, lists and dicts only) to ``out``."""
+    if isinstance(value, Tensor):
+        out.append(value)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if isinstance(item, Tensor):
+                out.append(item)
+            elif isinstance(item, (list, tuple, dict)):
+                tensors_flat(item, out)
+    elif isinstance(value, dict):
+        for item in value.values():
+            tensors_flat(item, out)
+
+
+def encode(value: Any, tensor_index: dict[int, int], depth: int = 0) -> Any:
+    """A JSON form of a non-tensor argument; a tensor becomes ``{"tensor": i}``."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value if not isinstance(value, str) or len(value) <= _MAX_REPR else value[:_MAX_REPR] + "…"
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, Tensor):
+        index = tensor_index.get(id(value))
+        return {"tensor": index} if index is not None else {"repr": "tensor"}
+    if depth > 4:
+        return {"repr": "…"}
+    if isinstance(value, (list, tuple)):
+        items = [encode(v, tensor_index, depth + 1) for v in value[:_MAX_ITEMS]]
+        return items + ([{"repr": f"… {len(value) - _MAX_ITEMS} more"}] if len(value) > _MAX_ITEMS else [])
+    if isinstance(value, slice):
+        return {"slice": [encode(value.start, tensor_index), encode(value.stop, tensor_index), encode(value.step, tensor_index)]}
+    if value is Ellipsis:
+        return {"ellipsis": True}
+    if isinstance(value, torch.dtype):
+        return {"dtype": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"device": str(value)}
+    if isinstance(value, torch.Size):
+        return list(value)
+    if isinstance(value, dict):
+        return {"dict": {str(k): encode(v, tensor_index, depth + 1) for k, v in list(value.items())[:_MAX_ITEMS]}}
+    text = repr(value)
+    return {"repr": text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def shape_of(t: Tensor) -> tuple[Any, ...]:
+    return tuple(s if isinstance(s, int) else str(s) for s in t.shape)

@@ -1,0 +1,162 @@
+"""Helpers shared by the analysis passes: op names, operands, dtype sizes, scope trees."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchatlas._ir import GraphIR, Node, TensorMeta
+
+_DTYPE_BYTES: dict[str, float] = {
+    "float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
+    "complex128": 16, "cdouble": 16, "complex64": 8, "cfloat": 8, "complex32": 4, "chalf": 4,
+    "int64": 8, "long": 8, "int32": 4, "int": 4, "int16": 2, "short": 2, "int8": 1,
+    "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1,
+    "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1, "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1,
+    "float4_e2m1fn_x2": 1, "qint8": 1, "quint8": 1, "qint32": 4, "quint4x2": 0.5, "quint2x4": 0.25,
+    "bits8": 1, "bits16": 2,
+}
+
+# Ops whose result shares storage with their first tensor argument: no new memory,
+# and the argument stays alive as long as the view does.
+VIEW_OPS = frozenset(
+    """view view_as reshape reshape_as transpose swapaxes swapdims permute t mT T adjoint getitem
+    squeeze unsqueeze flatten unflatten expand expand_as narrow select movedim moveaxis
+    split split_with_sizes chunk tensor_split unbind diagonal as_strided detach alias
+    real imag view_as_real view_as_complex unfold""".split()
+)
+
+_REFLECTED_OR_INPLACE = frozenset(
+    """add sub mul truediv floordiv div mod pow matmul and or xor lshift rshift""".split()
+)
+
+
+def op_name(target: str | None) -> str:
+    """Short op name: ``torch.Tensor.__iadd__`` -> ``add``, ``torch.relu_`` -> ``relu``."""
+    if not target:
+        return ""
+    name = target.rsplit(".", 1)[-1]
+    if name.startswith("__") and name.endswith("__") and len(name) > 4:
+        name = name[2:-2]
+        if name[:1] in ("r", "i") and name[1:] in _REFLECTED_OR_INPLACE:
+            name = name[1:]
+    elif name.endswith("_") and not name.startswith("_") and len(name) > 1:
+        name = name[:-1]
+    return name
+
+
+def is_reflected(target: str | None) -> bool:
+    """``__rmatmul__``/``__rsub__``...: the tensor arguments arrive in swapped order."""
+    name = (target or "").rsplit(".", 1)[-1]
+    return name.startswith("__r") and name[3:-2] in _REFLECTED_OR_INPLACE
+
+
+def dtype_bytes(dtype: str) -> float | None:
+    """Bytes per element of a dtype string such as ``"float32"``; None if unknown."""
+    return _DTYPE_BYTES.get(dtype.removeprefix("torch."))
+
+
+def tensor_bytes(meta: TensorMeta) -> int | None:
+    size = dtype_bytes(meta.dtype)
+    return None if size is None else int(meta.numel() * size)
+
+
+def raw_arg(node: Node, position: int, name: str) -> Any:
+    """The JSON value of an argument given by position or keyword (None when absent)."""
+    if position < len(node.args):
+        return node.args[position]
+    return node.kwargs.get(name)
+
+
+def operand(ir: GraphIR, node: Node, position: int, name: str = "") -> TensorMeta | None:
+    """The shape/dtype of a tensor argument, by position or keyword.
+
+    Hand-built nodes without encoded arguments fall back to ``inputs`` order.
+    """
+    if not node.args and not node.kwargs:
+        if position < len(node.inputs):
+            return ir.value_meta(node.inputs[position], node.input_slots[position])
+        return None
+    return tensor_of(ir, node, raw_arg(node, position, name))
+
+
+def tensor_of(ir: GraphIR, node: Node, raw: Any) -> TensorMeta | None:
+    if isinstance(raw, dict) and isinstance(raw.get("tensor"), int) and raw["tensor"] < len(node.inputs):
+        i = raw["tensor"]
+        return ir.value_meta(node.inputs[i], node.input_slots[i])
+    return None
+
+
+def tensor_operands(ir: GraphIR, node: Node) -> list[TensorMeta]:
+    """Every tensor argument in positional order, lists flattened (``einsum(eq, [a, b])``)."""
+    if not node.args and not node.kwargs:
+        return [m for i, s in zip(node.inputs, node.input_slots) if (m := ir.value_meta(i, s)) is not None]
+    found: list[TensorMeta] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, list):
+            for item in value:
+                walk(item)
+        elif (meta := tensor_of(ir, node, value)) is not None:
+            found.append(meta)
+
+    walk(node.args)
+    return found
+
+
+def written_input(node: Node) -> int | None:
+    """Index into ``node.inputs`` of the tensor an in-place op wrote (``out=`` or its first argument)."""
+    if not node.inplace or not node.inputs:
+        return None
+    out = node.kwargs.get("out")
+    if isinstance(out, dict) and isinstance(out.get("tensor"), int):
+        return out["tensor"]
+    first = node.args[0] if node.args else None
+    if isinstance(first, dict) and isinstance(first.get("tensor"), int):
+        return first["tensor"]
+    return 0
+
+
+def storage_roots(ir: GraphIR) -> list[int]:
+    """For each node (by position), the position of the node that allocated its storage.
+
+    Views and in-place writes reuse their argument's storage; everything else owns its own.
+    """
+    position = {n.id: i for i, n in enumerate(ir.nodes)}
+    roots: list[int] = []
+    for i, n in enumerate(ir.nodes):
+        source: int | None = None
+        if n.kind == "op" and n.inputs:
+            if n.inplace:
+                source = written_input(n)
+            elif op_name(n.target) in VIEW_OPS:
+                source = 0
+        if source is not None and source < len(n.inputs):
+            roots.append(roots[position[n.inputs[source]]])
+        else:
+            roots.append(i)
+    return roots
+
+
+def subtree_ends(ir: GraphIR) -> dict[str, int]:
+    """Scope id -> position of its last descendant in ``ir.scopes``.
+
+    Scopes are listed in call order, which is a depth-first pre-order of the call tree,
+    so a scope's subtree is the contiguous run ``[its position, end]``.
+    """
+    position = {s.id: i for i, s in enumerate(ir.scopes)}
+    ends = list(range(len(ir.scopes)))
+    for i in range(len(ir.scopes) - 1, -1, -1):
+        parent = ir.scopes[i].parent
+        if parent is not None:
+            p = position[parent]
+            ends[p] = max(ends[p], ends[i])
+    return {s.id: ends[i] for i, s in enumerate(ir.scopes)}
+
+
+def roll_up(ir: GraphIR, own: dict[str, float]) -> dict[str, float]:
+    """Per-scope totals including all descendants, from per-scope own values."""
+    total = {s.id: own.get(s.id, 0) for s in ir.scopes}
+    for s in reversed(ir.scopes):
+        if s.parent is not None:
+            total[s.parent] += total[s.id]
+    return total

@@ -1,0 +1,42 @@
+"""Dead code: ops whose results never reach a graph output.
+
+Liveness flows backwards from the output nodes through ``inputs``. An in-place
+write is live when a later live op reads what it wrote (capture makes such reads
+point at the writing op). Writes into a parameter, buffer or model input are
+side effects on state that outlives the call (running statistics, caches), so
+they are live even when nothing reads them afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchatlas._ir import GraphIR
+from torchatlas._passes._common import storage_roots
+
+_STATE_KINDS = frozenset({"param", "buffer", "input"})
+
+
+def dead_code(ir: GraphIR) -> GraphIR:
+    """Set ``node.meta["dead"]`` on every op (True when its result reaches no output).
+
+    Graph meta gains ``dead_op_count``.
+    """
+    nodes = ir.nodes
+    position = {n.id: i for i, n in enumerate(nodes)}
+    roots = storage_roots(ir)
+    live = [False] * len(nodes)
+    for i, n in enumerate(nodes):
+        if n.kind == "output" or (n.inplace and nodes[roots[i]].kind in _STATE_KINDS):
+            live[i] = True
+    for i in range(len(nodes) - 1, -1, -1):
+        if live[i]:
+            for ref in nodes[i].inputs:
+                live[position[ref]] = True
+    node_meta: dict[str, dict[str, Any]] = {}
+    dead = 0
+    for i, n in enumerate(nodes):
+        if n.kind == "op":
+            node_meta[n.id] = {"dead": not live[i]}
+            dead += not live[i]
+    return ir.with_meta(nodes=node_meta, graph={"dead_op_count": dead})

@@ -1,0 +1,164 @@
+"""Differences between two captures: added/removed module calls, changed shapes, parameters, FLOPs.
+
+Calls are matched by ``(path, call)``; calls left over on both sides are then
+paired by structure (same class and structural hash, in call order), which finds
+renamed modules. Parameter and FLOP changes are reported at the calls whose *own*
+share changed (their total minus their children's), so one edited layer is not
+echoed by every ancestor; graph totals are reported separately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchatlas._ir import GraphIR, Scope
+from torchatlas._passes._format import format_count, format_shapes, markdown_text, safe_text
+from torchatlas._passes._repeats import structural_hashes
+
+
+@dataclass(frozen=True)
+class ScopeChange:
+    """One changed quantity of a module call present in both graphs."""
+
+    scope: str
+    """The call's label in the second graph, e.g. ``fc (Linear)``."""
+    field: str
+    """``class``, ``path``, ``input shapes``, ``output shapes``, ``parameters`` or ``FLOPs``."""
+    before: str
+    after: str
+
+
+@dataclass
+class GraphDiff:
+    """What changed from graph ``a`` to graph ``b``."""
+
+    added: list[str] = field(default_factory=list)
+    """Labels of calls only in ``b``."""
+    removed: list[str] = field(default_factory=list)
+    """Labels of calls only in ``a``."""
+    changed: list[ScopeChange] = field(default_factory=list)
+    totals: list[ScopeChange] = field(default_factory=list)
+    """Whole-graph parameter and FLOP totals that differ (``scope`` is ``"<total>"``)."""
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed or self.totals)
+
+    def to_dict(self) -> dict[str, Any]:
+        def rows(changes: list[ScopeChange]) -> list[dict[str, str]]:
+            return [{"scope": c.scope, "field": c.field, "before": c.before, "after": c.after} for c in changes]
+
+        return {"added": list(self.added), "removed": list(self.removed), "changed": rows(self.changed), "totals": rows(self.totals)}
+
+    def __str__(self) -> str:
+        if not self:
+            return "no differences"
+        lines = [f"- {safe_text(label)}" for label in self.removed]
+        lines += [f"+ {safe_text(label)}" for label in self.added]
+        lines += [f"~ {safe_text(c.scope)}: {c.field} {safe_text(c.before)} -> {safe_text(c.after)}" for c in self.changed]
+        lines += [f"= total {c.field}: {c.before} -> {c.after}" for c in self.totals]
+        return "\n".join(lines)
+
+    def to_markdown(self) -> str:
+        if not self:
+            return "No differences.\n"
+        out: list[str] = []
+        if self.removed:
+            out += ["**Removed**", ""] + [f"- {markdown_text(label)}" for label in self.removed] + [""]
+        if self.added:
+            out += ["**Added**", ""] + [f"- {markdown_text(label)}" for label in self.added] + [""]
+        changes = self.changed + self.totals
+        if changes:
+            out += ["| module call | what | before | after |", "|---|---|---|---|"]
+            out += [f"| {markdown_text(c.scope)} | {c.field} | {markdown_text(c.before)} | {markdown_text(c.after)} |" for c in changes]
+            out.append("")
+        return "\n".join(out)
+
+
+def diff(a: GraphIR, b: GraphIR) -> GraphDiff:
+    """Compare two graphs (analysed or not) module call by module call."""
+    from torchatlas._passes import ensure_analyzed  # the package imports this module
+
+    a, b = ensure_analyzed(a), ensure_analyzed(b)
+    pairs, only_a, only_b = _match(a, b)
+    result = GraphDiff(removed=[s.label for s in only_a], added=[s.label for s in only_b])
+    own_a, own_b = _own_amounts(a), _own_amounts(b)
+    for sa, sb in pairs:
+        label = sb.label
+        if sa.cls != sb.cls:
+            result.changed.append(ScopeChange(label, "class", sa.class_name, sb.class_name))
+        if (sa.path, sa.call) != (sb.path, sb.call):
+            result.changed.append(ScopeChange(label, "path", sa.label, sb.label))
+        for key, name in (("input_shapes", "input shapes"), ("output_shapes", "output shapes")):
+            before, after = sa.meta.get(key, []), sb.meta.get(key, [])
+            if before != after:
+                result.changed.append(ScopeChange(label, name, format_shapes(before), format_shapes(after)))
+        for key, name in (("params", "parameters"), ("flops", "FLOPs")):
+            if own_a[key][sa.id] != own_b[key][sb.id]:
+                before, after = format_count(sa.meta.get(key)), format_count(sb.meta.get(key))
+                result.changed.append(ScopeChange(label, name, before, after))
+    for key, name in (("param_count", "parameters"), ("flops", "FLOPs")):
+        if a.meta.get(key) != b.meta.get(key):
+            result.totals.append(ScopeChange("<total>", name, format_count(a.meta.get(key)), format_count(b.meta.get(key))))
+    return result
+
+
+def _match(a: GraphIR, b: GraphIR) -> tuple[list[tuple[Scope, Scope]], list[Scope], list[Scope]]:
+    by_key = {(s.path, s.call): s for s in b.scopes}
+    pairs: list[tuple[Scope, Scope]] = []
+    matched_b: set[str] = set()
+    left: list[Scope] = []
+    for s in a.scopes:
+        other = by_key.get((s.path, s.call))
+        if other is not None:
+            pairs.append((s, other))
+            matched_b.add(other.id)
+        else:
+            left.append(s)
+    right = [s for s in b.scopes if s.id not in matched_b]
+    if left and right:
+        hash_a, hash_b = _hashes(a), _hashes(b)
+        waiting: dict[tuple[str, str], list[Scope]] = {}
+        for s in right:
+            waiting.setdefault((s.cls, hash_b[s.id]), []).append(s)
+        still_left: list[Scope] = []
+        for s in left:
+            queue = waiting.get((s.cls, hash_a[s.id]))
+            if queue:
+                other = queue.pop(0)
+                pairs.append((s, other))
+                matched_b.add(other.id)
+            else:
+                still_left.append(s)
+        left = still_left
+        right = [s for s in right if s.id not in matched_b]
+    order = {s.id: i for i, s in enumerate(b.scopes)}
+    pairs.sort(key=lambda p: order[p[1].id])
+    return pairs, left, right
+
+
+def _hashes(ir: GraphIR) -> dict[str, str]:
+    if all("structure_hash" in s.meta for s in ir.scopes):
+        return {s.id: s.meta["structure_hash"] for s in ir.scopes}
+    return structural_hashes(ir)
+
+
+def _own_amounts(ir: GraphIR) -> dict[str, dict[str, Any]]:
+    """Per scope, its total minus its children's: what changes where an edit was made.
+
+    Parameters belong to module paths, so children called more than once count once.
+    """
+    children = ir.children()
+    out: dict[str, dict[str, Any]] = {"params": {}, "flops": {}}
+    for s in ir.scopes:
+        kids = [ir.scope(c) for c in children[s.id]]
+        distinct = {k.path: k for k in kids}.values()
+        out["params"][s.id] = _minus(s.meta.get("params"), [k.meta.get("params") for k in distinct])
+        out["flops"][s.id] = _minus(s.meta.get("flops"), [k.meta.get("flops") for k in kids])
+    return out
+
+
+def _minus(total: Any, parts: list[Any]) -> Any:
+    if not isinstance(total, int) or any(not isinstance(p, int) for p in parts):
+        return total
+    return total - sum(parts)

@@ -1,0 +1,141 @@
+"""Repeated structure: runs of identical sibling module calls that a view can fold to ``×N``.
+
+Each scope gets a structural hash of its subgraph: for every op (in order) its target,
+non-tensor arguments, output shapes and dtypes, and where each input comes from —
+an earlier op of the same call (by offset), a value from outside (numbered by first
+read), a parameter (by its path below the call) or a constant (by shape) — plus
+its child calls' classes and hashes. Module paths and node ids stay out of it, so
+``layers.3`` and ``layers.4`` hash alike, and so do two calls of one shared layer.
+
+A group is a run of two or more consecutive siblings with the same class and hash
+whose paths are either equal (a loop calling one module) or ``prefix.<int>`` with a
+common prefix (a ``ModuleList``/``Sequential`` of layers). Siblings that merely
+look alike (``q_proj``/``k_proj``) are not folded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from torchatlas._ir import GraphIR, Scope
+from torchatlas._passes._common import subtree_ends
+
+_STATE_KINDS = frozenset({"param", "buffer"})
+
+
+def _normalize(value: Any) -> Any:
+    """Arguments as hashable data; free-form reprs (object addresses, caches) are dropped."""
+    if isinstance(value, list):
+        return tuple(_normalize(v) for v in value)
+    if isinstance(value, dict):
+        if "repr" in value:
+            return "<repr>"
+        return tuple(sorted((k, _normalize(v)) for k, v in value.items()))
+    return value
+
+
+def structural_hashes(ir: GraphIR) -> dict[str, str]:
+    """Scope id -> a hash of the structure of everything that ran inside that call."""
+    position = {s.id: i for i, s in enumerate(ir.scopes)}
+    ends = subtree_ends(ir)
+    op_index: dict[str, int] = {}
+    first_op: dict[str, int] = {}
+    external: dict[str, dict[tuple[str, int], int]] = {s.id: {} for s in ir.scopes}
+    items: dict[str, list[Any]] = {s.id: [] for s in ir.scopes}
+
+    def ref_code(scope: Scope, ref: str, slot: int) -> tuple[Any, ...]:
+        producer = ir.node(ref)
+        if producer.kind in _STATE_KINDS:
+            path = producer.path or ""
+            prefix = scope.path + "." if scope.path else ""
+            return ("P", path[len(prefix):] if prefix and path.startswith(prefix) else path)
+        if producer.kind == "constant":
+            meta = producer.outputs[slot] if slot < len(producer.outputs) else None
+            return ("C", meta.shape if meta else None, meta.dtype if meta else None)
+        if producer.kind == "op" and position[scope.id] <= position[producer.scope] <= ends[scope.id]:
+            return ("L", op_index[ref] - first_op[scope.id], slot)
+        seen = external[scope.id]
+        return ("E", seen.setdefault((ref, slot), len(seen)))
+
+    for n in ir.nodes:
+        if n.kind != "op":
+            continue
+        index = op_index[n.id] = len(op_index)
+        cur: str | None = n.scope
+        while cur is not None and cur not in first_op:  # ancestors learn their first op once
+            first_op[cur] = index
+            cur = ir.scope(cur).parent
+        scope = ir.scope(n.scope)
+        refs = tuple(ref_code(scope, r, s) for r, s in zip(n.inputs, n.input_slots))
+        outs = tuple((m.shape, m.dtype) for m in n.outputs)
+        items[n.scope].append((n.target, _normalize(n.args), _normalize(n.kwargs), outs, refs, n.inplace))
+
+    hashes: dict[str, str] = {}
+    children: dict[str, list[tuple[str, str]]] = {s.id: [] for s in ir.scopes}
+    for s in reversed(ir.scopes):
+        outputs = tuple(ref_code(s, o, 0) for o in s.outputs)
+        signature = (s.cls, tuple(items[s.id]), tuple(reversed(children[s.id])), outputs)
+        hashes[s.id] = hashlib.blake2b(repr(signature).encode(), digest_size=8).hexdigest()
+        if s.parent is not None:
+            children[s.parent].append((s.cls, hashes[s.id]))
+    return hashes
+
+
+def _indexed(path: str) -> tuple[str, int] | None:
+    prefix, _, last = path.rpartition(".")
+    return (prefix, int(last)) if last.isdigit() else None
+
+
+def _same_slot(a: Scope, b: Scope) -> bool:
+    """Two calls of one module, or two entries of one numbered container."""
+    if a.path == b.path:
+        return True
+    ia, ib = _indexed(a.path), _indexed(b.path)
+    return ia is not None and ib is not None and ia[0] == ib[0]
+
+
+def _label(members: list[Scope]) -> str:
+    first, last = members[0], members[-1]
+    cls, count = first.class_name, len(members)
+    ia, ib = _indexed(first.path), _indexed(last.path)
+    if ia is None or ib is None or first.path == last.path:
+        return f"{first.path or '<root>'} ({cls}) ×{count}"
+    return f"{ia[0]}.{ia[1]}–{ib[1]} ({cls}) ×{count}"
+
+
+def _runs(ir: GraphIR, hashes: dict[str, str]) -> list[list[Scope]]:
+    """Runs of two or more foldable consecutive siblings, in call order of their first member."""
+    runs: list[list[Scope]] = []
+    for siblings in ir.children().values():
+        run: list[Scope] = []
+        for s in [ir.scope(sid) for sid in siblings]:
+            prev = run[-1] if run else None
+            if prev is not None and s.cls == prev.cls and hashes[s.id] == hashes[prev.id] and _same_slot(prev, s):
+                run.append(s)
+                continue
+            if len(run) > 1:
+                runs.append(run)
+            run = [s]
+        if len(run) > 1:
+            runs.append(run)
+    order = {s.id: i for i, s in enumerate(ir.scopes)}
+    return sorted(runs, key=lambda r: order[r[0].id])
+
+
+def find_repeats(ir: GraphIR) -> GraphIR:
+    """Mark runs of identical consecutive sibling calls.
+
+    Each member gets ``scope.meta["repeat"] = {"group", "index", "count"}``; every scope
+    gets ``structure_hash``; graph meta ``repeat_groups`` lists
+    ``{"group", "scopes", "count", "label"}`` in call order.
+    """
+    hashes = structural_hashes(ir)
+    scope_meta: dict[str, dict[str, Any]] = {sid: {"structure_hash": h} for sid, h in hashes.items()}
+    groups: list[dict[str, Any]] = []
+    for number, run in enumerate(_runs(ir, hashes)):
+        group = f"g{number}"
+        for i, member in enumerate(run):
+            scope_meta[member.id]["repeat"] = {"group": group, "index": i, "count": len(run)}
+        groups.append({"group": group, "scopes": [m.id for m in run], "count": len(run), "label": _label(run)})
+    return ir.with_meta(scopes=scope_meta, graph={"repeat_groups": groups})

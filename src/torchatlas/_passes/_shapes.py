@@ -1,0 +1,50 @@
+"""Input and output shapes of every module call.
+
+A call's inputs are the values its ops (at any depth) read that were produced
+outside it, parameters and buffers excepted; its outputs are ``scope.outputs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torchatlas._ir import GraphIR
+from torchatlas._passes._common import subtree_ends
+
+_STATE_KINDS = frozenset({"param", "buffer"})
+
+
+def scope_inputs(ir: GraphIR) -> dict[str, list[tuple[str, int]]]:
+    """Scope id -> ``(node id, output slot)`` read from outside it, in first-read order."""
+    position = {s.id: i for i, s in enumerate(ir.scopes)}
+    ends = subtree_ends(ir)
+    found: dict[str, dict[tuple[str, int], None]] = {s.id: {} for s in ir.scopes}
+    for n in ir.nodes:
+        if n.kind != "op":
+            continue
+        for ref, slot in zip(n.inputs, n.input_slots):
+            producer = ir.node(ref)
+            if producer.kind in _STATE_KINDS:
+                continue
+            # Model inputs come from outside every call, the root included.
+            where = -1 if producer.kind == "input" else position[producer.scope]
+            # Walk up from the reading scope until one contains the producer.
+            cur: str | None = n.scope
+            while cur is not None and not position[cur] <= where <= ends[cur]:
+                found[cur].setdefault((ref, slot), None)
+                cur = ir.scope(cur).parent
+    return {sid: list(refs) for sid, refs in found.items()}
+
+
+def io_shapes(ir: GraphIR) -> GraphIR:
+    """Annotate scopes with ``input_shapes`` and ``output_shapes`` (lists of size lists)."""
+    inputs = scope_inputs(ir)
+    scope_meta: dict[str, dict[str, Any]] = {}
+    for s in ir.scopes:
+        ins = [ir.value_meta(ref, slot) for ref, slot in inputs[s.id]]
+        outs = [ir.value_meta(ref) for ref in s.outputs]
+        scope_meta[s.id] = {
+            "input_shapes": [list(m.shape) for m in ins if m is not None],
+            "output_shapes": [list(m.shape) for m in outs if m is not None],
+        }
+    return ir.with_meta(scopes=scope_meta)

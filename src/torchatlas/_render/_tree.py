@@ -1,0 +1,231 @@
+"""The text tree: module hierarchy, and inside each call its data flow as a
+series-parallel tree, so branches that fork and join show as sibling branches.
+
+Rendering is iterative over a small intermediate tree (``Line``), with Unicode
+guides and an ASCII fallback, in the manner of rich's ``tree.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .._ir import GraphIR, Node, TensorMeta
+from ._flow import SINK, SOURCE, ScopeFlow, op_display, scope_flows
+from ._text import safe_text, to_ascii
+
+UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
+ASCII_GUIDES = ("|-- ", "`-- ", "|   ", "    ")
+
+
+@dataclass
+class Line:
+    text: str
+    children: list[Line] = field(default_factory=list)
+
+
+def render_tree(ir: GraphIR, depth: int | None = None, ascii: bool = False) -> str:
+    """The whole tree as text. ``depth`` collapses module calls deeper than it into one line."""
+    root = _TreeBuilder(ir, depth).build()
+    text = "\n".join(_draw(root, ASCII_GUIDES if ascii else UNICODE_GUIDES))
+    return to_ascii(text) if ascii else text
+
+
+def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
+    branch, last, pipe, space = guides
+    out = [root.text]
+    stack: list[tuple[Line, str, bool]] = [(c, "", i == len(root.children) - 1) for i, c in enumerate(root.children)][::-1]
+    while stack:
+        line, prefix, is_last = stack.pop()
+        out.append(prefix + (last if is_last else branch) + line.text)
+        child_prefix = prefix + (space if is_last else pipe)
+        n = len(line.children)
+        stack.extend((c, child_prefix, i == n - 1) for i, c in reversed(list(enumerate(line.children))))
+    return out
+
+
+def format_shape(meta: TensorMeta | None, default_dtype: str | None = None) -> str:
+    if meta is None:
+        return "?"
+    text = "×".join(str(s) for s in meta.shape) if meta.shape else "scalar"
+    if default_dtype and meta.dtype != default_dtype:
+        text += f" {meta.dtype}"
+    return text
+
+
+def dominant_dtype(ir: GraphIR) -> str | None:
+    counts: dict[str, int] = {}
+    for n in ir.nodes:
+        for m in n.outputs:
+            counts[m.dtype] = counts.get(m.dtype, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+class _TreeBuilder:
+    def __init__(self, ir: GraphIR, depth: int | None) -> None:
+        self.ir = ir
+        self.depth = depth
+        self.flows = scope_flows(ir)
+        self.children = ir.children()
+        self.dtype = dominant_dtype(ir)
+        self._preds: dict[int, dict[str, list[str]]] = {}
+
+    # -- labels -----------------------------------------------------------------
+
+    def shapes(self, refs: list[tuple[str, int]]) -> str:
+        metas = [self.ir.value_meta(n, s) for n, s in refs]
+        parts = [format_shape(m, self.dtype) for m in metas]
+        return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+
+    def scope_label(self, scope_id: str) -> str:
+        scope = self.ir.scope(scope_id)
+        label = scope.label if scope.parent is not None else scope.class_name
+        flow = self.flows[scope_id]
+        outs = [(o, 0) for o in scope.outputs]
+        io = ""
+        if flow.inputs or outs:
+            io = f"  {self.shapes(flow.inputs) if flow.inputs else '()'} → {self.shapes(outs) if outs else '()'}"
+        return safe_text(label) + io
+
+    def op_label(self, node: Node) -> str:
+        text = op_display(node)
+        named_inputs = [self.ir.node(i).name for i in node.inputs if self.ir.node(i).kind == "op"]
+        if named_inputs and all(named_inputs) and len(named_inputs) > 1:
+            text += " (" + ", ".join(n for n in named_inputs if n) + ")"
+        outs = [(node.id, i) for i in range(len(node.outputs))]
+        text += f" → {self.shapes(outs)}" if outs else ""
+        if node.inplace:
+            text += "  [in-place]"
+        if node.name:
+            text = f"{node.name} = {text}"
+        if "error" in node.meta:
+            text += f"  ✗ FAILED: {node.meta['error']}"
+        return safe_text(text)
+
+    def item_label(self, item: str) -> str:
+        return self.scope_label(item) if item.startswith("s") else self.op_label(self.ir.node(item))
+
+    def item_name(self, item: str) -> str | None:
+        """The variable an item's result was assigned to, for branch labels."""
+        if item.startswith("s"):
+            outs = self.ir.scope(item).outputs
+            return self.ir.node(outs[-1]).name if outs else None
+        return self.ir.node(item).name
+
+    # -- structure ---------------------------------------------------------------
+
+    def build(self) -> Line:
+        roots = self.children[None]
+        if not roots:
+            return Line("(empty graph)")
+        top = self.item_line(roots[0], 0)
+        for extra in roots[1:]:
+            top.children.append(self.item_line(extra, 1))
+        return top
+
+    def item_line(self, item: str, level: int) -> Line:
+        line = Line(self.item_label(item))
+        if not item.startswith("s"):
+            return line
+        if self.depth is not None and level >= self.depth:
+            return line
+        flow = self.flows[item]
+        if len(flow.items) == 1 and not flow.items[0].startswith("s") and not self.children[item]:
+            return line  # a leaf module that is one op: its own line says it all
+        line.children = self.sequence(flow, flow.items, level + 1)
+        return line
+
+    def sequence(self, flow: ScopeFlow, items: list[str], level: int) -> list[Line]:
+        """Series-parallel layout of ``items``, a topologically ordered subset of the scope.
+
+        Edges entering the subset come from its virtual source and edges leaving it go
+        to its virtual sink. An item is a series cut when no edge jumps over it.
+        """
+        if len(items) <= 1:
+            return [self.item_line(i, level) for i in items]
+        pos = {it: k for k, it in enumerate(items)}
+        n = len(items)
+        cover = [0] * (n + 1)
+        for b in items:
+            for a in self.preds(flow, b):
+                if a not in pos and pos[b] > 0:  # from outside the subset: its source
+                    cover[0] += 1
+                    cover[pos[b]] -= 1
+        for a in items:
+            for b in flow.edges.get(a, ()):
+                pb = pos.get(b, n)
+                if pb > pos[a] + 1:
+                    cover[pos[a] + 1] += 1
+                    cover[pb] -= 1
+        cuts, running = [], 0
+        for k in range(n):
+            running += cover[k]
+            if running == 0:
+                cuts.append(k)
+        if not cuts:
+            return self.parallel(flow, items, level, bypassed=False)
+        out: list[Line] = []
+        start = 0
+        for cut in [*cuts, n]:
+            if cut > start:
+                out.extend(self.parallel(flow, items[start:cut], level, bypassed=True))
+            if cut < n:
+                out.append(self.item_line(items[cut], level))
+            start = cut + 1
+        return out
+
+    def preds(self, flow: ScopeFlow, item: str) -> list[str]:
+        cache = self._preds.get(id(flow))
+        if cache is None:
+            cache = self._preds[id(flow)] = {}
+            for a, targets in flow.edges.items():
+                for b in targets:
+                    cache.setdefault(b, []).append(a)
+        return cache.get(item, [])
+
+    def parallel(self, flow: ScopeFlow, items: list[str], level: int, bypassed: bool) -> list[Line]:
+        """A section with no cut point inside: its connected components are branches.
+
+        ``bypassed``: the section lies between two cuts, so a single component there is
+        jumped over by an edge from before it to after it: a skip connection.
+        """
+        members = set(items)
+        parent = {it: it for it in items}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for a in items:
+            for b in flow.edges.get(a, ()):
+                if b in members:
+                    parent[find(a)] = find(b)
+        groups: dict[str, list[str]] = {}
+        for it in items:
+            groups.setdefault(find(it), []).append(it)
+        branches = list(groups.values())
+        if len(branches) == 1 and not bypassed:
+            return self.listing(flow, items, level)
+        lines = [self.branch(flow, branch, level) for branch in branches]
+        if len(branches) == 1:
+            lines.append(Line("┬ (skip connection)"))
+        return lines
+
+    def branch(self, flow: ScopeFlow, items: list[str], level: int) -> Line:
+        body = self.sequence(flow, items, level)
+        if len(body) == 1 and not body[0].children:
+            return Line("┬ " + body[0].text)
+        name = self.item_name(items[-1])
+        return Line("┬ " + (safe_text(name) if name else "branch"), body)
+
+    def listing(self, flow: ScopeFlow, items: list[str], level: int) -> list[Line]:
+        """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""
+        number = {it: k + 1 for k, it in enumerate(items)}
+        lines = []
+        for it in items:
+            line = self.item_line(it, level)
+            refs = ", ".join(f"[{number[p]}]" for p in self.preds(flow, it) if p in number)
+            line.text = f"[{number[it]}] {line.text}" + (f"  ← {refs}" if refs else "")
+            lines.append(line)
+        return lines

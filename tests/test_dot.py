@@ -1,0 +1,291 @@
+"""Graphviz diagrams: structure of the DOT text, escaping, folding, size warnings, real rendering."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import warnings
+
+import pytest
+
+from _dot_helpers import IRBuilder, coolcnn_ir, label_text, loop_ir, parse_dot, residual_ir, shared_ir
+from torchatlas._ir import GraphIR
+from torchatlas._render import _dot
+from torchatlas._render._categories import CATEGORIES, LEGEND, PALETTES, category
+from torchatlas._render._dot import DotOptions, diagram_size, render, render_to_file, to_dot
+from torchatlas._render._graphviz import GraphvizNotFoundError, run_dot
+
+needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed (apt-get install graphviz)")
+
+
+def diagram(ir: GraphIR, **options):
+    return parse_dot(to_dot(ir, DotOptions(**options)))
+
+
+# -- structure -------------------------------------------------------------------
+
+
+def test_coolcnn_paths_branch_from_the_input_and_join_at_the_add():
+    d = diagram(coolcnn_ir())
+    x, add = d.find("args[0]"), d.find("add")
+    initial, parallel = d.find("initial_conv (Conv2d)"), d.find("parallel_conv (Conv2d)")
+    assert set(d.succs(x)) == {initial, parallel}
+    main_pool, side_pool = d.find("max_pool (MaxPool2d)"), d.find("max_pool#1 (MaxPool2d)")
+    assert set(d.preds(add)) == {main_pool, side_pool}
+    # each branch is its own chain conv -> relu -> pool
+    for conv, pool in ((initial, main_pool), (parallel, side_pool)):
+        (relu,) = d.succs(conv)
+        assert d.label(relu) == "relu" and d.succs(relu) == [pool]
+    # leaf modules are single boxes by default: no clusters, no conv2d op nodes, no params
+    assert d.clusters == {}
+    assert not [n for n in d.nodes if d.label(n) == "conv2d"]
+    assert not [n for n in d.nodes if "weight" in d.label(n)]
+    chain = [d.label(n).split("\n")[0] for n in d.nodes]
+    assert chain[-1] == "output" and len(d.edges) == 16
+
+
+def test_collapsed_boxes_show_in_and_out_shapes_and_parameter_count():
+    d = diagram(coolcnn_ir())
+    box = d.label(d.find("initial_conv (Conv2d)"))
+    assert "1×3×32×32 → 1×16×32×32" in box and "448 params" in box
+    fc = d.label(d.find("fully_connected1 (Linear)"))
+    assert "262.1K params" in fc  # 2048*128 weight only in this hand-built graph
+
+
+def test_edges_carry_shapes_and_dtype_only_where_it_differs():
+    d = diagram(loop_ir(2, mark_repeats=False))
+    labels = {(d.label(s).split("\n")[0], d.label(t).split("\n")[0]): label_text(a.get("label")).strip() for s, t, a in d.edges}
+    assert labels[("args[0]", "linear")] == "2×8"
+    assert labels[("mask", "masked_fill")] == "2×8 bool"
+
+
+def test_expanded_leaf_modules_are_clusters_labelled_with_path_and_class():
+    d = diagram(coolcnn_ir(), expand_leaf_modules=True)
+    labels = {d.cluster_label(c) for c in d.clusters}
+    assert {"initial_conv (Conv2d)", "max_pool#2 (MaxPool2d)", "output_layer (Linear)"} <= labels
+    in_initial = [n for n, a in d.nodes.items() if a["cluster"] and d.cluster_label(a["cluster"]) == "initial_conv (Conv2d)"]
+    assert [d.label(n) for n in in_initial] == ["conv2d"]
+
+
+def test_residual_block_nests_clusters_and_keeps_the_skip_edge():
+    d = diagram(residual_ir(), expand_leaf_modules=True)
+    block = next(c for c in d.clusters if d.cluster_label(c) == "block (BasicBlock)")
+    conv1 = next(c for c in d.clusters if d.cluster_label(c) == "block.conv1 (Conv2d)")
+    assert d.clusters[conv1]["parent"] == block and d.clusters[block]["parent"] is None
+    add = d.find("add_")
+    assert d.nodes[add]["cluster"] == block
+    x = d.find("args[0]")
+    bn2 = next(n for n in d.preds(add) if n != x)
+    assert x in d.preds(add) and d.label(bn2) == "batch_norm"
+    assert d.nodes[add].get("penwidth") == "2"  # in-place writes are drawn bold
+
+
+def test_residual_block_collapsed_at_depth_one():
+    d = diagram(residual_ir(), depth=1)
+    assert d.clusters == {}
+    block = d.find("block (BasicBlock)")
+    assert d.preds(block) == [d.find("args[0]")] and d.succs(block) == [d.find("output")]
+
+
+def test_depth_zero_draws_the_model_as_one_box_between_inputs_and_outputs():
+    d = diagram(coolcnn_ir(), depth=0)
+    assert len(d.nodes) == 3
+    model = d.find("CoolCNN (CoolCNN)")
+    assert "1×3×32×32 → 1×10" in d.label(model) and "params" in d.label(model)
+
+
+def test_shared_module_calls_are_separate_boxes_in_order():
+    d = diagram(shared_ir())
+    first, second = d.find("fc (Linear)"), d.find("fc#1 (Linear)")
+    assert d.succs(d.find("args[0]")) == [first]
+    assert d.succs(first) == [second] and d.succs(second) == [d.find("output")]
+
+
+def test_fold_repeats_draws_one_box_for_a_run_of_identical_blocks():
+    ir = loop_ir(4)
+    d = diagram(ir, fold_repeats=True)
+    fold = d.find("layers.0–3 (Block)  ×4")
+    assert d.preds(fold) == [d.find("args[0]"), d.find("mask")]
+    assert d.succs(fold) == [d.find("output")]
+    assert d.nodes[fold].get("peripheries") == "2"
+    assert "4 ×" not in d.label(fold) and "256 params" in d.label(fold)  # 4 blocks × 8×8 weights
+    assert not d.clusters and not [n for n in d.nodes if d.label(n) in ("gelu", "masked_fill")]
+
+
+def test_without_fold_each_block_is_a_cluster():
+    d = diagram(loop_ir(4), fold_repeats=False)
+    assert sorted(d.cluster_label(c) for c in d.clusters) == [f"layers.{i} (Block)" for i in range(4)]
+    assert len([n for n in d.nodes if d.label(n) == "gelu"]) == 4
+
+
+def test_fold_ignores_broken_runs():
+    ir = loop_ir(3)
+    ir.scopes[2].meta["repeat"]["group"] = "other"  # layers.1 no longer matches layers.0
+    d = diagram(ir, fold_repeats=True)
+    assert not [n for n in d.nodes if "×" in d.label(n).split("\n")[0]]
+
+
+def test_show_params_draws_parameters_with_dashed_edges():
+    d = diagram(coolcnn_ir(), show_params=True, expand_leaf_modules=True)
+    weight = next(n for n in d.nodes if d.label(n).startswith("weight\n16×3×3×3"))
+    (conv,) = d.succs(weight)
+    assert d.label(conv) == "conv2d"
+    edge = next(a for s, t, a in d.edges if s == weight)
+    assert edge["style"] == "dashed"
+
+
+def test_show_tensors_puts_a_node_on_every_edge():
+    d = diagram(shared_ir(), show_tensors=True)
+    first = d.find("fc (Linear)")
+    (tensor,) = d.succs(first)
+    assert d.label(tensor) == "1×4" and d.succs(tensor) == [d.find("fc#1 (Linear)")]
+    assert diagram_size(shared_ir(), DotOptions(show_tensors=True)) == len(d.nodes) + len(d.edges)
+
+
+def test_direction_theme_and_legend():
+    d = diagram(coolcnn_ir(), direction="LR", theme="dark")
+    assert d.graph["rankdir"] == "LR" and d.graph["bgcolor"].strip('"') == PALETTES["dark"].background
+    legend = label_text(d.graph["label"])
+    assert "CoolCNN" in legend and "compute" in legend and "reduction" in legend
+    assert "normalization" not in legend  # only categories that appear
+    assert "legend" not in diagram(coolcnn_ir(), legend=False).graph.get("label", "")
+
+
+def test_options_are_validated():
+    for bad in ({"depth": -1}, {"direction": "BT"}, {"theme": "pink"}):
+        with pytest.raises(ValueError):
+            DotOptions(**bad)
+
+
+def test_output_is_deterministic_and_survives_a_json_round_trip():
+    ir = coolcnn_ir()
+    text = to_dot(ir, DotOptions(expand_leaf_modules=True, show_params=True))
+    again = GraphIR.from_dict(json.loads(ir.to_json()))
+    assert to_dot(again, DotOptions(expand_leaf_modules=True, show_params=True)) == text
+
+
+HOSTILE = 'evil"] ; x -> y [label="pwn\\" {braces} <b>html</b> & \\ back\nslash\x00\u202e'
+
+
+def hostile_ir() -> GraphIR:
+    b = IRBuilder(f"tests.{HOSTILE}")
+    x = b.input(f"kwargs['{HOSTILE}']", (1, "s<0>"))
+    block = b.scope(HOSTILE, f"mod.{HOSTILE}")
+    inner = b.scope(f"{HOSTILE}.inner", "torch.nn.modules.linear.Linear", block)
+    y = b.op(f"torch.{HOSTILE}", [x], (1, 2), inner)
+    b.output(b.op("torch.relu", [y], (1, 2), block), path=f"output['{HOSTILE}']")
+    return b.build()
+
+
+@pytest.mark.parametrize("options", [{}, {"expand_leaf_modules": True, "show_tensors": True}])
+def test_hostile_names_stay_inside_their_labels(options):
+    d = diagram(hostile_ir(), **options)
+    visible = HOSTILE.replace("\n", "\\n").replace("\x00", "\\x00").replace("\u202e", "\\u202e")
+    texts = [d.label(n) for n in d.nodes] + [d.cluster_label(c) for c in d.clusters]
+    assert any(visible[:40] in t for t in texts)
+    assert {"x", "y"}.isdisjoint(d.nodes)  # nothing escaped into DOT statements
+    assert len(d.edges) == (6 if options else 3)
+
+
+@needs_dot
+@pytest.mark.graphviz
+def test_hostile_names_render():
+    svg = render(hostile_ir(), DotOptions(expand_leaf_modules=True), "svg").decode()
+    assert "&lt;b&gt;html&lt;/b&gt;" in svg and "<b>html" not in svg
+
+
+# -- size ------------------------------------------------------------------------------
+
+
+def chain_ir(blocks: int, ops_per_block: int) -> GraphIR:
+    b = IRBuilder("tests.Deep")
+    x = b.input("args[0]", (1, 4))
+    for i in range(blocks):
+        sid = b.scope(f"blocks.{i}", "tests.Block")
+        for _ in range(ops_per_block):
+            x = b.op("torch.relu", [x], (1, 4), sid)
+    b.output(x)
+    return b.build()
+
+
+def test_big_diagrams_warn_with_a_depth_that_fits(monkeypatch):
+    ir = chain_ir(40, 80)
+    assert diagram_size(ir) > _dot.MAX_DOT_ELEMENTS
+    monkeypatch.setattr(_dot, "run_dot", lambda source, fmt: b"drawn")
+    with pytest.warns(RuntimeWarning, match=r"Try depth=1"):
+        assert render(ir, DotOptions(), "svg") == b"drawn"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        render(ir, DotOptions(depth=1), "svg")
+
+
+def test_dot_format_needs_no_binary(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert render(shared_ir(), None, "dot").decode() == to_dot(shared_ir())
+    out = render_to_file(shared_ir(), tmp_path / "g.gv")
+    assert out.read_text().startswith("digraph")
+    with pytest.raises(GraphvizNotFoundError, match="apt-get install graphviz"):
+        render(shared_ir(), None, "png")
+    with pytest.raises(ValueError, match="format"):
+        render_to_file(shared_ir(), tmp_path / "g.bmp")
+
+
+# -- categories ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "kind", "expected"),
+    [
+        ("torch.conv2d", "op", "compute"),
+        ("torch.nn.functional.scaled_dot_product_attention", "op", "compute"),
+        ("torch.Tensor.__matmul__", "op", "compute"),
+        ("torch.Tensor.__iadd__", "op", "elementwise"),
+        ("torch.relu_", "op", "elementwise"),
+        ("torch.Tensor.__getitem__", "op", "shape"),
+        ("torch.Tensor.permute", "op", "shape"),
+        ("torch.softmax", "op", "reduction"),
+        ("torch.nn.functional.layer_norm", "op", "normalization"),
+        ("torch.arange", "op", "other"),
+        (None, "input", "io"),
+        (None, "buffer", "param"),
+    ],
+)
+def test_category(target, kind, expected):
+    assert category(target, kind) == expected
+
+
+def test_every_category_has_colours_and_a_legend_entry():
+    assert [c for c, _ in LEGEND] == list(CATEGORIES)
+    for palette in PALETTES.values():
+        assert set(palette.fill) == set(palette.border) == set(CATEGORIES)
+
+
+# -- real rendering ----------------------------------------------------------------------
+
+
+def _layout_json(ir: GraphIR, **options) -> dict:
+    source = to_dot(ir, DotOptions(**options)).encode()
+    return json.loads(subprocess.run(["dot", "-Tjson"], input=source, capture_output=True, check=True).stdout)
+
+
+@needs_dot
+@pytest.mark.graphviz
+def test_coolcnn_branches_are_drawn_side_by_side(tmp_path):
+    laid = _layout_json(coolcnn_ir())
+    pos = {o["name"]: tuple(map(float, o["pos"].split(","))) for o in laid["objects"] if "pos" in o}
+    (x1, y1), (x2, y2) = pos["s1"], pos["s3"]
+    assert abs(y1 - y2) < 1 and abs(x1 - x2) > 50  # same rank, different columns
+    assert pos["s1"][0] < pos["s3"][0]  # main path on the left, as in the code
+
+
+@needs_dot
+@pytest.mark.graphviz
+def test_renders_svg_png_and_pdf_files(tmp_path):
+    ir = residual_ir()
+    svg = render_to_file(ir, tmp_path / "g.svg", DotOptions(expand_leaf_modules=True))
+    png = render_to_file(ir, tmp_path / "g.png")
+    pdf = render_to_file(ir, tmp_path / "g.pdf")
+    assert svg.read_text().lstrip().startswith("<?xml") and "block.conv1" in svg.read_text()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert pdf.read_bytes()[:5] == b"%PDF-"

@@ -1,0 +1,105 @@
+// What each box says: titles, subtitles, edge labels and number formatting.
+
+import { Model } from "./model.js";
+
+export function formatShape(meta) {
+  if (!meta) return "";
+  return meta.shape.length ? meta.shape.join("×") : "scalar";
+}
+
+export function formatMeta(meta) {
+  if (!meta) return "—";
+  return `${formatShape(meta)}  ${meta.dtype}  ${meta.device}`;
+}
+
+export function formatCount(n) {
+  if (n == null) return "—";
+  const units = [
+    [1e12, "T"],
+    [1e9, "G"],
+    [1e6, "M"],
+    [1e3, "k"],
+  ];
+  for (const [v, u] of units) if (Math.abs(n) >= v) return `${(n / v).toFixed(n / v >= 100 ? 0 : 1)}${u}`;
+  return String(n);
+}
+
+export function lastComponent(path) {
+  const i = path.lastIndexOf(".");
+  return i < 0 ? path : path.slice(i + 1);
+}
+
+/** "layers.0" … "layers.79" -> "layers.0–79". */
+export function foldedPath(first, last) {
+  let k = 0;
+  while (k < first.length && first[k] === last[k]) k++;
+  while (k > 0 && first[k - 1] !== ".") k--;
+  return `${first}–${last.slice(k)}`;
+}
+
+export class Describer {
+  constructor(model) {
+    this.model = model;
+    this.metas = model.doc.metas;
+  }
+
+  meta(nodeIdx, slot = 0) {
+    const o = this.model.nodes[nodeIdx].o || [];
+    return slot < o.length ? this.metas[o[slot]] : null;
+  }
+
+  opName(n) {
+    return this.model.doc.names[n.op];
+  }
+
+  /** {title, subtitle, badge, category} of a leaf unit. */
+  unit(id) {
+    const m = this.model;
+    if (id[0] === "n") {
+      const n = m.nodes[Number(id.slice(1))];
+      const kind = m.kindOf(n);
+      const cat = m.doc.categories[n.c];
+      if (kind === "op") return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
+      const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);
+      return { title, subtitle: formatShape(this.meta(n.idx)), category: cat };
+    }
+    const s = m.scopes[Model.unitScope(id)];
+    const name = s.path ? lastComponent(s.path) : "<root>";
+    const cls = lastComponent(s.cls);
+    if (id[0] === "g") {
+      const members = m.groups.get(s.rep[0]);
+      const last = m.scopes[members[members.length - 1]];
+      return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true };
+    }
+    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category: "module", module: true };
+  }
+
+  /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */
+  paramsRead(n) {
+    if (this.model.showParams) return "";
+    const parts = [];
+    for (const i of n.i || []) {
+      const src = this.model.nodes[i];
+      const kind = this.model.kindOf(src);
+      if (kind !== "param" && kind !== "buffer") continue;
+      const leaf = lastComponent(src.path || "");
+      const short = leaf === "weight" ? "W" : leaf === "bias" ? "b" : leaf;
+      parts.push(`${short} ${formatShape(this.meta(src.idx))}`);
+    }
+    return parts.slice(0, 2).join(" · ");
+  }
+
+  edgeLabel(e) {
+    const label = formatShape(this.meta(e.node, e.slot));
+    return e.count > 1 ? `${label} (+${e.count - 1})` : label;
+  }
+
+  containerTitle(sIdx) {
+    const s = this.model.scopes[sIdx];
+    return `${s.path}${s.call ? " #" + s.call : ""}`;
+  }
+
+  containerSubtitle(sIdx) {
+    return lastComponent(this.model.scopes[sIdx].cls);
+  }
+}

@@ -1,0 +1,124 @@
+// Turns the visible graph into an ELK layered layout, computed in a web worker.
+// The worker's code is bundled as text and started from a Blob URL, because the
+// page is a single file that may be opened from file:// with no server.
+
+import ELK from "elkjs/lib/elk-api.js";
+import workerSource from "elk-worker-source";
+
+export const HEADER = 30; // room for an expanded module's title bar
+const PAD = 12;
+
+/** ELK's own in-thread stand-in for its worker, for pages where workers are refused. */
+function inThreadWorker() {
+  const module = { exports: {} };
+  new Function("module", "exports", workerSource)(module, module.exports);
+  return new module.exports.Worker();
+}
+
+let elk = null;
+function engine() {
+  if (!elk) {
+    const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
+    const factory = (u) => {
+      try {
+        return new Worker(u);
+      } catch {
+        return inThreadWorker();
+      }
+    };
+    elk = new ELK({ workerUrl: url, workerFactory: factory });
+  }
+  return elk;
+}
+
+const ROOT_OPTIONS = {
+  "elk.algorithm": "layered",
+  "elk.direction": "DOWN",
+  "elk.hierarchyHandling": "INCLUDE_CHILDREN",
+  "elk.json.edgeCoords": "ROOT",
+  "elk.json.shapeCoords": "ROOT",
+  "elk.edgeRouting": "ORTHOGONAL",
+  "elk.layered.considerModelOrder.strategy": "NODES_AND_EDGES",
+  "elk.layered.nodePlacement.strategy": "BRANDES_KOEPF",
+  "elk.layered.nodePlacement.bk.fixedAlignment": "BALANCED",
+  "elk.spacing.nodeNode": "22",
+  "elk.layered.spacing.nodeNodeBetweenLayers": "30",
+  "elk.spacing.edgeNode": "14",
+  "elk.spacing.edgeEdge": "10",
+  "elk.layered.spacing.edgeNodeBetweenLayers": "12",
+  "elk.spacing.edgeLabel": "2",
+  "elk.edgeLabels.inline": "false",
+  "elk.edgeLabels.placement": "CENTER",
+  "elk.padding": "[top=20,left=20,bottom=20,right=20]",
+};
+
+const CONTAINER_OPTIONS = {
+  "elk.padding": `[top=${HEADER + PAD},left=${PAD},bottom=${PAD},right=${PAD}]`,
+  "elk.nodeSize.constraints": "MINIMUM_SIZE",
+};
+
+/**
+ * Lay out `graph` (Model.visibleGraph()) where `sizeOf(id)` gives leaf box sizes,
+ * `minWidthOf(containerIdx)` the width an expanded module needs for its title,
+ * and `labelOf(edge)` the edge's text (or "" for none).
+ * Resolves to {boxes: Map(id -> {x, y, width, height}), edges: Map(id -> {points, label}), width, height}.
+ */
+export async function layout(graph, sizeOf, minWidthOf, labelOf, measure) {
+  const { leaves, containers, edges } = graph;
+  const chainOf = new Map(); // leaf or container id -> container indices root..own
+  const containerChain = (cIdx) => {
+    const key = "c" + cIdx;
+    if (chainOf.has(key)) return chainOf.get(key);
+    const c = containers.get(cIdx);
+    const chain = c.parent < 0 ? [cIdx] : [...containerChain(c.parent), cIdx];
+    chainOf.set(key, chain);
+    return chain;
+  };
+  const elkNodes = new Map();
+  const build = (cIdx) => {
+    const c = containers.get(cIdx);
+    const children = c.children.map((id) => {
+      if (id[0] === "c") return build(Number(id.slice(1)));
+      const { width, height } = sizeOf(id);
+      return { id, width, height };
+    });
+    const node = { id: "c" + cIdx, children, edges: [] };
+    if (cIdx !== 0) {
+      node.layoutOptions = { ...CONTAINER_OPTIONS, "elk.nodeSize.minimum": `(${minWidthOf(cIdx)},${HEADER + 20})` };
+    }
+    elkNodes.set(cIdx, node);
+    return node;
+  };
+  const root = build(0);
+  root.layoutOptions = ROOT_OPTIONS;
+  for (const e of edges) {
+    const a = containerChain(leaves.get(e.source).container);
+    const b = containerChain(leaves.get(e.target).container);
+    let k = 0;
+    while (k + 1 < a.length && k + 1 < b.length && a[k + 1] === b[k + 1]) k++;
+    const text = labelOf(e);
+    const edge = { id: e.id, sources: [e.source], targets: [e.target] };
+    if (text) {
+      const { width, height } = measure(text);
+      edge.labels = [{ id: e.id + "#l", text, width, height }];
+    }
+    elkNodes.get(a[k]).edges.push(edge);
+  }
+  const out = await engine().layout(root);
+  const boxes = new Map();
+  const routes = new Map();
+  const walk = (n) => {
+    boxes.set(n.id, { x: n.x, y: n.y, width: n.width, height: n.height });
+    for (const e of n.edges || []) {
+      const points = [];
+      for (const s of e.sections || []) {
+        points.push(s.startPoint, ...(s.bendPoints || []), s.endPoint);
+      }
+      const label = e.labels && e.labels[0];
+      routes.set(e.id, { points, label: label ? { x: label.x, y: label.y, width: label.width, height: label.height, text: label.text } : null });
+    }
+    for (const c of n.children || []) walk(c);
+  };
+  walk(out);
+  return { boxes, routes, width: out.width, height: out.height };
+}

@@ -1,0 +1,329 @@
+// Entry point: reads the graph embedded in the page, builds the UI and keeps
+// the visible graph, its layout and the selection in step.
+// window.__atlas exposes timings (firstPaintMs, lastLayoutMs) and a few
+// read-only views for the benchmarks and browser tests.
+
+import { Model } from "./model.js";
+import { Describer } from "./describe.js";
+import { layout } from "./layout.js";
+import { Renderer } from "./render.js";
+import { Viewport } from "./viewport.js";
+import { DetailsPanel, SearchBox } from "./panel.js";
+import { exportPng, exportSvg } from "./export.js";
+
+const START_BUDGET = 80; // boxes on screen when the page opens
+const EXPAND_ALL_BUDGET = 3000; // more than this stops being readable or fast
+
+function h(tag, attrs = {}, children = []) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") e.textContent = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of children) e.appendChild(c);
+  return e;
+}
+
+function initialTheme() {
+  try {
+    const saved = localStorage.getItem("torchatlas-theme");
+    if (saved === "light" || saved === "dark") return saved;
+  } catch {
+    // Storage can be unavailable for file:// pages; the system preference still works.
+  }
+  return matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+}
+
+class App {
+  constructor(doc, mount) {
+    this.model = new Model(doc);
+    this.describer = new Describer(this.model);
+    this.title = doc.title;
+    this.selection = null; // {kind: "n"|"s", idx}
+    this.layoutToken = 0;
+    this.graph = null;
+    this.result = null;
+    this.buildShell(mount);
+    const m = this.model;
+    m.expandToDepth(m.depthWithin(START_BUDGET));
+    this.syncDepthSelect();
+  }
+
+  buildShell(mount) {
+    document.documentElement.dataset.theme = initialTheme();
+    const button = (text, title, onClick, cls = "") => {
+      const b = h("button", { type: "button", title, class: cls, text });
+      b.addEventListener("click", onClick);
+      return b;
+    };
+    this.searchInput = h("input", { type: "search", placeholder: "Search modules, classes, ops…", "aria-label": "Search", spellcheck: "false" });
+    this.searchList = h("ul", { class: "search-results hidden" });
+    this.depthSelect = h("select", { "aria-label": "Collapse to depth", title: "Collapse to depth N" });
+    for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
+    this.depthSelect.addEventListener("change", () => this.collapseToDepth(Number(this.depthSelect.value)));
+    this.paramsToggle = h("input", { type: "checkbox", "aria-label": "Show parameters" });
+    this.paramsToggle.addEventListener("change", () => {
+      this.model.showParams = this.paramsToggle.checked;
+      this.relayout({ animate: true });
+    });
+    const titleEl = h("div", { class: "brand" }, [h("span", { class: "logo", text: "◆" }), h("span", { class: "name", text: this.title })]);
+    const toolbar = h("header", { class: "toolbar" }, [
+      titleEl,
+      h("div", { class: "search" }, [this.searchInput, this.searchList]),
+      h("div", { class: "group" }, [
+        button("Expand all", "Open every module", () => this.expandAll(), "expand-all"),
+        this.depthSelect,
+        button("Fit", "Fit the graph to the window", () => this.viewport.fit(), "fit"),
+        h("label", { class: "check", title: "Show parameters and buffers as their own boxes" }, [this.paramsToggle, h("span", { text: "params" })]),
+      ]),
+      h("div", { class: "group" }, [
+        button("◐", "Switch light / dark theme", () => this.toggleTheme(), "theme"),
+        button("SVG", "Export the current view as SVG", () => exportSvg(this.renderer.svg, this.result, this.fileName()), "export-svg"),
+        button("PNG", "Export the current view as PNG", () => exportPng(this.renderer.svg, this.result, this.fileName()), "export-png"),
+      ]),
+    ]);
+    const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+    svg.setAttribute("class", "graph");
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", `computation graph of ${this.title}`);
+    this.minimap = h("canvas", { class: "minimap hidden", width: "220", height: "160" });
+    this.status = h("div", { class: "status" });
+    this.notice = h("div", { class: "notice hidden" });
+    this.legend = h("div", { class: "legend" });
+    for (const [cat, text] of this.model.doc.legend) {
+      this.legend.appendChild(h("div", { class: "legend-item", "data-category": cat, title: text }, [h("span", { class: "swatch" }), h("span", { text: cat })]));
+    }
+    const stage = h("main", { class: "stage" }, [svg, this.minimap, this.legend, this.status, this.notice]);
+    this.panel = h("aside", { class: "details" });
+    mount.replaceChildren(toolbar, h("div", { class: "body" }, [stage, this.panel]));
+
+    this.renderer = new Renderer(svg, this.describer, {
+      onToggle: (id) => this.toggle(id),
+      onSelect: (id) => this.select({ kind: "n", idx: Number(id.slice(1)) }),
+    });
+    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap);
+    svg.addEventListener("click", () => this.select(null));
+    this.details = new DetailsPanel(this.panel, this.model, this.describer, {
+      onToggleScope: (sIdx) => this.toggle(this.model.expanded.has(sIdx) ? "c" + sIdx : "s" + sIdx),
+      onToggleFold: (group) => {
+        const m = this.model;
+        if (m.folded.has(group)) m.folded.delete(group);
+        else m.folded.add(group);
+        this.relayout({ animate: true }).then(() => this.showSelection());
+      },
+    });
+    this.details.clear();
+    this.search = new SearchBox(this.searchInput, this.searchList, this.model, (kind, idx) => this.jumpTo(kind, idx));
+    document.addEventListener("keydown", (ev) => {
+      if (ev.key === "/" && document.activeElement !== this.searchInput) {
+        ev.preventDefault();
+        this.searchInput.focus();
+      }
+    });
+  }
+
+  fileName() {
+    return (this.title || "graph").replace(/[^\w.-]+/g, "_");
+  }
+
+  toggleTheme() {
+    const next = document.documentElement.dataset.theme === "dark" ? "light" : "dark";
+    document.documentElement.dataset.theme = next;
+    try {
+      localStorage.setItem("torchatlas-theme", next);
+    } catch {
+      // Not persisting is fine.
+    }
+    this.viewport.drawMinimap();
+  }
+
+  syncDepthSelect() {
+    const m = this.model;
+    let depth = 1;
+    for (const s of m.scopes) if (m.expanded.has(s.idx)) depth = Math.max(depth, s.depth + 1);
+    this.depthSelect.value = String(Math.min(depth, m.maxDepth + 1));
+  }
+
+  /** Expand or collapse a module box ("s3"/"c3") or unfold a repeat ("g3"). */
+  toggle(id) {
+    const m = this.model;
+    const sIdx = Model.unitScope(id);
+    let anchor = id;
+    if (id[0] === "g") {
+      m.folded.delete(m.scopes[sIdx].rep[0]);
+      anchor = "s" + sIdx;
+    } else if (id[0] === "s") {
+      m.expanded.add(sIdx);
+      anchor = "c" + sIdx;
+    } else {
+      m.expanded.delete(sIdx);
+      anchor = "s" + sIdx;
+    }
+    this.selection = { kind: "s", idx: sIdx };
+    this.syncDepthSelect();
+    return this.relayout({ animate: true, anchor: [id, anchor] }).then(() => this.showSelection());
+  }
+
+  collapseToDepth(depth) {
+    this.model.expandToDepth(depth);
+    this.relayout({ animate: true, fit: true });
+  }
+
+  expandAll() {
+    const m = this.model;
+    const depth = m.depthWithin(EXPAND_ALL_BUDGET);
+    m.folded.clear();
+    m.expandToDepth(depth);
+    this.syncDepthSelect();
+    if (depth <= m.maxDepth) this.flash(`Opened modules down to depth ${depth}; deeper levels would exceed ${EXPAND_ALL_BUDGET} boxes. Click a module to open it.`);
+    this.relayout({ animate: true, fit: true });
+  }
+
+  flash(text) {
+    this.notice.textContent = text;
+    this.notice.classList.remove("hidden");
+    clearTimeout(this.noticeTimer);
+    this.noticeTimer = setTimeout(() => this.notice.classList.add("hidden"), 6000);
+  }
+
+  /** Expand whatever hides a search result, then center on it and select it. */
+  async jumpTo(kind, idx) {
+    this.model.reveal(kind, idx);
+    this.paramsToggle.checked = this.model.showParams;
+    this.selection = { kind, idx };
+    this.syncDepthSelect();
+    await this.relayout({ animate: true });
+    const box = this.result.boxes.get(this.unitOf(this.selection));
+    if (box) this.viewport.centerOn(box);
+    this.showSelection();
+  }
+
+  select(sel) {
+    this.selection = sel;
+    this.showSelection();
+  }
+
+  /** The visible box standing for the selection (a node may sit inside a collapsed module). */
+  unitOf(sel) {
+    if (!sel || !this.graph) return null;
+    const units = this.graph.units;
+    if (sel.kind === "n") return this.model.unitOfNode(this.model.nodes[sel.idx], units);
+    if (this.graph.containers.has(sel.idx)) return "c" + sel.idx;
+    return units[sel.idx] ?? "c" + sel.idx;
+  }
+
+  showSelection() {
+    const sel = this.selection;
+    if (!sel) {
+      this.details.clear();
+      this.renderer.highlight(null, new Set(), new Set());
+      return;
+    }
+    if (sel.kind === "n") this.details.showNode(sel.idx);
+    else this.details.showScope(sel.idx);
+    const unit = this.unitOf(sel);
+    const seeds = new Set();
+    if (unit && unit[0] === "c") {
+      const inside = (c) => {
+        for (const child of this.graph.containers.get(c).children) {
+          if (child[0] === "c") inside(Number(child.slice(1)));
+          else seeds.add(child);
+        }
+      };
+      inside(Number(unit.slice(1)));
+    } else if (unit) seeds.add(unit);
+    const { lit, edges } = this.reach(seeds);
+    if (unit) lit.add(unit);
+    this.renderer.highlight(unit, lit, edges);
+  }
+
+  /** Units upstream and downstream of `seeds` in the visible graph, and the edges on those paths. */
+  reach(seeds) {
+    const outgoing = new Map();
+    const incoming = new Map();
+    for (const e of this.graph.edges) {
+      if (!outgoing.has(e.source)) outgoing.set(e.source, []);
+      if (!incoming.has(e.target)) incoming.set(e.target, []);
+      outgoing.get(e.source).push(e);
+      incoming.get(e.target).push(e);
+    }
+    const lit = new Set(seeds);
+    const edges = new Set();
+    const walk = (adjacency, end) => {
+      const seen = new Set(seeds);
+      const stack = [...seeds];
+      while (stack.length) {
+        const u = stack.pop();
+        for (const e of adjacency.get(u) || []) {
+          edges.add(e.id);
+          const v = e[end];
+          if (!seen.has(v)) {
+            seen.add(v);
+            lit.add(v);
+            stack.push(v);
+          }
+        }
+      }
+    };
+    walk(outgoing, "target");
+    walk(incoming, "source");
+    return { lit, edges };
+  }
+
+  async relayout({ animate = false, fit = false, anchor = null } = {}) {
+    const token = ++this.layoutToken;
+    const t0 = performance.now();
+    const graph = this.model.visibleGraph();
+    const r = this.renderer;
+    const result = await layout(
+      graph,
+      (id) => r.sizeOf(id),
+      (c) => r.containerMinWidth(c),
+      (e) => this.describer.edgeLabel(e),
+      Renderer.measureEdgeLabel,
+    );
+    if (token !== this.layoutToken) return; // a newer request replaced this one
+    const before = anchor && this.result ? this.result.boxes.get(anchor[0]) : null;
+    this.graph = graph;
+    this.result = result;
+    r.draw(graph, result, animate);
+    this.viewport.setContent(result, result.boxes);
+    const after = anchor ? result.boxes.get(anchor[1]) : null;
+    if (fit) this.viewport.fit(animate);
+    else if (before && after) {
+      // Keep the clicked box under the pointer while the rest moves around it.
+      const v = this.viewport;
+      v.moveTo(v.x + (before.x - after.x) * v.k, v.y + (before.y - after.y) * v.k, v.k, animate);
+    }
+    const ops = this.model.nodes.filter((n) => this.model.kindOf(n) === "op").length;
+    this.status.textContent = `${ops.toLocaleString("en-US")} ops · ${(this.model.scopes.length - 1).toLocaleString("en-US")} module calls · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;
+    await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    const atlas = window.__atlas;
+    atlas.lastLayoutMs = performance.now() - t0;
+    atlas.layoutCount += 1;
+    atlas.visibleBoxes = graph.leaves.size;
+    this.showSelection();
+  }
+}
+
+async function boot() {
+  const atlas = (window.__atlas = { ready: false, layoutCount: 0, firstPaintMs: null, lastLayoutMs: null, visibleBoxes: 0, error: null });
+  try {
+    const raw = document.getElementById("atlas-data").textContent;
+    const doc = JSON.parse(raw);
+    const app = new App(doc, document.getElementById("atlas"));
+    atlas.app = app;
+    await app.relayout();
+    app.viewport.fit(false);
+    atlas.firstPaintMs = performance.now();
+    atlas.opsTotal = doc.nodes.length;
+    atlas.ready = true;
+  } catch (err) {
+    atlas.error = String(err && err.stack ? err.stack : err);
+    const box = document.getElementById("atlas");
+    box.replaceChildren(h("pre", { class: "fatal", text: `torchatlas viewer failed to start:\n${atlas.error}` }));
+    throw err;
+  }
+}
+
+boot();

@@ -1,0 +1,204 @@
+// The graph document the page embeds, and the "visible graph" derived from it:
+// which boxes are on screen for the current expand/fold state, and which edges
+// join them. Pure data; no DOM.
+
+const HIDDEN_KINDS = new Set(["param", "buffer", "constant"]);
+
+export class Model {
+  constructor(doc) {
+    this.doc = doc;
+    this.kinds = doc.kinds;
+    this.scopes = doc.scopes.map((s, i) => ({ ...s, idx: i, children: [], nodes: [], depth: 0 }));
+    this.nodes = doc.nodes.map((n, i) => ({ ...n, idx: i }));
+    for (const s of this.scopes) {
+      if (s.p >= 0) {
+        this.scopes[s.p].children.push(s.idx);
+        s.depth = this.scopes[s.p].depth + 1;
+      }
+    }
+    for (const n of this.nodes) this.scopes[n.s].nodes.push(n.idx);
+    this.maxDepth = this.scopes.reduce((m, s) => Math.max(m, s.depth), 0);
+    this.users = this.nodes.map(() => []);
+    for (const n of this.nodes) for (const i of n.i || []) this.users[i].push(n.idx);
+    this.groups = new Map(); // repeat group -> member scope indices, in order
+    for (const s of this.scopes) {
+      if (!s.rep) continue;
+      const [group] = s.rep;
+      if (!this.groups.has(group)) this.groups.set(group, []);
+      this.groups.get(group).push(s.idx);
+    }
+    for (const [g, members] of this.groups) if (members.length < 2) this.groups.delete(g);
+    this.expanded = new Set([0]);
+    this.folded = new Set(this.groups.keys());
+    this.showParams = false;
+  }
+
+  kindOf(n) {
+    return this.kinds[n.k];
+  }
+
+  isVisibleKind(n) {
+    return this.showParams || !HIDDEN_KINDS.has(this.kindOf(n));
+  }
+
+  /** The fold group a scope heads or belongs to, when that group is folded. */
+  foldedGroupOf(s) {
+    return s.rep && this.folded.has(s.rep[0]) && this.groups.has(s.rep[0]) ? s.rep[0] : null;
+  }
+
+  /** For each scope, the unit id its direct nodes collapse into, or null when expanded all the way. */
+  scopeUnits() {
+    const units = new Array(this.scopes.length).fill(null);
+    for (const s of this.scopes) {
+      if (s.p < 0) continue;
+      const up = units[s.p];
+      if (up !== null) units[s.idx] = up;
+      else if (this.foldedGroupOf(s) !== null) units[s.idx] = "g" + this.groups.get(s.rep[0])[0];
+      else if (!this.expanded.has(s.idx)) units[s.idx] = "s" + s.idx;
+    }
+    return units;
+  }
+
+  unitOfNode(n, units) {
+    return units[n.s] ?? "n" + n.idx;
+  }
+
+  /** The scope index behind a unit id ("s3", "g3": the fold's first member). */
+  static unitScope(id) {
+    return id[0] === "n" ? -1 : Number(id.slice(1));
+  }
+
+  /**
+   * The visible graph: leaf units (ops, inputs, collapsed modules, folds),
+   * expanded modules as containers, and deduplicated edges between units.
+   */
+  visibleGraph() {
+    const units = this.scopeUnits();
+    const leaves = new Map(); // unit id -> {id, kind, container, first}
+    const containerOfScope = (sIdx) => {
+      let c = sIdx;
+      while (c > 0 && !this.expanded.has(c)) c = this.scopes[c].p;
+      return c;
+    };
+    for (const n of this.nodes) {
+      if (!this.isVisibleKind(n)) continue;
+      const u = this.unitOfNode(n, units);
+      if (leaves.has(u)) continue;
+      let container;
+      if (u[0] === "n") container = n.s;
+      else container = this.scopes[Model.unitScope(u)].p;
+      leaves.set(u, { id: u, kind: u[0], container: container === 0 ? 0 : containerOfScope(container), first: n.idx });
+    }
+    const containers = new Map([[0, { idx: 0, children: [], parent: -1 }]]);
+    const ensure = (sIdx) => {
+      if (containers.has(sIdx)) return containers.get(sIdx);
+      const parent = ensure(containerOfScope(this.scopes[sIdx].p));
+      const c = { idx: sIdx, children: [], parent: parent.idx };
+      containers.set(sIdx, c);
+      parent.children.push("c" + sIdx);
+      return c;
+    };
+    for (const leaf of leaves.values()) ensure(leaf.container).children.push(leaf.id);
+
+    const edges = new Map();
+    for (const n of this.nodes) {
+      if (!this.isVisibleKind(n)) continue;
+      const v = this.unitOfNode(n, units);
+      const ins = n.i || [];
+      for (let j = 0; j < ins.length; j++) {
+        const src = this.nodes[ins[j]];
+        if (!this.isVisibleKind(src)) continue;
+        const u = this.unitOfNode(src, units);
+        if (u === v) continue;
+        const key = u + ">" + v;
+        const e = edges.get(key);
+        if (e) e.count++;
+        else edges.set(key, { id: key, source: u, target: v, node: src.idx, slot: n.sl ? n.sl[j] : 0, count: 1 });
+      }
+    }
+    return { leaves, containers, edges: [...edges.values()], units };
+  }
+
+  /** Visible unit count if every scope up to `depth` were expanded (used to pick a start depth). */
+  unitCountAtDepth(depth) {
+    const saved = this.expanded;
+    this.expanded = new Set(this.scopes.filter((s) => s.depth < depth).map((s) => s.idx));
+    const count = this.visibleGraph().leaves.size;
+    this.expanded = saved;
+    return count;
+  }
+
+  expandToDepth(depth) {
+    this.expanded = new Set(this.scopes.filter((s) => s.depth < depth).map((s) => s.idx));
+  }
+
+  /** The deepest depth whose visible graph stays under `budget` boxes (at least 1). */
+  depthWithin(budget, upTo = this.maxDepth + 1) {
+    let best = 1;
+    for (let d = 2; d <= upTo; d++) {
+      if (this.unitCountAtDepth(d) > budget) break;
+      best = d;
+    }
+    return best;
+  }
+
+  /** Expand the ancestors of a node or scope (and unfold their folds) so it gets its own box. */
+  reveal(kind, idx) {
+    let s = kind === "n" ? this.nodes[idx].s : this.scopes[idx].p;
+    if (kind === "s") this.unfoldIfNeeded(this.scopes[idx]);
+    while (s > 0) {
+      this.expanded.add(s);
+      this.unfoldIfNeeded(this.scopes[s]);
+      s = this.scopes[s].p;
+    }
+    if (kind === "n" && !this.isVisibleKind(this.nodes[idx])) this.showParams = true;
+  }
+
+  unfoldIfNeeded(scope) {
+    if (scope.rep) this.folded.delete(scope.rep[0]);
+  }
+
+  /** Scope indices from the root down to `sIdx`. */
+  ancestry(sIdx) {
+    const chain = [];
+    for (let s = sIdx; s >= 0; s = this.scopes[s].p) chain.push(s);
+    return chain.reverse();
+  }
+
+  /** Nodes anywhere under a scope, in execution order. */
+  nodesUnder(sIdx) {
+    const inside = new Set();
+    const stack = [sIdx];
+    while (stack.length) {
+      const s = stack.pop();
+      inside.add(s);
+      stack.push(...this.scopes[s].children);
+    }
+    return this.nodes.filter((n) => inside.has(n.s));
+  }
+
+  /** Search module paths, classes, op targets and node paths; best matches first. */
+  search(query, limit = 50) {
+    const q = query.trim().toLowerCase();
+    if (!q) return [];
+    const hits = [];
+    const score = (text) => {
+      const t = text.toLowerCase();
+      const at = t.indexOf(q);
+      if (at < 0) return -1;
+      return (t === q ? 0 : t.endsWith(q) ? 1 : 2) * 1000 + at + t.length / 100;
+    };
+    for (const s of this.scopes) {
+      if (s.p < 0) continue;
+      const best = Math.min(...[s.path, s.cls].map(score).map((x) => (x < 0 ? Infinity : x)));
+      if (best !== Infinity) hits.push({ kind: "s", idx: s.idx, score: best });
+    }
+    for (const n of this.nodes) {
+      const texts = [n.t, n.path, n.nm].filter(Boolean);
+      const best = Math.min(...texts.map(score).map((x) => (x < 0 ? Infinity : x)));
+      if (best !== Infinity) hits.push({ kind: "n", idx: n.idx, score: best + 0.5 });
+    }
+    hits.sort((a, b) => a.score - b.score || a.idx - b.idx);
+    return hits.slice(0, limit);
+  }
+}

@@ -1,0 +1,218 @@
+// The details panel and the search box. Every string from the graph is set
+// with textContent: module names and source lines come from user code.
+
+import { formatCount, formatMeta, lastComponent } from "./describe.js";
+
+function h(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+export class DetailsPanel {
+  constructor(root, model, describer, actions) {
+    this.root = root;
+    this.model = model;
+    this.describer = describer;
+    this.actions = actions;
+  }
+
+  clear() {
+    this.root.replaceChildren(h("p", "hint", "Click a box to see its details. Click a module to open or close it."));
+    this.root.dataset.selected = "";
+  }
+
+  section(title) {
+    const sec = h("section");
+    sec.appendChild(h("h3", null, title));
+    this.root.appendChild(sec);
+    return sec;
+  }
+
+  rows(parent, pairs) {
+    const dl = h("dl");
+    for (const [k, v, cls] of pairs) {
+      if (v == null || v === "") continue;
+      dl.appendChild(h("dt", null, k));
+      dl.appendChild(h("dd", cls || null, String(v)));
+    }
+    parent.appendChild(dl);
+  }
+
+  tensors(parent, title, items) {
+    if (!items.length) return;
+    const sec = h("div", "tensors");
+    sec.appendChild(h("h4", null, title));
+    const list = h("ul", "tensor-list");
+    for (const { name, meta } of items) {
+      const li = h("li");
+      li.appendChild(h("span", "tensor-name", name));
+      li.appendChild(h("span", "tensor-meta", formatMeta(meta)));
+      list.appendChild(li);
+    }
+    sec.appendChild(list);
+    parent.appendChild(sec);
+  }
+
+  source(parent, src) {
+    if (!src) return;
+    const box = h("div", "source");
+    box.appendChild(h("div", "source-loc", `${this.model.doc.files[src[0]]}:${src[1]}`));
+    if (src[2]) box.appendChild(h("pre", "source-code", src[2]));
+    parent.appendChild(box);
+  }
+
+  showNode(idx) {
+    const m = this.model;
+    const n = m.nodes[idx];
+    const scope = m.scopes[n.s];
+    const kind = m.kindOf(n);
+    this.root.replaceChildren();
+    this.root.dataset.selected = "n" + idx;
+    const head = this.section(kind === "op" ? this.describer.opName(n) : n.path || kind);
+    head.classList.add("head");
+    head.dataset.category = m.doc.categories[n.c];
+    this.rows(head, [
+      ["kind", kind],
+      ["target", n.t, "mono"],
+      ["path", n.path, "mono"],
+      ["variable", n.nm, "mono"],
+      ["module", scope.path || "<root>", "mono"],
+      ["class", scope.cls, "mono"],
+      ["in-place", n.ip ? "yes" : null],
+      ["FLOPs", n.f != null ? formatCount(n.f) : null],
+    ]);
+    const ins = (n.i || []).map((i, j) => {
+      const src = m.nodes[i];
+      const srcKind = m.kindOf(src);
+      const name = srcKind === "op" ? `${this.describer.opName(src)} (${src.nm || "n" + i})` : src.path || srcKind;
+      return { name, meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) };
+    });
+    const sec = this.section("Tensors");
+    this.tensors(sec, "inputs", ins);
+    this.tensors(sec, "outputs", (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] })));
+    if (n.src) this.source(this.section("Source"), n.src);
+    this.actions.onShown?.();
+  }
+
+  showScope(sIdx) {
+    const m = this.model;
+    const s = m.scopes[sIdx];
+    this.root.replaceChildren();
+    this.root.dataset.selected = "s" + sIdx;
+    const head = this.section(s.path || "<root>");
+    head.classList.add("head");
+    head.dataset.category = "module";
+    const inside = m.nodesUnder(sIdx);
+    const ops = inside.filter((n) => m.kindOf(n) === "op").length;
+    const rep = s.rep && m.groups.has(s.rep[0]) ? `${s.rep[1] + 1} of ${s.rep[2]}` : null;
+    this.rows(head, [
+      ["kind", "module call"],
+      ["class", s.cls, "mono"],
+      ["call", s.call ? `#${s.call}` : null],
+      ["repeat", rep],
+      ["ops", String(ops)],
+      ["parameters", s.params != null ? `${formatCount(s.params)} (${s.params.toLocaleString("en-US")})` : null],
+      ["FLOPs", s.f != null ? formatCount(s.f) : null],
+    ]);
+    const bar = h("div", "actions");
+    const open = m.expanded.has(sIdx) && m.foldedGroupOf(s) === null;
+    const toggle = h("button", null, open ? "Collapse" : "Expand");
+    toggle.addEventListener("click", () => this.actions.onToggleScope(sIdx));
+    bar.appendChild(toggle);
+    if (s.rep && m.groups.has(s.rep[0])) {
+      const folded = m.folded.has(s.rep[0]);
+      const fold = h("button", null, folded ? `Unfold ×${s.rep[2]}` : `Fold ×${s.rep[2]}`);
+      fold.addEventListener("click", () => this.actions.onToggleFold(s.rep[0]));
+      bar.appendChild(fold);
+    }
+    head.appendChild(bar);
+
+    const inSet = new Set(inside.map((n) => n.idx));
+    const boundary = [];
+    const seen = new Set();
+    for (const n of inside) {
+      (n.i || []).forEach((i, j) => {
+        const src = m.nodes[i];
+        const k = m.kindOf(src);
+        if (inSet.has(i) || k === "param" || k === "buffer" || seen.has(i)) return;
+        seen.add(i);
+        boundary.push({ name: src.nm || src.path || (k === "op" ? this.describer.opName(src) : k), meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) });
+      });
+    }
+    const sec = this.section("Tensors");
+    this.tensors(sec, "inputs", boundary);
+    this.tensors(sec, "outputs", (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) })));
+    if (s.src) this.source(this.section("Called from"), s.src);
+    this.actions.onShown?.();
+  }
+}
+
+export class SearchBox {
+  constructor(input, list, model, onPick) {
+    this.input = input;
+    this.list = list;
+    this.model = model;
+    this.onPick = onPick;
+    this.hits = [];
+    this.active = 0;
+    input.addEventListener("input", () => this.update());
+    input.addEventListener("keydown", (ev) => this.onKey(ev));
+    input.addEventListener("focus", () => this.update());
+    document.addEventListener("click", (ev) => {
+      if (!list.contains(ev.target) && ev.target !== input) this.close();
+    });
+  }
+
+  close() {
+    this.list.replaceChildren();
+    this.list.classList.add("hidden");
+  }
+
+  update() {
+    this.hits = this.model.search(this.input.value);
+    this.active = 0;
+    this.list.replaceChildren();
+    this.list.classList.toggle("hidden", !this.hits.length);
+    const m = this.model;
+    this.hits.forEach((hit, i) => {
+      const li = h("li", i === 0 ? "active" : null);
+      if (hit.kind === "s") {
+        const s = m.scopes[hit.idx];
+        li.appendChild(h("span", "hit-main mono", s.path));
+        li.appendChild(h("span", "hit-sub", lastComponent(s.cls)));
+      } else {
+        const n = m.nodes[hit.idx];
+        li.appendChild(h("span", "hit-main mono", n.t || n.path || m.kindOf(n)));
+        li.appendChild(h("span", "hit-sub", m.scopes[n.s].path || "<root>"));
+      }
+      li.addEventListener("click", () => this.pick(i));
+      this.list.appendChild(li);
+    });
+  }
+
+  onKey(ev) {
+    if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+      ev.preventDefault();
+      const items = this.list.children;
+      if (!items.length) return;
+      items[this.active]?.classList.remove("active");
+      this.active = (this.active + (ev.key === "ArrowDown" ? 1 : items.length - 1)) % items.length;
+      items[this.active].classList.add("active");
+      items[this.active].scrollIntoView({ block: "nearest" });
+    } else if (ev.key === "Enter") {
+      this.pick(this.active);
+    } else if (ev.key === "Escape") {
+      this.close();
+      this.input.blur();
+    }
+  }
+
+  pick(i) {
+    const hit = this.hits[i];
+    if (!hit) return;
+    this.close();
+    this.onPick(hit.kind === "s" ? "s" : "n", hit.idx);
+  }
+}

@@ -1,0 +1,219 @@
+// SVG drawing of a laid-out visible graph. Elements are keyed by unit id and
+// reused between layouts so boxes glide to their new places (CSS transitions)
+// instead of the whole picture being replaced. All text goes through
+// textContent, so names from user code are never parsed as markup.
+
+import { HEADER } from "./layout.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+export const FONT_TITLE = "600 12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+export const FONT_SMALL = "11px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
+export const FONT_EDGE = "10px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace";
+
+function el(tag, attrs = {}, parent = null) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (parent) parent.appendChild(e);
+  return e;
+}
+
+const canvas = document.createElement("canvas").getContext("2d");
+export function textWidth(text, font) {
+  canvas.font = font;
+  return canvas.measureText(text).width;
+}
+
+/** Rounded orthogonal path through ELK's bend points. */
+function routePath(points) {
+  if (points.length < 2) return "";
+  let d = `M${points[0].x},${points[0].y}`;
+  for (let i = 1; i < points.length - 1; i++) {
+    const [a, b, c] = [points[i - 1], points[i], points[i + 1]];
+    const r = Math.min(6, Math.hypot(b.x - a.x, b.y - a.y) / 2, Math.hypot(c.x - b.x, c.y - b.y) / 2);
+    const p = { x: b.x + (Math.sign(a.x - b.x) * r), y: b.y + (Math.sign(a.y - b.y) * r) };
+    const q = { x: b.x + (Math.sign(c.x - b.x) * r), y: b.y + (Math.sign(c.y - b.y) * r) };
+    d += ` L${p.x},${p.y} Q${b.x},${b.y} ${q.x},${q.y}`;
+  }
+  const last = points[points.length - 1];
+  return d + ` L${last.x},${last.y}`;
+}
+
+export class Renderer {
+  constructor(svg, describer, handlers) {
+    this.svg = svg;
+    this.describer = describer;
+    this.handlers = handlers;
+    const defs = el("defs", {}, svg);
+    const marker = el("marker", { id: "atlas-arrow", viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" }, defs);
+    el("path", { d: "M0,1 L9,5 L0,9 z", class: "arrow" }, marker);
+    this.viewport = el("g", { class: "viewport" }, svg);
+    this.layerClusters = el("g", { class: "clusters" }, this.viewport);
+    this.layerEdges = el("g", { class: "edges" }, this.viewport);
+    this.layerNodes = el("g", { class: "nodes" }, this.viewport);
+    this.elements = new Map(); // id -> g
+    this.boxes = new Map();
+    this.edgeEls = new Map();
+  }
+
+  sizeOf(id) {
+    const d = this.describer.unit(id);
+    const w = Math.max(textWidth(d.title, FONT_TITLE) + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0), d.subtitle ? textWidth(d.subtitle, FONT_SMALL) : 0);
+    return { width: Math.ceil(Math.max(64, w + 24)), height: d.subtitle ? 40 : 28 };
+  }
+
+  containerMinWidth(sIdx) {
+    const w = textWidth(this.describer.containerTitle(sIdx), FONT_TITLE) + textWidth(this.describer.containerSubtitle(sIdx), FONT_SMALL);
+    return Math.ceil(w + 56);
+  }
+
+  static measureEdgeLabel(text) {
+    return { width: Math.ceil(textWidth(text, FONT_EDGE) + 8), height: 14 };
+  }
+
+  /** Where a box that did not exist before should grow from: the box it was folded into. */
+  originOf(id, units, previous) {
+    if (previous.has(id)) return previous.get(id);
+    const sIdx = id[0] === "c" || id[0] === "s" ? Number(id.slice(1)) : null;
+    if (sIdx !== null) for (const alt of ["s", "g", "c"]) if (previous.has(alt + sIdx)) return previous.get(alt + sIdx);
+    if (id[0] === "n") {
+      const n = this.describer.model.nodes[Number(id.slice(1))];
+      for (const s of this.describer.model.ancestry(n.s).reverse()) {
+        for (const alt of ["s", "g"]) if (previous.has(alt + s)) return previous.get(alt + s);
+      }
+    }
+    return null;
+  }
+
+  draw(graph, result, animate) {
+    const previous = this.boxes;
+    this.boxes = result.boxes;
+    const keep = new Set();
+    const place = (g, box, origin) => {
+      const set = (b) => {
+        g.style.transform = `translate(${b.x}px, ${b.y}px)`;
+        for (const r of g.sizeRects) {
+          r.style.width = `${b.width}px`;
+          r.style.height = `${b.height}px`;
+        }
+        if (g.headerHit) g.headerHit.style.width = `${b.width}px`;
+      };
+      if (origin && animate) {
+        g.classList.add("no-anim");
+        set(origin);
+        g.getBoundingClientRect();
+        g.classList.remove("no-anim");
+      } else if (!origin && animate) {
+        g.classList.add("entering");
+      }
+      set(box);
+    };
+    const clusterOrder = [...graph.containers.keys()].filter((c) => c !== 0).sort((a, b) => this.describer.model.scopes[a].depth - this.describer.model.scopes[b].depth);
+    for (const cIdx of clusterOrder) {
+      const id = "c" + cIdx;
+      keep.add(id);
+      let g = this.elements.get(id);
+      const fresh = !g;
+      if (fresh) g = this.makeCluster(cIdx);
+      g.dataset.depth = String(this.describer.model.scopes[cIdx].depth % 4);
+      this.layerClusters.appendChild(g);
+      place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
+    }
+    for (const id of graph.leaves.keys()) {
+      keep.add(id);
+      let g = this.elements.get(id);
+      const fresh = !g;
+      if (fresh) g = this.makeLeaf(id);
+      place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
+    }
+    for (const [id, g] of this.elements) {
+      if (!keep.has(id)) {
+        g.remove();
+        this.elements.delete(id);
+      }
+    }
+    this.drawEdges(graph, result, animate);
+  }
+
+  makeCluster(cIdx) {
+    const g = el("g", { class: "cluster", "data-id": "c" + cIdx });
+    g.sizeRects = [el("rect", { class: "frame", rx: "8" }, g)];
+    const header = el("g", { class: "header" }, g);
+    g.headerHit = el("rect", { class: "header-hit", x: "0", y: "0", height: String(HEADER) }, header);
+    const toggle = el("text", { class: "toggle", x: "12", y: "19" }, header);
+    toggle.textContent = "−";
+    const title = el("text", { class: "title", x: "26", y: "19" }, header);
+    title.textContent = this.describer.containerTitle(cIdx);
+    const sub = el("tspan", { class: "subtitle", dx: "8" }, title);
+    sub.textContent = this.describer.containerSubtitle(cIdx);
+    header.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      this.handlers.onToggle("c" + cIdx);
+    });
+    this.elements.set("c" + cIdx, g);
+    return g;
+  }
+
+  makeLeaf(id) {
+    const d = this.describer.unit(id);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}`, "data-id": id, "data-category": d.category }, this.layerNodes);
+    // A second outline offset behind a module box reads as "there is more inside".
+    g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
+    g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));
+    const { width } = this.sizeOf(id);
+    const cx = width / 2;
+    const title = el("text", { class: "title", x: String(d.badge ? cx - (textWidth(d.badge, FONT_TITLE) + 18) / 2 : cx), y: d.subtitle ? "17" : "18" }, g);
+    title.textContent = d.title;
+    if (d.subtitle) {
+      const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g);
+      sub.textContent = d.subtitle;
+    }
+    if (d.badge) {
+      const bw = textWidth(d.badge, FONT_TITLE) + 10;
+      el("rect", { class: "badge", x: String(width - bw - 8), y: "5", width: String(bw), height: "16", rx: "8" }, g);
+      const b = el("text", { class: "badge-text", x: String(width - bw / 2 - 8), y: "17" }, g);
+      b.textContent = d.badge;
+    }
+    g.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      if (d.module) this.handlers.onToggle(id);
+      else this.handlers.onSelect(id);
+    });
+    this.elements.set(id, g);
+    return g;
+  }
+
+  drawEdges(graph, result, animate) {
+    this.layerEdges.replaceChildren();
+    this.edgeEls = new Map();
+    if (animate) {
+      this.layerEdges.classList.remove("fade-in");
+      this.layerEdges.getBoundingClientRect();
+      this.layerEdges.classList.add("fade-in");
+    }
+    const frag = document.createDocumentFragment();
+    for (const e of graph.edges) {
+      const route = result.routes.get(e.id);
+      if (!route || route.points.length < 2) continue;
+      const g = el("g", { class: "edge", "data-id": e.id }, frag);
+      el("path", { d: routePath(route.points), "marker-end": "url(#atlas-arrow)" }, g);
+      if (route.label) {
+        const { x, y, width, height, text } = route.label;
+        el("rect", { class: "label-bg", x: String(x), y: String(y), width: String(width), height: String(height), rx: "3" }, g);
+        const t = el("text", { class: "label", x: String(x + width / 2), y: String(y + height - 3.5) }, g);
+        t.textContent = text;
+      }
+      this.edgeEls.set(e.id, g);
+    }
+    this.layerEdges.appendChild(frag);
+  }
+
+  /** Light up `ids` (units) and the edges among them; dim everything else. */
+  highlight(selected, lit, edgeIds) {
+    this.svg.classList.toggle("has-selection", !!selected);
+    for (const [id, g] of this.elements) {
+      g.classList.toggle("lit", lit.has(id));
+      g.classList.toggle("selected", id === selected);
+    }
+    for (const [id, g] of this.edgeEls) g.classList.toggle("lit", edgeIds.has(id));
+  }
+}

@@ -1,0 +1,177 @@
+// Pan, zoom, fit and the minimap. The transform is applied to one <g>, so a
+// pan or zoom never touches the boxes themselves.
+
+const MIN_SCALE = 0.02;
+const MAX_SCALE = 4;
+
+export class Viewport {
+  constructor(svg, group, minimap, onChange) {
+    this.svg = svg;
+    this.group = group;
+    this.minimap = minimap;
+    this.onChange = onChange;
+    this.k = 1;
+    this.x = 0;
+    this.y = 0;
+    this.bounds = { width: 1, height: 1 };
+    this.boxes = new Map();
+    this.animation = 0;
+    svg.addEventListener("wheel", (ev) => this.onWheel(ev), { passive: false });
+    svg.addEventListener("pointerdown", (ev) => this.onPointerDown(ev));
+    minimap.addEventListener("pointerdown", (ev) => this.onMinimap(ev));
+    new ResizeObserver(() => this.drawMinimap()).observe(svg);
+  }
+
+  size() {
+    const r = this.svg.getBoundingClientRect();
+    return { width: r.width || 1, height: r.height || 1 };
+  }
+
+  apply() {
+    this.group.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.k})`);
+    this.svg.classList.toggle("lod-far", this.k < 0.55);
+    this.svg.classList.toggle("lod-tiny", this.k < 0.22);
+    this.drawMinimap();
+    this.onChange?.();
+  }
+
+  setContent(bounds, boxes) {
+    this.bounds = bounds;
+    this.boxes = boxes;
+    this.drawMinimap();
+  }
+
+  zoomAt(factor, px, py) {
+    const k = Math.min(MAX_SCALE, Math.max(MIN_SCALE, this.k * factor));
+    this.x = px - ((px - this.x) * k) / this.k;
+    this.y = py - ((py - this.y) * k) / this.k;
+    this.k = k;
+    this.apply();
+  }
+
+  onWheel(ev) {
+    ev.preventDefault();
+    const r = this.svg.getBoundingClientRect();
+    if (ev.ctrlKey || ev.metaKey || !ev.shiftKey) {
+      this.zoomAt(Math.exp(-ev.deltaY * (ev.deltaMode ? 0.05 : 0.0015)), ev.clientX - r.left, ev.clientY - r.top);
+    } else {
+      this.x -= ev.deltaX || ev.deltaY;
+      this.apply();
+    }
+  }
+
+  onPointerDown(ev) {
+    if (ev.button !== 0) return;
+    const start = { x: ev.clientX, y: ev.clientY, tx: this.x, ty: this.y };
+    let moved = false;
+    const move = (e) => {
+      const dx = e.clientX - start.x;
+      const dy = e.clientY - start.y;
+      if (!moved && Math.hypot(dx, dy) < 4) return;
+      moved = true;
+      this.svg.classList.add("panning");
+      this.x = start.tx + dx;
+      this.y = start.ty + dy;
+      this.apply();
+    };
+    const up = () => {
+      window.removeEventListener("pointermove", move);
+      window.removeEventListener("pointerup", up);
+      this.svg.classList.remove("panning");
+      if (moved) {
+        // A drag must not also count as a click on the box it started on.
+        const swallow = (e) => e.stopPropagation();
+        window.addEventListener("click", swallow, { capture: true, once: true });
+        setTimeout(() => window.removeEventListener("click", swallow, { capture: true }), 0);
+      }
+    };
+    window.addEventListener("pointermove", move);
+    window.addEventListener("pointerup", up);
+  }
+
+  /** Smoothly move so that the rectangle `r` (graph coordinates) fills the view. */
+  fitRect(r, { maxScale = 1.5, margin = 32, animate = true } = {}) {
+    const { width, height } = this.size();
+    const k = Math.max(MIN_SCALE, Math.min(maxScale, (width - 2 * margin) / Math.max(r.width, 1), (height - 2 * margin) / Math.max(r.height, 1)));
+    const x = width / 2 - (r.x + r.width / 2) * k;
+    const y = height / 2 - (r.y + r.height / 2) * k;
+    this.moveTo(x, y, k, animate);
+  }
+
+  fit(animate = true) {
+    this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate });
+  }
+
+  /** Center on a box, zooming in only as far as needed to read it. */
+  centerOn(box) {
+    const { width, height } = this.size();
+    const k = Math.max(this.k, 0.8);
+    this.moveTo(width / 2 - (box.x + box.width / 2) * k, height / 2 - (box.y + box.height / 2) * k, k, true);
+  }
+
+  moveTo(x, y, k, animate) {
+    cancelAnimationFrame(this.animation);
+    if (!animate) {
+      Object.assign(this, { x, y, k });
+      this.apply();
+      return;
+    }
+    const from = { x: this.x, y: this.y, k: this.k };
+    const t0 = performance.now();
+    const step = (t) => {
+      const p = Math.min(1, (t - t0) / 280);
+      const e = 1 - Math.pow(1 - p, 3);
+      this.x = from.x + (x - from.x) * e;
+      this.y = from.y + (y - from.y) * e;
+      this.k = from.k + (k - from.k) * e;
+      this.apply();
+      if (p < 1) this.animation = requestAnimationFrame(step);
+    };
+    this.animation = requestAnimationFrame(step);
+  }
+
+  minimapScale() {
+    const { width, height } = this.minimap;
+    return Math.min(width / this.bounds.width, height / this.bounds.height);
+  }
+
+  drawMinimap() {
+    const view = this.size();
+    const big = this.bounds.width * this.k > view.width * 1.05 || this.bounds.height * this.k > view.height * 1.05;
+    this.minimap.classList.toggle("hidden", !big);
+    if (!big) return;
+    const ctx = this.minimap.getContext("2d");
+    const s = this.minimapScale();
+    const style = getComputedStyle(this.minimap);
+    ctx.clearRect(0, 0, this.minimap.width, this.minimap.height);
+    for (const [id, b] of this.boxes) {
+      if (id === "c0") continue;
+      ctx.fillStyle = id[0] === "c" ? style.getPropertyValue("--mm-cluster") : style.getPropertyValue("--mm-node");
+      ctx.fillRect(b.x * s, b.y * s, Math.max(1, b.width * s), Math.max(1, b.height * s));
+    }
+    ctx.strokeStyle = style.getPropertyValue("--mm-view");
+    ctx.lineWidth = 2;
+    ctx.strokeRect((-this.x / this.k) * s, (-this.y / this.k) * s, (view.width / this.k) * s, (view.height / this.k) * s);
+  }
+
+  onMinimap(ev) {
+    ev.stopPropagation();
+    const go = (e) => {
+      const r = this.minimap.getBoundingClientRect();
+      const s = this.minimapScale() * (r.width / this.minimap.width);
+      const gx = (e.clientX - r.left) / s;
+      const gy = (e.clientY - r.top) / s;
+      const view = this.size();
+      this.x = view.width / 2 - gx * this.k;
+      this.y = view.height / 2 - gy * this.k;
+      this.apply();
+    };
+    go(ev);
+    const up = () => {
+      window.removeEventListener("pointermove", go);
+      window.removeEventListener("pointerup", up);
+    };
+    window.addEventListener("pointermove", go);
+    window.addEventListener("pointerup", up);
+  }
+}
