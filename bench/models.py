@@ -30,6 +30,8 @@ class ModelSpec:
     smoke: bool = False
     meta_only: bool = False
     """Too big to hold in memory here: only ever built on the meta device."""
+    scale: bool = False
+    """A synthetic graph of a set op count, for time-vs-size curves (too big to draw)."""
 
 
 def _coolcnn_class() -> type[torch.nn.Module]:
@@ -141,6 +143,45 @@ def build_llama_70b(device: str) -> Built:
     return _hf("LlamaForCausalLM", cfg, device), (_tokens(cfg.vocab_size, device),), {}
 
 
+class _ChainBlock(torch.nn.Module):
+    """Ten ops on a 1x8 tensor: cheap to run, so capture overhead dominates."""
+
+    OPS = 10
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.proj(x)) * 0.5
+        y = (y + x).view(-1).view(1, -1)
+        y = torch.tanh(y) - 0.1
+        return y.sum(-1, keepdim=True) + y
+
+
+class ChainNet(torch.nn.Module):
+    def __init__(self, ops: int) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(_ChainBlock() for _ in range(ops // _ChainBlock.OPS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def _chain_builder(ops: int) -> Callable[[str], Built]:
+    def build_chain(device: str) -> Built:
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = ChainNet(ops)
+        return model.eval(), (torch.randn(1, 8, device=device),), {}
+
+    return build_chain
+
+
+SCALE_OPS = (1_000, 10_000, 100_000)
+
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in [
@@ -153,6 +194,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("t5-small", build_t5_small),
         ModelSpec("llama-1b", build_llama_1b),
         ModelSpec("llama-70b", build_llama_70b, meta_only=True),
+        *(ModelSpec(f"chain-{ops // 1000}k", _chain_builder(ops), scale=True) for ops in SCALE_OPS),
     ]
 }
 
@@ -165,6 +207,15 @@ def build(name: str, device: str = "cpu") -> Built:
 
 def smoke_models() -> list[str]:
     return [name for name, spec in MODELS.items() if spec.smoke]
+
+
+def zoo_models() -> list[str]:
+    """The real architectures, smallest first."""
+    return [name for name, spec in MODELS.items() if not spec.smoke and not spec.scale]
+
+
+def scale_models() -> list[str]:
+    return [name for name, spec in MODELS.items() if spec.scale]
 
 
 class DictNet(torch.nn.Module):

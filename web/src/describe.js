@@ -90,8 +90,7 @@ export class Describer {
   }
 
   edgeLabel(e) {
-    const label = formatShape(this.meta(e.node, e.slot));
-    return e.count > 1 ? `${label} (+${e.count - 1})` : label;
+    return formatShape(this.meta(e.node, e.slot));
   }
 
   containerTitle(sIdx) {

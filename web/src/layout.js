@@ -42,13 +42,10 @@ const ROOT_OPTIONS = {
   "elk.layered.nodePlacement.strategy": "BRANDES_KOEPF",
   "elk.layered.nodePlacement.bk.fixedAlignment": "BALANCED",
   "elk.spacing.nodeNode": "22",
-  "elk.layered.spacing.nodeNodeBetweenLayers": "30",
+  "elk.layered.spacing.nodeNodeBetweenLayers": "34",
   "elk.spacing.edgeNode": "14",
   "elk.spacing.edgeEdge": "10",
   "elk.layered.spacing.edgeNodeBetweenLayers": "12",
-  "elk.spacing.edgeLabel": "2",
-  "elk.edgeLabels.inline": "false",
-  "elk.edgeLabels.placement": "CENTER",
   "elk.padding": "[top=20,left=20,bottom=20,right=20]",
 };
 
@@ -59,11 +56,12 @@ const CONTAINER_OPTIONS = {
 
 /**
  * Lay out `graph` (Model.visibleGraph()) where `sizeOf(id)` gives leaf box sizes,
- * `minWidthOf(containerIdx)` the width an expanded module needs for its title,
- * and `labelOf(edge)` the edge's text (or "" for none).
- * Resolves to {boxes: Map(id -> {x, y, width, height}), edges: Map(id -> {points, label}), width, height}.
+ * and `minWidthOf(containerIdx)` the width an expanded module needs for its title.
+ * Edge labels are placed by the renderer, not by ELK: label dummies would
+ * stretch modules over extra layers and slow the layout down.
+ * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
  */
-export async function layout(graph, sizeOf, minWidthOf, labelOf, measure) {
+export async function layout(graph, sizeOf, minWidthOf) {
   const { leaves, containers, edges } = graph;
   const chainOf = new Map(); // leaf or container id -> container indices root..own
   const containerChain = (cIdx) => {
@@ -96,15 +94,11 @@ export async function layout(graph, sizeOf, minWidthOf, labelOf, measure) {
     const b = containerChain(leaves.get(e.target).container);
     let k = 0;
     while (k + 1 < a.length && k + 1 < b.length && a[k + 1] === b[k + 1]) k++;
-    const text = labelOf(e);
-    const edge = { id: e.id, sources: [e.source], targets: [e.target] };
-    if (text) {
-      const { width, height } = measure(text);
-      edge.labels = [{ id: e.id + "#l", text, width, height }];
-    }
-    elkNodes.get(a[k]).edges.push(edge);
+    elkNodes.get(a[k]).edges.push({ id: e.id, sources: [e.source], targets: [e.target] });
   }
+  const t0 = performance.now();
   const out = await engine().layout(root);
+  const ms = performance.now() - t0;
   const boxes = new Map();
   const routes = new Map();
   const walk = (n) => {
@@ -114,11 +108,10 @@ export async function layout(graph, sizeOf, minWidthOf, labelOf, measure) {
       for (const s of e.sections || []) {
         points.push(s.startPoint, ...(s.bendPoints || []), s.endPoint);
       }
-      const label = e.labels && e.labels[0];
-      routes.set(e.id, { points, label: label ? { x: label.x, y: label.y, width: label.width, height: label.height, text: label.text } : null });
+      routes.set(e.id, points);
     }
     for (const c of n.children || []) walk(c);
   };
   walk(out);
-  return { boxes, routes, width: out.width, height: out.height };
+  return { boxes, routes, width: out.width, height: out.height, ms };
 }

@@ -45,7 +45,7 @@ class App {
     this.result = null;
     this.buildShell(mount);
     const m = this.model;
-    m.expandToDepth(m.depthWithin(START_BUDGET));
+    m.expandToDepth(m.depthWithin(START_BUDGET, true), true);
     this.syncDepthSelect();
   }
 
@@ -165,14 +165,14 @@ class App {
   }
 
   collapseToDepth(depth) {
-    this.model.expandToDepth(depth);
+    this.model.expandToDepth(depth, true);
     this.relayout({ animate: true, fit: true });
   }
 
   expandAll() {
     const m = this.model;
-    const depth = m.depthWithin(EXPAND_ALL_BUDGET);
     m.folded.clear();
+    const depth = m.depthWithin(EXPAND_ALL_BUDGET);
     m.expandToDepth(depth);
     this.syncDepthSelect();
     if (depth <= m.maxDepth) this.flash(`Opened modules down to depth ${depth}; deeper levels would exceed ${EXPAND_ALL_BUDGET} boxes. Click a module to open it.`);
@@ -279,8 +279,6 @@ class App {
       graph,
       (id) => r.sizeOf(id),
       (c) => r.containerMinWidth(c),
-      (e) => this.describer.edgeLabel(e),
-      Renderer.measureEdgeLabel,
     );
     if (token !== this.layoutToken) return; // a newer request replaced this one
     const before = anchor && this.result ? this.result.boxes.get(anchor[0]) : null;
@@ -300,6 +298,7 @@ class App {
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
     const atlas = window.__atlas;
     atlas.lastLayoutMs = performance.now() - t0;
+    atlas.lastElkMs = result.ms;
     atlas.layoutCount += 1;
     atlas.visibleBoxes = graph.leaves.size;
     this.showSelection();
@@ -314,7 +313,7 @@ async function boot() {
     const app = new App(doc, document.getElementById("atlas"));
     atlas.app = app;
     await app.relayout();
-    app.viewport.fit(false);
+    app.viewport.overview();
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;
     atlas.ready = true;

@@ -119,26 +119,32 @@ export class Model {
     return { leaves, containers, edges: [...edges.values()], units };
   }
 
-  /** Visible unit count if every scope up to `depth` were expanded (used to pick a start depth). */
-  unitCountAtDepth(depth) {
-    const saved = this.expanded;
-    this.expanded = new Set(this.scopes.filter((s) => s.depth < depth).map((s) => s.idx));
-    const count = this.visibleGraph().leaves.size;
-    this.expanded = saved;
-    return count;
+  /** Scopes worth opening: a module around a single op says more as one named box. */
+  isTrivial(s) {
+    if (this._opCounts === undefined) {
+      this._opCounts = this.scopes.map(() => 0);
+      for (const n of this.nodes) if (this.kindOf(n) === "op") this._opCounts[n.s]++;
+    }
+    return s.children.length === 0 && this._opCounts[s.idx] <= 1;
   }
 
-  expandToDepth(depth) {
-    this.expanded = new Set(this.scopes.filter((s) => s.depth < depth).map((s) => s.idx));
+  /** Open every scope above `depth`; with `skipTrivial`, single-op leaf modules stay closed. */
+  expandToDepth(depth, skipTrivial = false) {
+    // Members of a folded repeat stay closed, so unfolding shows N boxes, not N open layers.
+    const open = (s) => s.depth === 0 || (s.depth < depth && this.foldedGroupOf(s) === null && !(skipTrivial && this.isTrivial(s)));
+    this.expanded = new Set(this.scopes.filter(open).map((s) => s.idx));
   }
 
   /** The deepest depth whose visible graph stays under `budget` boxes (at least 1). */
-  depthWithin(budget, upTo = this.maxDepth + 1) {
+  depthWithin(budget, skipTrivial = false) {
+    const saved = this.expanded;
     let best = 1;
-    for (let d = 2; d <= upTo; d++) {
-      if (this.unitCountAtDepth(d) > budget) break;
+    for (let d = 2; d <= this.maxDepth + 1; d++) {
+      this.expandToDepth(d, skipTrivial);
+      if (this.visibleGraph().leaves.size > budget) break;
       best = d;
     }
+    this.expanded = saved;
     return best;
   }
 

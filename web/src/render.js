@@ -66,10 +66,6 @@ export class Renderer {
     return Math.ceil(w + 56);
   }
 
-  static measureEdgeLabel(text) {
-    return { width: Math.ceil(textWidth(text, FONT_EDGE) + 8), height: 14 };
-  }
-
   /** Where a box that did not exist before should grow from: the box it was folded into. */
   originOf(id, units, previous) {
     if (previous.has(id)) return previous.get(id);
@@ -191,15 +187,23 @@ export class Renderer {
       this.layerEdges.classList.add("fade-in");
     }
     const frag = document.createDocumentFragment();
+    const labelled = new Set(); // one shape label per point where edges leave a box
     for (const e of graph.edges) {
-      const route = result.routes.get(e.id);
-      if (!route || route.points.length < 2) continue;
+      const points = result.routes.get(e.id);
+      if (!points || points.length < 2) continue;
       const g = el("g", { class: "edge", "data-id": e.id }, frag);
-      el("path", { d: routePath(route.points), "marker-end": "url(#atlas-arrow)" }, g);
-      if (route.label) {
-        const { x, y, width, height, text } = route.label;
-        el("rect", { class: "label-bg", x: String(x), y: String(y), width: String(width), height: String(height), rx: "3" }, g);
-        const t = el("text", { class: "label", x: String(x + width / 2), y: String(y + height - 3.5) }, g);
+      el("path", { d: routePath(points), "marker-end": "url(#atlas-arrow)" }, g);
+      const text = this.describer.edgeLabel(e);
+      const start = points[0];
+      const key = `${e.source}@${Math.round(start.x)},${Math.round(start.y)}`;
+      if (text && !labelled.has(key)) {
+        labelled.add(key);
+        // Just below the source box, beside the line: where the value leaves its producer.
+        const width = textWidth(text, FONT_EDGE) + 6;
+        const vertical = Math.abs(points[1].x - start.x) < 1;
+        const x = vertical ? start.x + 4 : start.x - width / 2;
+        el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, g);
+        const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, g);
         t.textContent = text;
       }
       this.edgeEls.set(e.id, g);

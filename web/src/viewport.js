@@ -102,6 +102,18 @@ export class Viewport {
     this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate });
   }
 
+  /** The opening view: the whole graph if it fits legibly, else its top at a readable scale. */
+  overview() {
+    const { width, height } = this.size();
+    const k = Math.min((width - 64) / this.bounds.width, (height - 64) / this.bounds.height);
+    if (k >= 0.7) {
+      this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate: false, maxScale: 1.25 });
+      return;
+    }
+    const scale = Math.max(0.7, Math.min(1, (width - 64) / this.bounds.width));
+    this.moveTo(width / 2 - (this.bounds.width / 2) * scale, 24, scale, false);
+  }
+
   /** Center on a box, zooming in only as far as needed to read it. */
   centerOn(box) {
     const { width, height } = this.size();

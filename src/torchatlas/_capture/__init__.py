@@ -13,7 +13,7 @@ from ._build import build_graph
 from ._recorder import Recorder
 from ._values import iter_tensors
 
-__all__ = ["TraceError", "capture_python"]
+__all__ = ["TraceError", "capture_python", "unwrap_model"]
 
 
 class TraceError(RuntimeError):
@@ -33,6 +33,24 @@ def _describe_failure(rec: Recorder, exc: BaseException) -> str:
     return f"torchatlas: forward failed{where}"
 
 
+def unwrap_model(model: Any) -> Any:
+    """The eager module behind a ``torch.compile`` wrapper; a clear refusal for what can't run eagerly."""
+    if isinstance(model, torch.export.ExportedProgram):
+        raise TraceError(
+            "torchatlas: an ExportedProgram is a graph already, not a model to run; use torchatlas.from_export(ep)"
+        )
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        raise TraceError(
+            "torchatlas: TorchScript runs in C++ where ops cannot be recorded; trace the original nn.Module instead"
+        )
+    orig = getattr(model, "_orig_mod", None)
+    if isinstance(orig, torch.nn.Module) and type(model).__name__ == "OptimizedModule":
+        return orig  # torch.compile wraps the eager module; its forward computes the same thing
+    if not callable(model):
+        raise TraceError(f"torchatlas: cannot trace a {type(model).__name__}; pass an nn.Module or a callable")
+    return model
+
+
 def capture_python(
     model: Any,
     args: tuple[Any, ...],
@@ -47,6 +65,7 @@ def capture_python(
     exception that stopped the forward pass. Without ``partial`` an exception
     propagates unchanged, with a note naming where it happened.
     """
+    model = unwrap_model(model)
     rec = Recorder(model, progress=progress)
     inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
     rec.add_inputs(inputs)

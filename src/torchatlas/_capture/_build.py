@@ -32,7 +32,7 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
             nodes.append(
                 Node(
                     id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[f"n{producer}"], input_slots=[slot],
-                    path=path, outputs=[_tensor_meta(shape_of(t), t.dtype, t.device)],
+                    path=path, outputs=[_tensor_meta(t.shape, t.dtype, t.device)],
                 )
             )
     scopes = [
@@ -62,8 +62,10 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
     return GraphIR(scopes=scopes, nodes=nodes, meta=meta)
 
 
-def _tensor_meta(shape: tuple[Any, ...], dtype: Any, device: Any) -> TensorMeta:
-    return TensorMeta(shape, dtype_name(dtype), str(device))
+def _tensor_meta(shape: Any, dtype: Any, device: Any) -> TensorMeta:
+    if not all(type(s) is int for s in shape):
+        shape = tuple(s if isinstance(s, int) else str(s) for s in shape)
+    return TensorMeta(tuple(shape), dtype_name(dtype), str(device))
 
 
 def _node(index: int, r: NodeRecord, source: Any, name: str | None) -> Node:

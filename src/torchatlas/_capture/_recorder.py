@@ -19,7 +19,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import _naming, _source
-from ._values import encode, iter_tensors, shape_of, tensors_flat
+from ._values import encode, iter_tensors, tensors_flat
 
 Tensor = torch.Tensor
 _tls = threading.local()
@@ -253,9 +253,12 @@ class Recorder(TorchFunctionMode):
         else:
             outs = []
         written = self._written(func, args, kwargs)
-        if not outs:
-            if not written:
+        if not written:
+            if not outs or _returns_an_input(outs, args):
+                # Nothing made (x.shape, x.item()) or nothing computed (x.to(x.dtype),
+                # x.contiguous() when contiguous): readers keep reading the original.
                 return result
+        elif not outs:
             outs = list(written)
         self._record_op(func, args, kwargs, outs, written, sys._getframe(1))
         return result
@@ -335,8 +338,16 @@ class Recorder(TorchFunctionMode):
         self.failure = Failure(target, self.current_scope, user.f_code if user else None, user.f_lineno if user else 0)
 
 
-def _meta(t: Tensor) -> tuple[tuple[Any, ...], Any, Any]:
-    return shape_of(t), t.dtype, t.device
+def _returns_an_input(outs: list[Tensor], args: tuple) -> bool:
+    if len(outs) != 1 or not args:
+        return False
+    out = outs[0]
+    return any(a is out for a in args)
+
+
+def _meta(t: Tensor) -> tuple[Any, Any, Any]:
+    """Raw (torch.Size, dtype, device): no reference to the tensor, converted at build time."""
+    return t.shape, t.dtype, t.device
 
 
 def _storage_key(t: Tensor) -> int | None:

@@ -2,9 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node, TensorMeta
+
+@dataclass
+class MetaUpdate:
+    """What a pass adds to node, scope and graph meta, before it is applied.
+
+    ``analyze`` merges every pass's update and applies them in one copy of the graph.
+    """
+
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    scopes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    graph: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, ir: GraphIR) -> GraphIR:
+        return ir.with_meta(nodes=self.nodes, scopes=self.scopes, graph=self.graph)
+
+    def merge(self, other: MetaUpdate) -> None:
+        for mine, theirs in ((self.nodes, other.nodes), (self.scopes, other.scopes)):
+            for key, values in theirs.items():
+                mine.setdefault(key, {}).update(values)
+        self.graph.update(other.graph)
+
 
 _DTYPE_BYTES: dict[str, float] = {
     "float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,

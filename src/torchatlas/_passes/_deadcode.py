@@ -4,7 +4,8 @@ Liveness flows backwards from the output nodes through ``inputs``. An in-place
 write is live when a later live op reads what it wrote (capture makes such reads
 point at the writing op). Writes into a parameter, buffer or model input are
 side effects on state that outlives the call (running statistics, caches), so
-they are live even when nothing reads them afterwards.
+they are live even when nothing reads them afterwards. A capture cut short by an
+exception has no outputs to reach, so nothing in it is judged dead.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes._common import storage_roots
+from torchatlas._passes._common import MetaUpdate, storage_roots
 
 _STATE_KINDS = frozenset({"param", "buffer", "input"})
 
@@ -20,9 +21,16 @@ _STATE_KINDS = frozenset({"param", "buffer", "input"})
 def dead_code(ir: GraphIR) -> GraphIR:
     """Set ``node.meta["dead"]`` on every op (True when its result reaches no output).
 
-    Graph meta gains ``dead_op_count``.
+    Graph meta gains ``dead_op_count`` (None for a capture that failed part-way).
     """
+    return dead_code_update(ir).apply(ir)
+
+
+def dead_code_update(ir: GraphIR) -> MetaUpdate:
+    """The meta :func:`dead_code` adds, not yet applied."""
     nodes = ir.nodes
+    if any("error" in n.meta for n in nodes):
+        return MetaUpdate(graph={"dead_op_count": None})
     position = {n.id: i for i, n in enumerate(nodes)}
     roots = storage_roots(ir)
     live = [False] * len(nodes)
@@ -39,4 +47,4 @@ def dead_code(ir: GraphIR) -> GraphIR:
         if n.kind == "op":
             node_meta[n.id] = {"dead": not live[i]}
             dead += not live[i]
-    return ir.with_meta(nodes=node_meta, graph={"dead_op_count": dead})
+    return MetaUpdate(nodes=node_meta, graph={"dead_op_count": dead})

@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node
-from torchatlas._passes._common import is_reflected, op_name, operand, raw_arg, roll_up, tensor_operands
+from torchatlas._passes._common import MetaUpdate, is_reflected, op_name, operand, raw_arg, roll_up, tensor_operands
 
 CONTRACTION_CATEGORIES = frozenset({"conv", "matmul", "attention"})
 """Categories whose FLOPs are exactly ``2 * MACs``: what ``FlopCounterMode`` counts."""
@@ -129,6 +129,11 @@ def flops(ir: GraphIR) -> GraphIR:
     Graph meta gains ``flops``, ``macs``, ``flops_unknown_ops`` (how many ops have no
     known cost) and ``flops_unknown_targets`` (target -> count).
     """
+    return flops_update(ir).apply(ir)
+
+
+def flops_update(ir: GraphIR) -> MetaUpdate:
+    """The meta :func:`flops` adds, not yet applied."""
     node_meta: dict[str, dict[str, Any]] = {}
     own_flops: dict[str, float] = {}
     own_macs: dict[str, float] = {}
@@ -155,7 +160,7 @@ def flops(ir: GraphIR) -> GraphIR:
         "flops_unknown_ops": sum(unknown_targets.values()),
         "flops_unknown_targets": dict(sorted(unknown_targets.items())),
     }
-    return ir.with_meta(nodes=node_meta, scopes=scope_meta, graph=graph)
+    return MetaUpdate(node_meta, scope_meta, graph)
 
 
 def _contraction(category: str, macs: int) -> tuple[str, int, int]:

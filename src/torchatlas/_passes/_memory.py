@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes._common import roll_up, storage_roots, tensor_bytes
+from torchatlas._passes._common import MetaUpdate, roll_up, storage_roots, tensor_bytes
 from torchatlas._passes._params import state_bytes
 
 _ACTIVATION_KINDS = frozenset({"input", "op"})
@@ -24,6 +24,11 @@ def memory(ir: GraphIR) -> GraphIR:
     ``peak_activation_node`` and ``peak_activation_scope`` (where the peak is reached),
     ``param_bytes``/``buffer_bytes`` and ``bytes_unknown`` (values of unknown dtype, left out).
     """
+    return memory_update(ir).apply(ir)
+
+
+def memory_update(ir: GraphIR) -> MetaUpdate:
+    """The meta :func:`memory` adds, not yet applied."""
     nodes = ir.nodes
     position = {n.id: i for i, n in enumerate(nodes)}
     roots = storage_roots(ir)
@@ -75,4 +80,4 @@ def memory(ir: GraphIR) -> GraphIR:
         "bytes_unknown": unknown,
     }
     scope_meta = {s.id: {"activation_bytes": int(inclusive[s.id])} for s in ir.scopes}
-    return ir.with_meta(nodes=node_meta, scopes=scope_meta, graph=graph)
+    return MetaUpdate(node_meta, scope_meta, graph)

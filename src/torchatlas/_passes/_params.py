@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes._common import dtype_bytes
+from torchatlas._passes._common import MetaUpdate, dtype_bytes
 
 
 def _entries(ir: GraphIR, key: str, kind: str) -> list[dict[str, Any]]:
@@ -58,6 +58,11 @@ def parameters(ir: GraphIR) -> GraphIR:
     ``shared_param_count`` (tensors with more than one name, counted once),
     ``buffer_count`` and ``buffer_bytes``.
     """
+    return parameters_update(ir).apply(ir)
+
+
+def parameters_update(ir: GraphIR) -> MetaUpdate:
+    """The meta :func:`parameters` adds, not yet applied."""
     params = _entries(ir, "parameters", "param")
     buffers = _entries(ir, "buffers", "buffer")
     by_module: dict[str, list[int]] = {}  # module path -> [params, trainable, bytes]
@@ -89,4 +94,4 @@ def parameters(ir: GraphIR) -> GraphIR:
         "buffer_count": sum(_numel(e) for e in buffers),
         "buffer_bytes": sum(_bytes(e) for e in buffers),
     }
-    return ir.with_meta(scopes=scope_meta, graph=graph)
+    return MetaUpdate(scopes=scope_meta, graph=graph)

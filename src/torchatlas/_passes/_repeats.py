@@ -19,7 +19,7 @@ import hashlib
 from typing import Any
 
 from torchatlas._ir import GraphIR, Scope
-from torchatlas._passes._common import subtree_ends
+from torchatlas._passes._common import MetaUpdate, subtree_ends
 
 _STATE_KINDS = frozenset({"param", "buffer"})
 
@@ -130,6 +130,11 @@ def find_repeats(ir: GraphIR) -> GraphIR:
     gets ``structure_hash``; graph meta ``repeat_groups`` lists
     ``{"group", "scopes", "count", "label"}`` in call order.
     """
+    return find_repeats_update(ir).apply(ir)
+
+
+def find_repeats_update(ir: GraphIR) -> MetaUpdate:
+    """The meta :func:`find_repeats` adds, not yet applied."""
     hashes = structural_hashes(ir)
     scope_meta: dict[str, dict[str, Any]] = {sid: {"structure_hash": h} for sid, h in hashes.items()}
     groups: list[dict[str, Any]] = []
@@ -138,4 +143,4 @@ def find_repeats(ir: GraphIR) -> GraphIR:
         for i, member in enumerate(run):
             scope_meta[member.id]["repeat"] = {"group": group, "index": i, "count": len(run)}
         groups.append({"group": group, "scopes": [m.id for m in run], "count": len(run), "label": _label(run)})
-    return ir.with_meta(scopes=scope_meta, graph={"repeat_groups": groups})
+    return MetaUpdate(scopes=scope_meta, graph={"repeat_groups": groups})

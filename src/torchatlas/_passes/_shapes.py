@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes._common import subtree_ends
+from torchatlas._passes._common import MetaUpdate, subtree_ends
 
 _STATE_KINDS = frozenset({"param", "buffer"})
 
@@ -38,6 +38,11 @@ def scope_inputs(ir: GraphIR) -> dict[str, list[tuple[str, int]]]:
 
 def io_shapes(ir: GraphIR) -> GraphIR:
     """Annotate scopes with ``input_shapes`` and ``output_shapes`` (lists of size lists)."""
+    return io_shapes_update(ir).apply(ir)
+
+
+def io_shapes_update(ir: GraphIR) -> MetaUpdate:
+    """The meta :func:`io_shapes` adds, not yet applied."""
     inputs = scope_inputs(ir)
     scope_meta: dict[str, dict[str, Any]] = {}
     for s in ir.scopes:
@@ -47,4 +52,4 @@ def io_shapes(ir: GraphIR) -> GraphIR:
             "input_shapes": [list(m.shape) for m in ins if m is not None],
             "output_shapes": [list(m.shape) for m in outs if m is not None],
         }
-    return ir.with_meta(scopes=scope_meta)
+    return MetaUpdate(scopes=scope_meta)

@@ -20,15 +20,22 @@ from typing import Literal
 
 from torchatlas._io import write_atomic
 from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
+from torchatlas._passes._repeats import find_repeats
 from torchatlas._render._categories import LEGEND, PALETTES, Palette, category, op_name
 from torchatlas._render._graphviz import FORMATS, run_dot
 
 FONT = "Helvetica,Arial,sans-serif"
 
-MAX_DOT_ELEMENTS = 2500
+MAX_DOT_ELEMENTS = 4000
 """Nodes plus edges above which ``dot`` takes more than ~30 s (see bench/bench_render.py)."""
 
 _HIDDEN_KINDS = ("param", "buffer")
+# A value read by this many units is drawn once in full; readers further than
+# _FAR units away get a small reference box instead of a long edge. Long edges
+# through many clusters are what makes dot slow (Llama's rotary cos/sin feed
+# every layer: 551 elements took over 150 s with them drawn as edges).
+_FANOUT = 3
+_FAR = 8
 _LEAF_PREFIX = "torch.nn."
 # Leaf boxes take the colour of their most telling op: a Conv2d box is compute, a ReLU box elementwise.
 _BOX_PRIORITY = ("compute", "normalization", "reduction", "elementwise", "shape", "other")
@@ -103,7 +110,7 @@ def _tooltip(*lines: str) -> str:
 @dataclass
 class _Unit:
     id: str
-    kind: Literal["node", "box", "fold"]
+    kind: Literal["node", "box", "fold", "ref"]
     container: str | None
     """The expanded scope whose cluster holds this unit; None for the top level."""
     first: int
@@ -113,6 +120,9 @@ class _Unit:
     """Box: the collapsed scope. Fold: the first member."""
     members: list[Scope] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
+    source: str | None = None
+    """Ref: the unit the referenced value comes from (``node`` is its producer, ``slot`` which output)."""
+    slot: int = 0
 
 
 @dataclass
@@ -202,7 +212,8 @@ def _layout(ir: GraphIR, options: DotOptions) -> _Layout:
             units[uid] = _Unit(uid, "node", container, index, node=n, nodes=[n])
         unit_of[n.id] = uid
 
-    edges: dict[tuple[str, str], _Edge] = {}
+    reads: list[tuple[str, int, str, str, bool]] = []
+    readers: dict[tuple[str, int], list[str]] = {}
     for n in ir.nodes:
         dst = unit_of.get(n.id)
         for src_id, slot in zip(n.inputs, n.input_slots):
@@ -210,9 +221,25 @@ def _layout(ir: GraphIR, options: DotOptions) -> _Layout:
             src = unit_of.get(src_id)
             if dst is None or src is None or src == dst or (from_param and not options.show_params):
                 continue
-            edge = edges.setdefault((src, dst), _Edge(from_param=from_param))
-            if (src_id, slot) not in edge.values:
-                edge.values.append((src_id, slot))
+            reads.append((src_id, slot, src, dst, from_param))
+            value_readers = readers.setdefault((src_id, slot), [])
+            if dst not in value_readers:
+                value_readers.append(dst)
+
+    order = {uid: i for i, uid in enumerate(units)}
+    refs: dict[str, _Unit] = {}
+    edges: dict[tuple[str, str], _Edge] = {}
+    for src_id, slot, src, dst, from_param in reads:
+        value_readers = readers[(src_id, slot)]
+        if len(value_readers) >= _FANOUT and dst != value_readers[0] and order[dst] - order[src] > _FAR:
+            ref = f"ref_{src_id}_{slot}_{dst}"
+            target = units[dst]
+            refs.setdefault(ref, _Unit(ref, "ref", target.container, target.first, node=ir.node(src_id), source=src, slot=slot))
+            src = ref
+        edge = edges.setdefault((src, dst), _Edge(from_param=from_param))
+        if (src_id, slot) not in edge.values:
+            edge.values.append((src_id, slot))
+    units.update(refs)
 
     expanded = {s.id for s in ir.scopes if s.id not in box_of and s.id != root}
     return _Layout(units, edges, expanded, root)
@@ -276,6 +303,11 @@ def _fold_name(first: Scope, last: Scope) -> str:
     return f"{first.path} … {last.path}"
 
 
+def _relative(name: str, within: str) -> str:
+    """A box's name inside a cluster, without the cluster's own path: ``layer1.0.conv1`` in ``layer1.0`` -> ``conv1``."""
+    return name[len(within) + 1 :] if within and name.startswith(within + ".") else name
+
+
 def _font(text: str, color: str, size: int | None = None) -> str:
     size_attr = f' POINT-SIZE="{size}"' if size else ""
     return f'<FONT COLOR="{color}"{size_attr}>{text}</FONT>'
@@ -309,7 +341,8 @@ class _Writer:
         self.out_values: dict[str, list[tuple[str, int]]] = {}
         for (src, dst), edge in layout.edges.items():
             if not edge.from_param:
-                self.out_values.setdefault(src, []).extend(edge.values)
+                if layout.units[src].kind != "ref":
+                    self.out_values.setdefault(src, []).extend(edge.values)
                 self.in_values.setdefault(dst, []).extend(edge.values)
 
     def write(self) -> str:
@@ -377,6 +410,8 @@ class _Writer:
         pad = "  " * indent
         if unit.kind == "node":
             attrs = self._node_attrs(unit.node)
+        elif unit.kind == "ref":
+            attrs = self._ref_attrs(unit)
         else:
             attrs = self._box_attrs(unit)
         self.lines.append(f"{pad}{_quoted(unit.id)} [{attrs}];")
@@ -426,6 +461,8 @@ class _Writer:
         else:
             name = _scope_name(scope, self.model)
             cat = self._box_category(unit)
+        full_name = name
+        name = _relative(name, self.ir.scope(unit.container).path if unit.container else "")
         ins = _shapes_text(self.ir, self.in_values.get(unit.id, []), self.dominant)
         outs = _shapes_text(self.ir, self.out_values.get(unit.id, []), self.dominant)
         facts = []
@@ -436,11 +473,11 @@ class _Writer:
             facts.append(f"{_count_text(params)} params")
         title = f"<B>{_html(name)}</B> {_font(_html(f'({scope.class_name})'), p.muted)}"
         if unit.kind == "fold":
-            title += f' <FONT COLOR="{p.text}"><B>  ×{len(unit.members)}</B></FONT>'
+            title += f" <B>×{len(unit.members)}</B>"
         label = title
         if facts:
             label += "<BR/>" + _font(_html(" · ".join(facts), 120), p.muted, 9)
-        tip = _tooltip(scope.cls, _source_line(scope.source))
+        tip = _tooltip(f"{full_name} ({scope.cls})", _source_line(scope.source))
         if unit.kind == "fold":
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'
             return f"label=<{label}>, {self._colors(cat)}{extra}, tooltip={tip}"
@@ -453,9 +490,31 @@ class _Writer:
         cats = {category(n.target, n.kind) for n in unit.nodes if n.kind == "op"}
         return next((c for c in _BOX_PRIORITY if c in cats), "module")
 
+    def _ref_attrs(self, ref: _Unit) -> str:
+        """A stand-in for a far-away value: where it comes from and its shape."""
+        source = self.layout.units[ref.source]
+        if source.kind == "fold":
+            name = _fold_name(source.members[0], source.members[-1])
+        elif source.kind == "box":
+            name = _scope_name(source.scope, self.model)
+        elif source.node.kind == "op":
+            name = op_name(source.node.target) or "?"
+        else:
+            name = _input_label(source.node.path)
+        p = self.palette
+        shape = _shape_text(self.ir.value_meta(ref.node.id, ref.slot), self.dominant)
+        label = f"↪ {_html(name)}<BR/>{_font(_html(shape), p.muted, 9)}"
+        return (
+            f'label=<{label}>, style="rounded,dashed", color="{p.edge}", fillcolor="{p.background}",'
+            f" fontsize=9, tooltip={_tooltip(f'value drawn in full at {name}')}"
+        )
+
     def _edge(self, src: str, dst: str, edge: _Edge) -> None:
         p = self.palette
         style = f', style=dashed, color="{p.border["param"]}"' if edge.from_param else ""
+        if self.layout.units[src].kind == "ref":
+            self.lines.append(f"  {_quoted(src)} -> {_quoted(dst)} [style=dashed];")
+            return
         if self.options.show_tensors and not edge.from_param:
             for node_id, slot in edge.values:
                 tensor = _quoted(f"t_{node_id}_{slot}")
@@ -483,16 +542,24 @@ class _Writer:
 # -- entry points ----------------------------------------------------------------
 
 
+def _with_repeats(ir: GraphIR, options: DotOptions) -> GraphIR:
+    """Folding reads ``meta["repeat"]``; find the runs unless a pass already did."""
+    if options.fold_repeats and not any("repeat" in s.meta for s in ir.scopes):
+        return find_repeats(ir)
+    return ir
+
+
 def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     """The graph as Graphviz DOT text (deterministic; needs no Graphviz install)."""
     options = options or DotOptions()
+    ir = _with_repeats(ir, options)
     return _Writer(ir, options, _layout(ir, options)).write()
 
 
 def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
     """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
     options = options or DotOptions()
-    layout = _layout(ir, options)
+    layout = _layout(_with_repeats(ir, options), options)
     if options.show_tensors:
         # each value becomes a node plus a second edge
         return layout.size() + 2 * sum(len(e.values) for e in layout.edges.values())

@@ -1,0 +1,181 @@
+"""One measurement in a fresh process: ``python bench/_worker.py TASK ...``.
+
+Tasks:
+  tools                      print the installed tools and versions as JSON
+  run TOOL MODEL OUT.json    time TOOL against a plain forward pass of MODEL
+  probe TOOL OUT.json        does TOOL work under no_grad, on meta, with dict inputs?
+
+Results go to OUT.json, rewritten after every phase, so a run that times out
+or crashes mid-way still leaves what it measured (stdout is left to the tools,
+some of which print).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+import models
+from _measure import alternate, peak_rss_mb, reset_peak_rss, rounds_for, timed
+from tools import TOOLS, NotSupported, Tool, model_device
+
+BUDGET_S = float(os.environ.get("BENCH_BUDGET_S", "40"))
+"""Seconds of alternating rounds to aim for per tool and model (3 rounds at least)."""
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
+"""Intra-op threads. One by default: on a shared 2-core machine, waking idle OpenMP
+workers costs tens of milliseconds per parallel region and swamps small models."""
+
+
+def _write(path: Path, doc: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def _error(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return text[:200]
+
+
+def _grad_mode(tool: Tool) -> contextlib.AbstractContextManager[Any]:
+    return contextlib.nullcontext() if tool.needs_grad else torch.no_grad()
+
+
+def run(tool_name: str, model_name: str, out: Path) -> None:
+    tool, spec = TOOLS[tool_name], models.MODELS[model_name]
+    doc: dict[str, Any] = {"tool": tool_name, "model": model_name, "version": tool.version()}
+    _write(out, doc)
+    build_s, (model, args, kwargs) = timed(lambda: models.build(model_name))
+    doc.update(
+        device=model_device(model),
+        params=sum(p.numel() for p in model.parameters()),
+        build_s=build_s,
+        grad=tool.needs_grad,
+    )
+
+    def forward() -> Any:
+        with torch.no_grad():
+            return model(*args, **kwargs)
+
+    def capture() -> Any:
+        with _grad_mode(tool):
+            return tool.capture(model, args, kwargs, workdir)
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        workdir = Path(tmp)
+        forward()  # first call pays for lazy initialisation
+        reset_peak_rss()
+        doc["forward_s"], _ = timed(forward)
+        doc["forward_peak_rss_mb"] = peak_rss_mb()
+        _write(out, doc)
+
+        reset_peak_rss()
+        try:
+            doc["first_capture_s"], handle = timed(capture)
+        except Exception as exc:  # the tool failing is a result, not a harness error
+            doc["error"] = _error(exc)
+            _write(out, doc)
+            return
+        doc["capture_peak_rss_mb"] = peak_rss_mb()
+        nodes, edges = tool.size(handle)
+        doc.update(nodes=nodes, edges=edges, size_unit=tool.size_unit)
+        _write(out, doc)
+
+        rounds = rounds_for(doc["forward_s"] + doc["first_capture_s"], BUDGET_S)
+        result = alternate(forward, capture, rounds)
+        doc.update(forward_median_s=result.baseline_s, capture_s=result.candidate_s, ratio=result.ratio, rounds=rounds)
+        _write(out, doc)
+
+        outputs: dict[str, Callable[[], Any]] = {}
+        if not spec.scale:  # Graphviz would take hours to lay out 10^4..10^5 nodes
+            outputs["svg"] = lambda: tool.svg(handle, workdir / "graph.svg")
+        outputs["html"] = lambda: tool.html(handle, workdir / "graph.html")
+        outputs.update(tool.extra_stages(handle, workdir))
+        for stage, make in outputs.items():
+            try:
+                doc[f"{stage}_s"], _ = timed(make)
+            except NotSupported as exc:
+                doc[f"{stage}_note"] = str(exc)
+            except Exception as exc:
+                doc[f"{stage}_error"] = _error(exc)
+            _write(out, doc)
+
+
+def _check(tool: Tool, build: Callable[[str], models.Built], device: str, workdir: Path, grad: bool) -> tuple[int, int | None]:
+    model, args, kwargs = build(device)
+    with torch.enable_grad() if grad or tool.needs_grad else torch.no_grad():
+        handle = tool.capture(model, args, kwargs, workdir)
+    return tool.size(handle)
+
+
+def probe(tool_name: str, out: Path) -> None:
+    """Each capability as ``{"ok": bool, "note": str}``."""
+    tool = TOOLS[tool_name]
+    doc: dict[str, Any] = {"tool": tool_name, "version": tool.version()}
+
+    def attempt(name: str, check: Callable[[], str]) -> None:
+        try:
+            doc[name] = {"ok": True, "note": check()}
+        except Exception as exc:
+            doc[name] = {"ok": False, "note": _error(exc)}
+        _write(out, doc)
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        workdir = Path(tmp)
+
+        def no_grad() -> str:
+            with_grad = _check(tool, models.build_coolcnn, "cpu", workdir, grad=True)[0]
+            without = _check(tool, models.build_coolcnn, "cpu", workdir, grad=False)[0]
+            if without < with_grad:
+                raise ValueError(f"graph shrinks from {with_grad} to {without} nodes under no_grad")
+            return f"{without} nodes"
+
+        def meta() -> str:
+            sizes = [_check(tool, build, "meta", workdir, grad=False)[0] for build in (models.build_coolcnn, models.build_tiny_gpt2)]
+            return "CoolCNN {} nodes, GPT-2 {} nodes".format(*sizes)
+
+        def hf_kwargs() -> str:
+            def build(device: str) -> models.Built:
+                model, (ids,), _ = models.build_tiny_gpt2(device)
+                return model, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+            return f"{_check(tool, build, 'cpu', workdir, grad=False)[0]} nodes"
+
+        def dict_arg() -> str:
+            return f"{_check(tool, models.build_dict_net, 'cpu', workdir, grad=False)[0]} nodes"
+
+        attempt("no_grad", no_grad)
+        attempt("meta", meta)
+        attempt("kwargs", hf_kwargs)
+        attempt("dict_input", dict_arg)
+
+
+def main(argv: list[str]) -> int:
+    torch.set_num_threads(THREADS)
+    task = argv[0]
+    if task == "tools":
+        print(json.dumps({name: tool.version() for name, tool in TOOLS.items() if tool.installed()}))
+    elif task == "run":
+        run(argv[1], argv[2], Path(argv[3]))
+    elif task == "probe":
+        probe(argv[1], Path(argv[2]))
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

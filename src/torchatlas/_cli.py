@@ -1,0 +1,276 @@
+"""The ``torchatlas`` command: trace a model (or open a saved graph) and write its views.
+
+Exit codes: 0 success, 1 the model failed (import, build, or forward pass), 2 the
+command line is wrong (bad option, missing file, unknown name, malformed shape).
+Errors print one line (plus, for a failed forward pass, the line naming where it
+failed); ``--debug`` prints the traceback as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, NoReturn, Sequence
+
+import torchatlas
+
+from . import _models
+from ._api import Graph
+from ._io import write_atomic
+from ._models import ModelError, SpecError
+from ._render._graphviz import GraphvizNotFoundError
+
+DEFAULT_SPEC = "torchatlas._example:CoolCNN"
+"""What ``torchatlas`` with no model traces: the bundled CoolCNN example."""
+
+EXIT_MODEL_FAILED = 1
+EXIT_USAGE = 2
+
+
+@dataclass(frozen=True)
+class ViewOptions:
+    depth: int | None = None
+    ascii: bool | None = None
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """One ``--format``: either text (printed, or written with ``-o``) or a file the Graph writes."""
+
+    name: str
+    out_dir_name: str
+    """The file it becomes under ``--out-dir``."""
+    text: Callable[[Graph, ViewOptions], str] | None = None
+    write: Callable[[Graph, Path, ViewOptions], Any] | None = None
+
+
+def _render_image(fmt: str) -> Callable[[Graph, Path, ViewOptions], Any]:
+    return lambda g, path, o: g.render(path, format=fmt, depth=o.depth)
+
+
+FORMATS: dict[str, OutputFormat] = {
+    f.name: f
+    for f in (
+        OutputFormat("tree", "tree.txt", text=lambda g, o: g.tree(depth=o.depth, ascii=o.ascii)),
+        OutputFormat("json", "graph.json", text=lambda g, o: g.to_json(indent=1)),
+        OutputFormat("summary", "summary.txt", text=lambda g, o: str(g.summary(depth=o.depth))),
+        OutputFormat("dot", "graph.dot", text=lambda g, o: g.to_dot(depth=o.depth)),
+        OutputFormat("svg", "graph.svg", write=_render_image("svg")),
+        OutputFormat("png", "graph.png", write=_render_image("png")),
+        OutputFormat("pdf", "graph.pdf", write=_render_image("pdf")),
+        OutputFormat("html", "graph.html", write=lambda g, path, o: g.to_html(path)),
+    )
+}
+
+_SUFFIX_FORMATS = {".txt": "tree", ".json": "json", ".gv": "dot", ".dot": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf", ".html": "html", ".htm": "html"}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so every error is one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SpecError(f"{message} (see `{self.prog} --help`)")
+
+
+def _common_output_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here (atomically) instead of stdout")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="torchatlas",
+        description="Trace a PyTorch model's forward pass and show its computation graph. "
+        "With no MODEL, traces the bundled CoolCNN example. `torchatlas diff A.json B.json` compares two saved graphs.",
+    )
+    parser.add_argument(
+        "model",
+        nargs="?",
+        default=DEFAULT_SPEC,
+        metavar="MODEL",
+        help="path/to/file.py:Name, package.module:Name, hf:<model_type>[/<task>], or a saved graph.json / program.pt2",
+    )
+    parser.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]", help="a random input tensor, e.g. 1,3,32,32 or 1,128:int64 (repeat for more)")
+    parser.add_argument("--tokens", metavar="BATCH,SEQ", help="random token ids in [0, vocab) passed as input_ids=")
+    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE", help="hf: config override, e.g. num_hidden_layers=2 (repeatable)")
+    parser.add_argument("--task", choices=list(_models.HF_TASKS), help="hf: which Auto class builds the model (default: base)")
+    parser.add_argument("--device", help="build and run the model here, e.g. cpu, cuda, meta (no memory, shapes only)")
+    parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")
+    parser.add_argument("-f", "--format", choices=list(FORMATS), help="output format (default: from -o's suffix, else tree)")
+    parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
+    parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
+    parser.add_argument("--out-dir", metavar="DIR", help="write every format into DIR (tree.txt, graph.json, graph.svg, graph.html...)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="live op counter while tracing (default: when stderr is a terminal)")
+    _common_output_options(parser)
+    return parser
+
+
+def build_diff_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="torchatlas diff", description="What changed between two saved graphs.")
+    parser.add_argument("before", metavar="A.json")
+    parser.add_argument("after", metavar="B.json")
+    parser.add_argument("-f", "--format", choices=["text", "json", "markdown"], default="text")
+    _common_output_options(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        if argv[:1] == ["diff"]:
+            return _diff(build_diff_parser().parse_args(argv[1:]))
+        return _trace(build_parser().parse_args(argv))
+    except SpecError as e:
+        return _report(e, EXIT_USAGE, debug)
+    except (ModelError, GraphvizNotFoundError, torchatlas.TraceError) as e:
+        return _report(e, EXIT_MODEL_FAILED, debug)
+    except _ForwardFailed as e:
+        return _report(e, EXIT_MODEL_FAILED, debug, notes=e.notes)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _report(e: BaseException, code: int, debug: bool, notes: Sequence[str] = ()) -> int:
+    if debug:
+        traceback.print_exception(e.__cause__ or e)
+    message = str(e).removeprefix("torchatlas: ")
+    print(f"torchatlas: error: {message}", file=sys.stderr)
+    for note in notes:
+        print(note, file=sys.stderr)
+    return code
+
+
+class _ForwardFailed(Exception):
+    """The model raised during the traced forward pass."""
+
+    def __init__(self, message: str, notes: Sequence[str]) -> None:
+        super().__init__(message)
+        self.notes = list(notes)
+
+
+# -- torchatlas MODEL -------------------------------------------------------------
+
+
+def _trace(opts: argparse.Namespace) -> int:
+    if opts.depth is not None and opts.depth < 0:
+        raise SpecError(f"--depth must be >= 0, not {opts.depth}")
+    fmt = _choose_format(opts)
+    if _models.is_saved_graph(opts.model):
+        if opts.input or opts.tokens or opts.overrides or opts.device or opts.task:
+            raise SpecError("--input, --tokens, --set, --task and --device apply to models, not saved graphs")
+        graph = _models.open_saved(opts.model)
+    else:
+        graph = _trace_model(opts)
+    view = ViewOptions(depth=opts.depth, ascii=opts.ascii)
+    if opts.out_dir:
+        _write_out_dir(graph, Path(opts.out_dir), view)
+        return 0
+    _write_format(graph, FORMATS[fmt], opts.output, view)
+    return 0
+
+
+def _choose_format(opts: argparse.Namespace) -> str:
+    if opts.out_dir and (opts.output or opts.format):
+        raise SpecError("--out-dir writes every format; leave out -o and --format")
+    if opts.format:
+        return opts.format
+    if opts.output:
+        suffix = Path(opts.output).suffix.lower()
+        if suffix not in _SUFFIX_FORMATS:
+            raise SpecError(f"cannot tell the format from {opts.output!r}; add --format")
+        return _SUFFIX_FORMATS[suffix]
+    return "tree"
+
+
+def _trace_model(opts: argparse.Namespace) -> Graph:
+    import torch
+
+    overrides = _models.parse_overrides(opts.overrides)
+    input_specs = [_models.parse_input(text) for text in opts.input]
+    tokens = _models.parse_tokens(opts.tokens) if opts.tokens else None
+    loaded = _models.load_model(opts.model, overrides=overrides, task=opts.task, device=opts.device)
+    model = loaded.model
+    if isinstance(model, torch.nn.Module) and not opts.train:
+        model.eval()
+    inputs = _models.build_inputs(loaded, input_specs, tokens, opts.device)
+    _models.check_signature(model, inputs, loaded.spec)
+    try:
+        with torch.no_grad():
+            return torchatlas.trace(model, inputs.args, inputs.kwargs, progress=opts.progress)
+    except torchatlas.TraceError:
+        raise
+    except Exception as e:
+        notes = [n for n in getattr(e, "__notes__", []) if n.startswith("torchatlas:")]
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        message = f"{loaded.spec} failed on {_models.describe_inputs(inputs)}: {type(e).__name__}: {first_line}"
+        raise _ForwardFailed(message, notes) from e
+
+
+def _write_format(graph: Graph, fmt: OutputFormat, output: str | None, view: ViewOptions) -> None:
+    if fmt.text is not None:
+        text = fmt.text(graph, view)
+        if output:
+            _wrote(write_atomic(output, _with_newline(text)))
+        else:
+            sys.stdout.write(_with_newline(text))
+        return
+    assert fmt.write is not None
+    path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt.name}")
+    fmt.write(graph, path, view)
+    _wrote(path)
+
+
+def _write_out_dir(graph: Graph, out_dir: Path, view: ViewOptions) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for fmt in FORMATS.values():
+        path = out_dir / fmt.out_dir_name
+        if fmt.text is not None:
+            _wrote(write_atomic(path, _with_newline(fmt.text(graph, view))))
+            continue
+        assert fmt.write is not None
+        try:
+            fmt.write(graph, path, view)
+        except GraphvizNotFoundError:
+            print(f"torchatlas: skipped {path}: Graphviz 'dot' is not installed", file=sys.stderr)
+            continue
+        _wrote(path)
+
+
+def _with_newline(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _file_stem(graph: Graph) -> str:
+    """A safe default file name from the model's class name (which comes from user code)."""
+    name = str(graph.ir.meta.get("model") or "graph").rsplit(".", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "graph"
+
+
+def _wrote(path: Path) -> None:
+    print(f"torchatlas: wrote {path}", file=sys.stderr)
+
+
+# -- torchatlas diff A B ----------------------------------------------------------
+
+
+def _diff(opts: argparse.Namespace) -> int:
+    result = torchatlas.diff(_models.open_saved(opts.before), _models.open_saved(opts.after))
+    if opts.format == "json":
+        import json
+
+        text = json.dumps(result.to_dict(), indent=1)
+    elif opts.format == "markdown":
+        text = result.to_markdown()
+    else:
+        text = str(result)
+    if opts.output:
+        _wrote(write_atomic(opts.output, _with_newline(text)))
+    else:
+        sys.stdout.write(_with_newline(text))
+    return 0

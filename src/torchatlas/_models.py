@@ -1,0 +1,449 @@
+"""Model specs for the command line: find a model, build it, and build inputs for it.
+
+A spec is ``path/to/file.py:Name``, ``package.module:Name`` (a class is instantiated
+with no arguments, a function is called), or ``hf:<model_type>[/<task>]`` (a
+transformers architecture built from its config with random weights). Failures raise
+:class:`SpecError` when the command line names something that is not there, and
+:class:`ModelError` when the model is there but fails to import, build or run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import inspect
+import json
+import re
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from ._api import Graph, make_input
+from ._capture._source import _INTERNAL_PREFIXES
+
+HF_PREFIX = "hf:"
+
+# The transformers Auto class for each task name accepted after ``hf:<type>/`` or by ``--task``.
+HF_TASKS: dict[str, str] = {
+    "base": "AutoModel",
+    "causal-lm": "AutoModelForCausalLM",
+    "masked-lm": "AutoModelForMaskedLM",
+    "seq2seq-lm": "AutoModelForSeq2SeqLM",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
+    "image-classification": "AutoModelForImageClassification",
+}
+
+# Config keywords that transformers accepts although a fresh config has no such attribute.
+_HF_EXTRA_KEYS = frozenset({"attn_implementation"})
+
+_DTYPES: dict[str, torch.dtype] = {
+    name: dt
+    for name in (
+        "float16", "bfloat16", "float32", "float64", "half", "float", "double",
+        "int8", "uint8", "int16", "int32", "int64", "long", "int", "bool", "complex64",
+    )
+    if isinstance(dt := getattr(torch, name), torch.dtype)
+}
+
+
+class SpecError(Exception):
+    """The command line names a model, file, field or shape that is not there or malformed."""
+
+
+class ModelError(Exception):
+    """The model was found but fails to import, build, or accept its inputs."""
+
+
+@dataclass
+class LoadedModel:
+    """A built model and what the spec offers for calling it."""
+
+    model: Any
+    spec: str
+    example_input: Callable[[], Any] | None = None
+    """The spec's own ``example_input()``, used when the command line gives no inputs."""
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One ``--input`` value: a shape and a dtype."""
+
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+
+
+@dataclass
+class Inputs:
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+# -- parsing command-line values ------------------------------------------------
+
+
+def parse_shape(text: str, what: str) -> tuple[int, ...]:
+    """``"1,3,32,32"`` (or ``1x3x32x32``) as a tuple of non-negative ints."""
+    parts = [p.strip() for p in re.split(r"[,x×]", text.strip())]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise SpecError(f"{what} {text!r} is not a shape; expected comma-separated integers like 1,3,32,32") from None
+    if any(d < 0 for d in shape):
+        raise SpecError(f"{what} {text!r} has a negative size")
+    return shape
+
+
+def parse_input(text: str) -> InputSpec:
+    """``--input 1,3,32,32`` or ``--input 1,128:int64``."""
+    shape_text, _, dtype_text = text.partition(":")
+    shape = parse_shape(shape_text, "--input")
+    if not dtype_text:
+        return InputSpec(shape)
+    dtype = _DTYPES.get(dtype_text.strip().removeprefix("torch."))
+    if dtype is None:
+        raise SpecError(f"--input {text!r}: unknown dtype {dtype_text!r}; expected one of {', '.join(sorted(_DTYPES))}")
+    return InputSpec(shape, dtype)
+
+
+def parse_tokens(text: str) -> tuple[int, int]:
+    """``--tokens 1,128``: batch size and sequence length."""
+    shape = parse_shape(text, "--tokens")
+    if len(shape) != 2:
+        raise SpecError(f"--tokens {text!r} must be BATCH,SEQ_LEN, like 1,128")
+    return shape[0], shape[1]
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: int, float, true/false, JSON (lists, objects, null), else the string."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for convert in (int, float, json.loads):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    return text
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["num_hidden_layers=2", "hidden_size=64"]`` as a dict of parsed values."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SpecError(f"--set {item!r} must be KEY=VALUE, like num_hidden_layers=2")
+        overrides[key.strip()] = parse_value(value.strip())
+    return overrides
+
+
+# -- finding and building models ------------------------------------------------
+
+
+def load_model(
+    spec: str,
+    *,
+    overrides: dict[str, Any] | None = None,
+    task: str | None = None,
+    device: str | None = None,
+) -> LoadedModel:
+    """Find and build the model a spec names, on ``device`` (``"meta"``: no memory)."""
+    overrides = overrides or {}
+    if spec.startswith(HF_PREFIX):
+        return _load_hf(spec, overrides, task, device)
+    if overrides or task:
+        raise SpecError("--set and --task apply to hf: specs only")
+    target, module, source = _resolve_target(spec)
+    model = _construct(target, spec)
+    example = _example_provider(model, target, module)
+    if device is not None:
+        model = _to_device(model, device, spec)
+    return LoadedModel(model, spec, example)
+
+
+def _resolve_target(spec: str) -> tuple[Any, Any, str]:
+    location, _, name = spec.rpartition(":") if ":" in spec else (spec, "", "")
+    if not location:
+        raise SpecError(f"model spec {spec!r} names no file or module; expected path/to/file.py:Name or package.module:Name")
+    is_file = location.endswith(".py") or "/" in location or "\\" in location
+    module = _import_file(location, spec) if is_file else _import_module(location, spec)
+    if not name:
+        return _only_model_class(module, spec), module, location
+    target: Any = module
+    for part in name.split("."):
+        if not hasattr(target, part):
+            raise SpecError(f"{location} has no {name!r}{_candidates_hint(module, name)} (spec {spec!r})")
+        target = getattr(target, part)
+    return target, module, location
+
+
+def _import_file(location: str, spec: str) -> Any:
+    path = Path(location)
+    if not path.is_file():
+        raise SpecError(f"model file not found: {location} (spec {spec!r})")
+    stem = re.sub(r"\W", "_", path.stem)
+    name = stem if stem.isidentifier() and stem not in sys.modules else f"_torchatlas_model_{stem}_{len(sys.modules)}"
+    module_spec = importlib.util.spec_from_file_location(name, path.resolve())
+    if module_spec is None or module_spec.loader is None:
+        raise SpecError(f"cannot import {location} as Python (spec {spec!r})")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    # The file's own folder is importable while it runs, as for `python file.py`.
+    folder = str(path.resolve().parent)
+    sys.path.insert(0, folder)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:
+        del sys.modules[name]
+        raise ModelError(f"importing {location} failed: {_one_line(e)}{_user_location(e)}") from e
+    finally:
+        sys.path.remove(folder)
+    return module
+
+
+def _import_module(location: str, spec: str) -> Any:
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as e:
+        if e.name and (location == e.name or location.startswith(e.name + ".")):
+            raise SpecError(f"no module named {e.name!r} (spec {spec!r})") from None
+        raise ModelError(f"importing {location} failed: {_one_line(e)}") from e
+    except Exception as e:
+        raise ModelError(f"importing {location} failed: {_one_line(e)}{_user_location(e)}") from e
+
+
+def _module_classes(module: Any) -> list[str]:
+    return sorted(
+        n
+        for n, v in vars(module).items()
+        if inspect.isclass(v) and issubclass(v, torch.nn.Module) and v.__module__ == module.__name__
+    )
+
+
+def _only_model_class(module: Any, spec: str) -> Any:
+    classes = _module_classes(module)
+    if len(classes) == 1:
+        return getattr(module, classes[0])
+    found = f"classes here: {', '.join(classes)}" if classes else "it defines no nn.Module class"
+    raise SpecError(f"model spec {spec!r} needs a name after ':' ({found})")
+
+
+def _candidates_hint(module: Any, name: str) -> str:
+    names = [n for n in vars(module) if not n.startswith("_")]
+    close = difflib.get_close_matches(name, names, n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    classes = _module_classes(module)
+    return f"; model classes here: {', '.join(classes)}" if classes else ""
+
+
+def _construct(target: Any, spec: str) -> Any:
+    if isinstance(target, torch.nn.Module):
+        return target
+    if not callable(target):
+        raise SpecError(f"{spec!r} is a {type(target).__name__}, not a model class, factory or module instance")
+    try:
+        model = target()
+    except Exception as e:
+        raise ModelError(f"building {spec} failed: {_one_line(e)}{_user_location(e)}") from e
+    if not callable(model):
+        raise ModelError(f"{spec}() returned a {type(model).__name__}, which cannot be called as a model")
+    return model
+
+
+def _example_provider(model: Any, target: Any, module: Any) -> Callable[[], Any] | None:
+    for owner in (model, target, module):
+        provider = getattr(owner, "example_input", None)
+        if callable(provider):
+            return provider
+    return None
+
+
+def _to_device(model: Any, device: str, spec: str) -> Any:
+    if not isinstance(model, torch.nn.Module):
+        return model
+    try:
+        return model.to(device)
+    except Exception as e:
+        raise ModelError(f"moving {spec} to device {device!r} failed: {_one_line(e)}") from e
+
+
+def _load_hf(spec: str, overrides: dict[str, Any], task: str | None, device: str | None) -> LoadedModel:
+    model_type, _, spec_task = spec[len(HF_PREFIX):].partition("/")
+    if spec_task and task and spec_task != task:
+        raise SpecError(f"spec {spec!r} names task {spec_task!r} but --task says {task!r}")
+    task = spec_task or task or "base"
+    if task not in HF_TASKS:
+        raise SpecError(f"unknown task {task!r} in {spec!r}; expected one of {', '.join(HF_TASKS)}")
+    try:
+        import transformers
+    except ImportError:
+        raise SpecError(f"{spec!r} needs transformers: pip install 'torchatlas[hf]'") from None
+    config = _hf_config(transformers, model_type, overrides, spec)
+    auto = getattr(transformers, HF_TASKS[task])
+    try:
+        with torch.device(device or "cpu"):
+            model = auto.from_config(config)
+    except Exception as e:
+        raise ModelError(f"building {spec} failed: {_one_line(e)}") from e
+    return LoadedModel(model, spec)
+
+
+def _hf_config(transformers: Any, model_type: str, overrides: dict[str, Any], spec: str) -> Any:
+    try:
+        default = transformers.AutoConfig.for_model(model_type)
+    except ValueError:
+        known = list(transformers.CONFIG_MAPPING.keys())
+        close = difflib.get_close_matches(model_type, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise SpecError(f"transformers has no model type {model_type!r}{hint} (spec {spec!r})") from None
+    for key in overrides:
+        if key not in _HF_EXTRA_KEYS and not hasattr(default, key):
+            close = difflib.get_close_matches(key, list(default.to_dict()), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise SpecError(f"--set {key}: the {model_type} config has no such field{hint}")
+    try:
+        return transformers.AutoConfig.for_model(model_type, **overrides)
+    except Exception as e:
+        raise ModelError(f"{model_type} config rejects the --set values: {_one_line(e)}") from e
+
+
+# -- inputs -----------------------------------------------------------------------
+
+
+def model_device(model: Any) -> torch.device:
+    if isinstance(model, torch.nn.Module):
+        for t in model.parameters():
+            return t.device
+        for t in model.buffers():
+            return t.device
+    return torch.device("cpu")
+
+
+def vocab_size(model: Any) -> int | None:
+    return getattr(getattr(model, "config", None), "vocab_size", None)
+
+
+def build_inputs(
+    loaded: LoadedModel,
+    inputs: list[InputSpec],
+    tokens: tuple[int, int] | None,
+    device: str | None = None,
+) -> Inputs:
+    """Random tensors for the ``--input`` shapes and ``--tokens``, or the spec's example input."""
+    target = torch.device(device) if device else model_device(loaded.model)
+    vocab = vocab_size(loaded.model)
+    if tokens is not None and vocab is None:
+        raise SpecError(f"--tokens needs a model with config.vocab_size; {loaded.spec} has none: use --input B,S:int64")
+    if inputs or tokens:
+        args = tuple(make_input(i.shape, i.dtype, target, vocab or 2) for i in inputs)
+        kwargs = {"input_ids": make_input(tokens, torch.int64, target, vocab)} if tokens else {}
+        return Inputs(args, kwargs)
+    if loaded.example_input is None:
+        raise SpecError(f"{loaded.spec} has no example_input(); give inputs with --input SHAPE or --tokens BATCH,SEQ")
+    try:
+        example = loaded.example_input()
+    except Exception as e:
+        raise ModelError(f"example_input() of {loaded.spec} failed: {_one_line(e)}{_user_location(e)}") from e
+    return _on_device(_as_inputs(example), target)
+
+
+def _as_inputs(example: Any) -> Inputs:
+    if isinstance(example, dict):
+        return Inputs((), dict(example))
+    if isinstance(example, (tuple, list)):
+        return Inputs(tuple(example))
+    return Inputs((example,))
+
+
+def _on_device(inputs: Inputs, device: torch.device) -> Inputs:
+    def move(v: Any) -> Any:
+        return v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v
+
+    return Inputs(tuple(move(a) for a in inputs.args), {k: move(v) for k, v in inputs.kwargs.items()})
+
+
+def describe_inputs(inputs: Inputs) -> str:
+    """``args[0] float32[1,3,32,32], kwargs['input_ids'] int64[1,16]``, for error messages."""
+    named = [(f"args[{i}]", v) for i, v in enumerate(inputs.args)]
+    named += [(f"kwargs[{k!r}]", v) for k, v in inputs.kwargs.items()]
+    parts = []
+    for name, v in named:
+        if isinstance(v, torch.Tensor):
+            dtype = str(v.dtype).removeprefix("torch.")
+            parts.append(f"{name} {dtype}[{','.join(str(d) for d in v.shape)}]")
+        else:
+            parts.append(f"{name} {type(v).__name__}")
+    return ", ".join(parts) or "no inputs"
+
+
+def check_signature(model: Any, inputs: Inputs, spec: str) -> None:
+    """Fail early, naming the inputs, when the model's forward cannot take them at all."""
+    forward = getattr(model, "forward", model)
+    try:
+        signature = inspect.signature(forward)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind(*inputs.args, **inputs.kwargs)
+    except TypeError as e:
+        raise ModelError(f"{spec} cannot take {describe_inputs(inputs)}: {e} (forward{signature})") from None
+
+
+# -- saved graphs -----------------------------------------------------------------
+
+SAVED_SUFFIXES = (".json", ".pt2")
+
+
+def is_saved_graph(spec: str) -> bool:
+    return spec.lower().endswith(SAVED_SUFFIXES)
+
+
+def open_saved(spec: str) -> Graph:
+    """A graph saved by ``Graph.save`` (``.json``) or a ``torch.export`` program (``.pt2``)."""
+    import torchatlas
+
+    path = Path(spec)
+    if not path.is_file():
+        raise SpecError(f"file not found: {spec}")
+    if path.suffix.lower() == ".pt2":
+        return _open_exported(path)
+    try:
+        return torchatlas.load(path)
+    except torchatlas.GraphFormatError as e:
+        raise SpecError(str(e)) from e
+
+
+def _open_exported(path: Path) -> Graph:
+    import torchatlas
+
+    try:
+        program = torch.export.load(path)
+    except Exception as e:
+        raise SpecError(f"{path}: not a torch.export program: {_one_line(e)}") from e
+    return torchatlas.from_export(program)
+
+
+# -- error text ---------------------------------------------------------------------
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+
+
+def _user_location(e: BaseException) -> str:
+    """`` (file.py:12)``: the innermost frame outside torch and torchatlas, if any."""
+    frames = [
+        fs
+        for fs in traceback.extract_tb(e.__traceback__)
+        if not fs.filename.startswith(_INTERNAL_PREFIXES) and not fs.filename.startswith("<frozen")
+    ]
+    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""

@@ -1,0 +1,67 @@
+"""Reading a captured graph as plain data: ops in order and who feeds whom.
+
+Values are labelled so that tests can state a graph by hand: ``op3`` is the fourth
+op, ``op3.1`` its second output, ``input:args[0]``, ``param:l.weight``,
+``buffer:bn.running_mean`` and ``constant`` name the leaves.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from torchatlas import GraphIR
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_coolcnn():
+    """The bundled example module (``examples/coolcnn.py``)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    import coolcnn
+
+    return coolcnn
+
+
+def op_ids(ir: GraphIR) -> dict[str, int]:
+    return {n.id: k for k, n in enumerate(ir.ops())}
+
+
+def value_label(ir: GraphIR, node_id: str, slot: int = 0) -> str:
+    node = ir.node(node_id)
+    if node.kind == "op":
+        k = op_ids(ir)[node_id]
+        return f"op{k}" if slot == 0 else f"op{k}.{slot}"
+    if node.kind == "constant":
+        return "constant"
+    return f"{node.kind}:{node.path}"
+
+
+def wiring(ir: GraphIR) -> list[tuple[str, tuple[str, ...]]]:
+    """Each op in execution order as (target, labels of the values it read)."""
+    return [
+        (n.target, tuple(value_label(ir, i, s) for i, s in zip(n.inputs, n.input_slots)))
+        for n in ir.ops()
+    ]
+
+
+def targets(ir: GraphIR) -> list[str]:
+    return [n.target for n in ir.ops()]
+
+
+def outputs(ir: GraphIR) -> dict[str, str]:
+    """Output path -> label of the value returned there."""
+    return {
+        n.path: value_label(ir, n.inputs[0], n.input_slots[0]) for n in ir.nodes if n.kind == "output"
+    }
+
+
+def ops_in(ir: GraphIR, path: str) -> list[str]:
+    """Targets of the ops recorded directly in the module calls at ``path``."""
+    scope_ids = {s.id for s in ir.scopes if s.path == path}
+    return [n.target for n in ir.ops() if n.scope in scope_ids]
+
+
+def leaf_labels(ir: GraphIR) -> list[str]:
+    return [value_label(ir, n.id) for n in ir.nodes if n.kind in ("input", "param", "buffer", "constant")]

@@ -1,0 +1,293 @@
+"""Random models whose true op graph is known, as a hypothesis strategy.
+
+A program is a short list of steps over a pool of 4×4 tensor values: elementwise
+and matmul ops, shared ``Linear`` calls, a module taking a dict and returning a
+tuple, views, in-place ops, writes into slices and through views. ``build`` turns
+it into Python source for a ``forward`` (so a failing example reads as code), an
+``nn.Module`` running it, inputs, and the graph a correct capture must record,
+worked out by a small model of tensor storage: a reader of a value whose storage
+was written after the value was made depends on the last writer.
+
+Labels follow ``_capture_helpers``: ``op3``, ``op3.1`` (second output),
+``input:args[0]``, ``param:lins.0.weight``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn as nn
+from hypothesis import strategies as st
+
+T = "torch.Tensor."
+N_LINEARS = 2
+INPUT_PATHS = ("args[0]", "args[1]['y']", "args[1]['zs'][0]")
+INPUT_EXPRS = ("x", 'pack["y"]', 'pack["zs"][0]')
+
+# kind -> (number of pool operands, number of new pool values)
+KINDS: dict[str, tuple[int, int]] = {
+    "relu": (1, 1), "tanh": (1, 1), "sigmoid": (1, 1), "neg": (1, 1), "scale": (1, 1),
+    "add": (2, 1), "mul": (2, 1), "matmul": (2, 1), "maximum": (2, 1),
+    "linear": (1, 1), "mixer": (2, 2), "act_inplace": (1, 1),
+    "t": (1, 1), "transpose": (1, 1), "view": (1, 1), "flat": (1, 1), "unsqueeze_squeeze": (1, 1),
+    "add_": (2, 1), "mul_": (1, 1), "relu_": (1, 1), "iadd": (2, 1),
+    "setitem": (2, 0), "slice_mul_": (1, 0), "chunk_cat": (1, 1), "stack_sum": (2, 1),
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str
+    operands: tuple[int, ...]
+    """Pool indices read by the step."""
+    choice: int = 0
+    """Which Linear (for ``linear``) or where a slice starts (for writes into slices)."""
+
+
+@dataclass(frozen=True)
+class Program:
+    steps: tuple[Step, ...]
+    returned: tuple[int, ...]
+    """Pool indices returned: the first as ``output['main']``, the rest in ``output['extra']``."""
+
+
+@dataclass
+class TrueGraph:
+    ops: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
+    """(target, labels of the values read) per op, in execution order."""
+    inplace: list[bool] = field(default_factory=list)
+    op_scopes: list[str] = field(default_factory=list)
+    """Module path of the call each op ran in (``""``: the root)."""
+    scopes: list[tuple[str, int]] = field(default_factory=list)
+    """(path, call) of each module call, in call order."""
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RandomModel:
+    module: nn.Module
+    args: tuple
+    source: str
+    truth: TrueGraph
+
+
+class Mixer(nn.Module):
+    """A module whose input is a dict and whose output is a tuple."""
+
+    def forward(self, pair):
+        total = pair["a"] + pair["b"]
+        product = pair["a"] * pair["b"]
+        return total, product
+
+
+class RandomNet(nn.Module):
+    def __init__(self, source: str, filename: str) -> None:
+        super().__init__()
+        self.lins = nn.ModuleList([nn.Linear(4, 4) for _ in range(N_LINEARS)])
+        self.mixer = Mixer()
+        self.act = nn.ReLU(inplace=True)
+        namespace: dict = {"torch": torch}
+        exec(compile(source, filename, "exec"), namespace)
+        self._program = namespace["forward"]
+
+    def forward(self, x, pack):
+        return self._program(self, x, pack)
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_steps: int = 10) -> Program:
+    pool = len(INPUT_PATHS)
+    steps = []
+    for _ in range(draw(st.integers(1, max_steps))):
+        kind = draw(st.sampled_from(sorted(KINDS)))
+        n_operands, n_new = KINDS[kind]
+        operands = tuple(draw(st.integers(0, pool - 1)) for _ in range(n_operands))
+        choice = draw(st.integers(0, N_LINEARS - 1 if kind == "linear" else 2))
+        steps.append(Step(kind, operands, choice))
+        pool += n_new
+    extra = draw(st.lists(st.integers(0, pool - 1), max_size=2))
+    return Program(tuple(steps), (pool - 1, *extra))
+
+
+@dataclass
+class _Value:
+    storage: int
+    producer: str
+    order: int
+    """Index of the producing op; -1 for inputs."""
+    contiguous: bool = True
+
+
+class _Simulator:
+    """Emits forward source and the true graph side by side."""
+
+    def __init__(self) -> None:
+        self.truth = TrueGraph()
+        self.lines = ["def forward(self, x, pack):"]
+        self.pool: list[_Value] = []
+        self.last_write: dict[int, tuple[int, str]] = {}
+        self.storages = itertools.count()
+        self.calls: dict[str, int] = {}
+        for path, expr in zip(INPUT_PATHS, INPUT_EXPRS):
+            self.emit(f"v{len(self.pool)} = {expr}")
+            self.pool.append(_Value(next(self.storages), f"input:{path}", -1))
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def read(self, value: _Value) -> str:
+        write = self.last_write.get(value.storage)
+        return write[1] if write is not None and write[0] > value.order else value.producer
+
+    def op(self, target: str, reads: list[str], scope: str = "", inplace: bool = False) -> int:
+        self.truth.ops.append((target, tuple(reads)))
+        self.truth.inplace.append(inplace)
+        self.truth.op_scopes.append(scope)
+        return len(self.truth.ops) - 1
+
+    def new(self, k: int, slot: int = 0, storage: int | None = None, contiguous: bool = True) -> _Value:
+        label = f"op{k}" if slot == 0 else f"op{k}.{slot}"
+        return _Value(next(self.storages) if storage is None else storage, label, k, contiguous)
+
+    def write(self, value: _Value, k: int) -> _Value:
+        self.last_write[value.storage] = (k, f"op{k}")
+        value.producer, value.order = f"op{k}", k
+        return value
+
+    def call(self, path: str) -> None:
+        self.truth.scopes.append((path, self.calls.get(path, 0)))
+        self.calls[path] = self.calls.get(path, 0) + 1
+
+    def step(self, s: Step) -> None:
+        names = [f"v{i}" for i in s.operands]
+        vals = [self.pool[i] for i in s.operands]
+        out = f"v{len(self.pool)}"
+        kind = s.kind
+        if kind in ("relu", "tanh", "sigmoid"):
+            self.emit(f"{out} = torch.{kind}({names[0]})")
+            self.pool.append(self.new(self.op(f"torch.{kind}", [self.read(vals[0])])))
+        elif kind in ("neg", "scale"):
+            self.emit(f"{out} = -{names[0]}" if kind == "neg" else f"{out} = {names[0]} * 0.5")
+            target = T + ("__neg__" if kind == "neg" else "__mul__")
+            self.pool.append(self.new(self.op(target, [self.read(vals[0])])))
+        elif kind in ("add", "mul", "matmul"):
+            symbol = {"add": "+", "mul": "*", "matmul": "@"}[kind]
+            self.emit(f"{out} = {names[0]} {symbol} {names[1]}")
+            self.pool.append(self.new(self.op(f"{T}__{kind}__", [self.read(v) for v in vals])))
+        elif kind == "maximum":
+            self.emit(f"{out} = torch.maximum({names[0]}, {names[1]})")
+            self.pool.append(self.new(self.op("torch.maximum", [self.read(v) for v in vals])))
+        elif kind == "linear":
+            path = f"lins.{s.choice}"
+            self.emit(f"{out} = self.lins[{s.choice}]({names[0]})")
+            self.call(path)
+            reads = [self.read(vals[0]), f"param:{path}.weight", f"param:{path}.bias"]
+            self.pool.append(self.new(self.op("torch.nn.functional.linear", reads, scope=path)))
+        elif kind == "mixer":
+            self.emit(f"{out}, v{len(self.pool) + 1} = self.mixer({{'a': {names[0]}, 'b': {names[1]}}})")
+            self.call("mixer")
+            reads = [self.read(v) for v in vals]
+            total = self.op(T + "__add__", reads, scope="mixer")
+            product = self.op(T + "__mul__", reads, scope="mixer")
+            self.pool += [self.new(total), self.new(product)]
+        elif kind == "act_inplace":
+            self.emit(f"{out} = self.act({names[0]})")
+            self.call("act")
+            k = self.op("torch.nn.functional.relu", [self.read(vals[0])], scope="act", inplace=True)
+            self.pool.append(self.write(vals[0], k))
+        elif kind in ("t", "transpose", "view", "unsqueeze_squeeze"):
+            self.view(s, out, names[0], vals[0])
+        elif kind == "flat":
+            # reshape is a view of a contiguous tensor and a copy of any other
+            self.emit(f"{out} = {names[0]}.reshape(-1).view(4, 4)")
+            v = vals[0]
+            k = self.op(T + "reshape", [self.read(v)])
+            flat = self.new(k, storage=v.storage if v.contiguous else None)
+            self.pool.append(self.new(self.op(T + "view", [self.read(flat)]), storage=flat.storage))
+        elif kind in ("add_", "iadd"):
+            rhs, rhs_read = self.operand_copy(names[1], vals[1], vals[0])
+            if kind == "add_":
+                self.emit(f"{out} = {names[0]}.add_({rhs})")
+            else:
+                self.emit(f"{names[0]} += {rhs}")
+                self.emit(f"{out} = {names[0]}")
+            target = T + ("add_" if kind == "add_" else "__iadd__")
+            k = self.op(target, [self.read(vals[0]), rhs_read], inplace=True)
+            self.pool.append(self.write(vals[0], k))
+        elif kind in ("mul_", "relu_"):
+            self.emit(f"{out} = {names[0]}.mul_(0.5)" if kind == "mul_" else f"{out} = torch.relu_({names[0]})")
+            target = T + "mul_" if kind == "mul_" else "torch.relu_"
+            self.pool.append(self.write(vals[0], self.op(target, [self.read(vals[0])], inplace=True)))
+        elif kind == "setitem":
+            lo, hi = s.choice, s.choice + 2
+            g = self.op(T + "__getitem__", [self.read(vals[1])])
+            rhs = f"{names[1]}[:, {lo}:{hi}]"
+            rhs_read = f"op{g}"
+            if vals[1].storage == vals[0].storage:
+                rhs += ".clone()"
+                rhs_read = f"op{self.op(T + 'clone', [rhs_read])}"
+            self.emit(f"{names[0]}[:, {lo}:{hi}] = {rhs}")
+            self.write(vals[0], self.op(T + "__setitem__", [self.read(vals[0]), rhs_read], inplace=True))
+        elif kind == "slice_mul_":
+            self.emit(f"{names[0]}[{s.choice}:{s.choice + 2}].mul_(2.0)")
+            g = self.op(T + "__getitem__", [self.read(vals[0])])
+            self.write(vals[0], self.op(T + "mul_", [f"op{g}"], inplace=True))
+        elif kind == "chunk_cat":
+            self.emit(f"{out} = torch.cat({names[0]}.chunk(2, dim=1)[::-1], dim=1)")
+            k = self.op(T + "chunk", [self.read(vals[0])])
+            self.pool.append(self.new(self.op("torch.cat", [f"op{k}.1", f"op{k}"])))
+        elif kind == "stack_sum":
+            self.emit(f"{out} = torch.stack([{names[0]}, {names[1]}]).sum(0)")
+            k = self.op("torch.stack", [self.read(v) for v in vals])
+            self.pool.append(self.new(self.op(T + "sum", [f"op{k}"])))
+        else:
+            raise ValueError(f"unknown step kind {kind!r}")
+
+    def view(self, s: Step, out: str, name: str, v: _Value) -> None:
+        code, target, flips = {
+            "t": (".t()", ["t"], True),
+            "transpose": (".transpose(0, 1)", ["transpose"], True),
+            "view": (".view(4, 4)", ["view"], False),
+            "unsqueeze_squeeze": (".unsqueeze(0).squeeze(0)", ["unsqueeze", "squeeze"], False),
+        }[s.kind]
+        self.emit(f"{out} = {name}{code}")
+        read = self.read(v)
+        for t in target:
+            read = f"op{self.op(T + t, [read])}"
+        k = int(read[2:])
+        self.pool.append(self.new(k, storage=v.storage, contiguous=v.contiguous != flips))
+
+    def operand_copy(self, name: str, value: _Value, written: _Value) -> tuple[str, str]:
+        """An in-place op may not read memory it writes: such an operand is cloned first."""
+        if value.storage != written.storage:
+            return name, self.read(value)
+        return f"{name}.clone()", f"op{self.op(T + 'clone', [self.read(value)])}"
+
+    def finish(self, returned: tuple[int, ...]) -> None:
+        main, *extra = returned
+        self.emit(f"return {{'main': v{main}, 'extra': [{', '.join(f'v{i}' for i in extra)}]}}")
+        self.truth.outputs["output['main']"] = self.read(self.pool[main])
+        for k, i in enumerate(extra):
+            self.truth.outputs[f"output['extra'][{k}]"] = self.read(self.pool[i])
+
+
+_filenames = itertools.count()
+
+
+def build(program: Program, seed: int = 0) -> RandomModel:
+    """The model, fresh inputs and the true graph of ``program``."""
+    sim = _Simulator()
+    for s in program.steps:
+        sim.step(s)
+    sim.finish(program.returned)
+    source = "\n".join(sim.lines) + "\n"
+    filename = f"<torchatlas-randmodel-{next(_filenames)}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    torch.manual_seed(seed)
+    module = RandomNet(source, filename)
+    args = (torch.randn(4, 4), {"y": torch.randn(4, 4), "zs": [torch.randn(4, 4)]})
+    sim.truth.scopes.insert(0, ("", 0))
+    return RandomModel(module, args, source, sim.truth)

@@ -1,0 +1,30 @@
+"""Shared test options: ``@pytest.mark.slow`` tests run only with ``--run-slow`` or ``RUN_SLOW=1``."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run-slow",
+        "--slow-too",
+        action="store_true",
+        default=False,
+        help="also run tests marked slow (same as RUN_SLOW=1)",
+    )
+
+
+def slow_enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("--run-slow")) or os.environ.get("RUN_SLOW", "") not in ("", "0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if slow_enabled(config):
+        return
+    skip = pytest.mark.skip(reason="slow: run with --run-slow or RUN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

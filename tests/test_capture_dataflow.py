@@ -1,0 +1,181 @@
+"""Exact data flow: views, in-place ops, writes through views, multi-output ops."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+import torchatlas
+from _capture_helpers import outputs, wiring
+
+T = "torch.Tensor."
+
+
+class Views(nn.Module):
+    def forward(self, x):
+        a = x.view(2, 6)
+        b = a.reshape(3, 4)
+        c = b[:, 1:3]
+        d = c.transpose(0, 1)
+        return torch.flatten(d)
+
+
+def test_views_and_reshapes_each_read_the_previous_value() -> None:
+    ir = torchatlas.trace(Views(), torch.randn(3, 4)).ir
+    assert wiring(ir) == [
+        (T + "view", ("input:args[0]",)),
+        (T + "reshape", ("op0",)),
+        (T + "__getitem__", ("op1",)),
+        (T + "transpose", ("op2",)),
+        ("torch.flatten", ("op3",)),
+    ]
+    getitem = list(ir.ops())[2]
+    assert getitem.args == [{"tensor": 0}, [{"slice": [None, None, None]}, {"slice": [1, 3, None]}]]
+    assert [tuple(n.outputs[0].shape) for n in ir.ops()] == [(2, 6), (3, 4), (3, 2), (2, 3), (6,)]
+
+
+class InPlace(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        y = x * 2
+        y.add_(1)
+        y = self.act(y)
+        y += 3
+        return y - x
+
+
+def test_in_place_ops_chain_through_the_last_writer() -> None:
+    ir = torchatlas.trace(InPlace(), torch.randn(3, 4)).ir
+    assert wiring(ir) == [
+        (T + "__mul__", ("input:args[0]",)),
+        (T + "add_", ("op0",)),
+        ("torch.nn.functional.relu", ("op1",)),
+        (T + "__iadd__", ("op2",)),
+        (T + "__sub__", ("op3", "input:args[0]")),
+    ]
+    assert [n.inplace for n in ir.ops()] == [False, True, True, True, False]
+    relu = list(ir.ops())[2]
+    assert ir.scope(relu.scope).path == "act"
+
+
+def test_relu_not_in_place_is_not_marked() -> None:
+    ir = torchatlas.trace(nn.ReLU(), torch.randn(3)).ir
+    assert [n.inplace for n in ir.ops()] == [False]
+
+
+class WritesThroughViews(nn.Module):
+    def forward(self, x, z, w):
+        y = x * 2
+        v = y[:, 1:]
+        y[:, :2] = z
+        a = v + 1
+        y.view(-1).add_(w)
+        b = y * 3
+        c = v * 4
+        return a, b, c
+
+
+def test_readers_of_a_written_tensor_or_its_views_depend_on_the_last_writer() -> None:
+    ir = torchatlas.trace(WritesThroughViews(), (torch.randn(3, 4), torch.randn(3, 2), torch.randn(12))).ir
+    assert wiring(ir) == [
+        (T + "__mul__", ("input:args[0]",)),
+        (T + "__getitem__", ("op0",)),
+        (T + "__setitem__", ("op0", "input:args[1]")),
+        (T + "__add__", ("op2",)),  # v was written through y[:, :2] = z
+        (T + "view", ("op2",)),
+        (T + "add_", ("op4", "input:args[2]")),
+        (T + "__mul__", ("op5",)),  # y was written through its view
+        (T + "__mul__", ("op5",)),  # and so was v
+    ]
+    assert [n.inplace for n in ir.ops()] == [False, False, True, False, False, True, False, False]
+    assert outputs(ir) == {"output[0]": "op3", "output[1]": "op6", "output[2]": "op7"}
+
+
+class ReadBeforeWrite(nn.Module):
+    def forward(self, x):
+        y = x + 0
+        before = y * 2
+        y.mul_(3)
+        after = y * 2
+        return before, after
+
+
+def test_a_reader_before_the_write_keeps_the_old_producer() -> None:
+    ir = torchatlas.trace(ReadBeforeWrite(), torch.randn(3)).ir
+    assert wiring(ir) == [
+        (T + "__add__", ("input:args[0]",)),
+        (T + "__mul__", ("op0",)),
+        (T + "mul_", ("op0",)),
+        (T + "__mul__", ("op2",)),
+    ]
+
+
+class WriteIntoInput(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1
+
+
+def test_a_write_into_an_input_is_an_op_later_readers_depend_on() -> None:
+    ir = torchatlas.trace(WriteIntoInput(), torch.randn(3)).ir
+    assert wiring(ir) == [(T + "mul_", ("input:args[0]",)), (T + "__add__", ("op0",))]
+
+
+class OutArgument(nn.Module):
+    def forward(self, x):
+        buf = torch.empty(3)
+        torch.add(x, 1, out=buf)
+        return buf * 2
+
+
+def test_out_argument_counts_as_a_write() -> None:
+    ir = torchatlas.trace(OutArgument(), torch.randn(3)).ir
+    assert wiring(ir) == [
+        ("torch.empty", ()),
+        ("torch.add", ("input:args[0]",)),
+        (T + "__mul__", ("op1",)),
+    ]
+    assert list(ir.ops())[1].inplace
+
+
+class MultiOutput(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=1)
+        c, d = torch.split(x, [1, 3], dim=1)
+        v, i = x.topk(2)
+        o, (h, cc) = self.lstm(x.unsqueeze(0))
+        return b * 2, d + c.sum(), v, i, o, h, cc
+
+
+def test_multi_output_ops_record_which_output_each_reader_took() -> None:
+    ir = torchatlas.trace(MultiOutput(), torch.randn(3, 4)).ir
+    ops = list(ir.ops())
+    by_target = {n.target: n for n in ops}
+    assert [tuple(m.shape) for m in by_target[T + "chunk"].outputs] == [(3, 2), (3, 2)]
+    assert [tuple(m.shape) for m in by_target["torch.split"].outputs] == [(3, 1), (3, 3)]
+    assert [m.dtype for m in by_target[T + "topk"].outputs] == ["float32", "int64"]
+    lstm = by_target["torch.lstm"]
+    assert [tuple(m.shape) for m in lstm.outputs] == [(1, 3, 5), (1, 1, 5), (1, 1, 5)]
+    assert ir.scope(lstm.scope).path == "lstm"
+    got = dict(wiring(ir)[k] for k in range(len(ops)) if ops[k].target.startswith(T + "__"))
+    k = {n.target: idx for idx, n in enumerate(ops)}
+    assert got[T + "__mul__"] == (f"op{k[T + 'chunk']}.1",)
+    assert got[T + "__add__"] == (f"op{k['torch.split']}.1", f"op{k[T + 'sum']}")
+    assert wiring(ir)[k[T + "sum"]] == (T + "sum", (f"op{k['torch.split']}",))
+    assert outputs(ir) == {
+        "output[0]": f"op{k[T + '__mul__']}",
+        "output[1]": f"op{k[T + '__add__']}",
+        "output[2]": f"op{k[T + 'topk']}",
+        "output[3]": f"op{k[T + 'topk']}.1",
+        "output[4]": f"op{k['torch.lstm']}",
+        "output[5]": f"op{k['torch.lstm']}.1",
+        "output[6]": f"op{k['torch.lstm']}.2",
+    }
+    assert ir.scope(lstm.scope).outputs == [lstm.id]

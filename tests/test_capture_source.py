@@ -1,0 +1,68 @@
+"""User source lines (torch's frames skipped) and the variable names results were assigned to."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.nn as nn
+
+import torchatlas
+from _capture_helpers import load_coolcnn
+
+
+def _line_of(obj, text: str) -> int:
+    lines, start = inspect.getsourcelines(obj)
+    return start + next(k for k, line in enumerate(lines) if text in line)
+
+
+class Lines(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.norm = nn.LayerNorm(3)
+
+    def forward(self, x):
+        hidden = self.fc(x)
+        gate = torch.sigmoid(hidden)
+        out = self.norm(hidden * gate)
+        return out
+
+
+def test_ops_point_at_the_user_line_not_at_torch_internals() -> None:
+    ir = torchatlas.trace(Lines(), torch.randn(2, 3)).ir
+    fc_line = _line_of(Lines.forward, "hidden = self.fc(x)")
+    got = [(n.target, n.source.file, n.source.line, n.source.code) for n in ir.ops()]
+    assert got == [
+        # ops inside torch.nn modules are attributed to the user line that called the module
+        ("torch.nn.functional.linear", __file__, fc_line, "hidden = self.fc(x)"),
+        ("torch.sigmoid", __file__, fc_line + 1, "gate = torch.sigmoid(hidden)"),
+        ("torch.Tensor.__mul__", __file__, fc_line + 2, "out = self.norm(hidden * gate)"),
+        ("torch.nn.functional.layer_norm", __file__, fc_line + 2, "out = self.norm(hidden * gate)"),
+    ]
+    assert [(s.path, s.source.line) for s in ir.scopes[1:]] == [("fc", fc_line), ("norm", fc_line + 2)]
+
+
+def test_ops_are_named_after_the_variable_they_were_assigned_to() -> None:
+    ir = torchatlas.trace(Lines(), torch.randn(2, 3)).ir
+    assert [n.name for n in ir.ops()] == ["hidden", "gate", None, "out"]
+
+
+def test_coolcnn_paths_are_named() -> None:
+    coolcnn = load_coolcnn()
+    ir = torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input()).ir
+    named = {n.name for n in ir.ops() if n.target == "torch.nn.functional.max_pool2d"}
+    assert {"main_path", "parallel_path"} <= named
+    for n in ir.ops():
+        assert n.source is not None and n.source.file.endswith("coolcnn.py"), n.target
+
+
+class Unpack(nn.Module):
+    def forward(self, x):
+        first, second = x.chunk(2)
+        return first * second
+
+
+def test_tuple_assignment_names_a_multi_output_op() -> None:
+    ir = torchatlas.trace(Unpack(), torch.randn(4)).ir
+    assert [n.name for n in ir.ops()] == ["first, second", None]

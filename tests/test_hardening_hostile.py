@@ -1,0 +1,142 @@
+"""Hostile names from user code reach every renderer intact and inert.
+
+Each case puts one hostile string into a module name, a class name, an op target,
+a string argument, a constant, an input key, an output key and the source lines
+(see ``_hostile.py``). Every renderer's output must still parse, have the same
+structure as for a plain name, show the name (escaped), and carry no raw
+terminal controls or markup that escapes its context.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+import torchatlas
+from _hostile import HOSTILE_NAMES, RAW_CONTROL, hostile_model, html_data_document, render_dot, render_html, strings_in
+
+SURROGATE_BUG = "BUG: a lone surrogate in a name reaches the output unescaped, so encoding it as UTF-8 raises"
+KNOWN_BUGS: dict[tuple[str, str], str] = {
+    ("tree-unicode", "lone-surrogate"): SURROGATE_BUG + " (_render/_text.py safe_text)",
+    ("json", "lone-surrogate"): SURROGATE_BUG + " (Graph.save / GraphIR.to_json)",
+    ("html", "lone-surrogate"): SURROGATE_BUG + " (_render/_html.py)",
+    ("dot-controls", "line-separator"): "BUG: _dot._visible leaves U+2028/U+2029 raw in DOT labels",
+}
+
+
+def cases(renderer: str, *extra: object) -> list:
+    """One test case per hostile name; known bugs are strict xfails."""
+    out = []
+    for case_id, name, marker in HOSTILE_NAMES:
+        reason = KNOWN_BUGS.get((renderer, case_id))
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        out.append(pytest.param(name, marker, *extra, id=f"{case_id}-{renderer}" if extra else case_id, marks=marks))
+    return out
+
+
+@lru_cache(maxsize=None)
+def traced(name: str) -> torchatlas.Graph:
+    folder = Path(tempfile.mkdtemp(prefix="torchatlas-hostile-"))
+    try:
+        model, inputs = hostile_model(name, folder)
+        return torchatlas.trace(model, (), inputs)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+PLAIN = "plain_name"
+
+
+@pytest.mark.parametrize("name, marker", cases("capture"))
+def test_capture_keeps_the_name_verbatim(name: str, marker: str) -> None:
+    ir = traced(name).ir
+    assert [s.path for s in ir.scopes] == ["", name, f"{name}.lin"]
+    assert ir.scopes[1].cls.endswith("." + name)
+    user_op = [n for n in ir.ops() if n.target and n.target.endswith("." + name)]
+    assert len(user_op) == 1
+    assert any(isinstance(a, str) and name.startswith(a.rstrip("…")) for a in user_op[0].args)
+    assert {n.path for n in ir.nodes if n.kind == "constant"} == {f"{name}_scale"}
+    assert [n.path for n in ir.nodes if n.kind == "input"] == [f"kwargs[{name!r}]"]
+    assert sorted(n.path for n in ir.nodes if n.kind == "output") == sorted([f"output[{name!r}]", "output['plain']"])
+
+
+@pytest.mark.parametrize("name, marker, ascii", cases("tree-unicode", False) + cases("tree-ascii", True))
+def test_tree_escapes_controls_and_keeps_its_shape(name: str, marker: str, ascii: bool) -> None:
+    text = traced(name).tree(ascii=ascii)
+    text.encode("utf-8")  # printable on any UTF-8 terminal
+    assert not RAW_CONTROL.search(text), f"raw control character in tree: {RAW_CONTROL.search(text)!r}"
+    if ascii:
+        assert text.isascii()
+        marker = marker.encode("ascii", "backslashreplace").decode("ascii")
+    assert marker in text
+    assert len(text.splitlines()) == len(traced(PLAIN).tree(ascii=ascii).splitlines())
+    if "\n" in name:
+        assert "new\\nline" in text  # shown, escaped, not obeyed
+
+
+@pytest.mark.parametrize("name, marker", cases("json"))
+def test_json_round_trip_is_exact(name: str, marker: str, tmp_path: Path) -> None:
+    graph = traced(name)
+    path = graph.save(tmp_path / "graph.json")
+    loaded = torchatlas.load(path)
+    assert loaded.to_dict() == graph.to_dict()
+    assert loaded.ir.scopes[1].path == name
+    assert json.loads(path.read_text(encoding="utf-8"))["scopes"][1]["path"] == name
+
+
+def dot_text(name: str) -> str:
+    text = render_dot(traced(name))
+    if text is None:
+        pytest.skip("no DOT renderer yet (Graph.to_dot / torchatlas._render._dot.to_dot)")
+    return text
+
+
+def run_dot(fmt: str, text: str) -> bytes:
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz `dot` binary not installed")
+    done = subprocess.run(["dot", f"-T{fmt}"], input=text.encode("utf-8"), capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode("utf-8", "replace")
+    return done.stdout
+
+
+@pytest.mark.parametrize("name, marker", cases("dot-controls"))
+def test_dot_has_no_raw_controls(name: str, marker: str) -> None:
+    text = dot_text(name)
+    assert not RAW_CONTROL.search(text), f"raw control character in DOT: {RAW_CONTROL.search(text)!r}"
+    assert marker in text
+
+
+@pytest.mark.parametrize("name, marker", cases("dot"))
+def test_dot_parses_with_the_same_structure(name: str, marker: str) -> None:
+    layout = json.loads(run_dot("json", dot_text(name)))
+    plain = json.loads(run_dot("json", dot_text(PLAIN)))
+    assert len(layout.get("objects", [])) == len(plain.get("objects", []))
+    assert len(layout.get("edges", [])) == len(plain.get("edges", []))
+    svg = ET.fromstring(run_dot("svg", dot_text(name)))  # labels escaped for XML too
+    assert marker in "".join(svg.itertext())
+
+
+def html_page(name: str) -> str:
+    page = render_html(traced(name))
+    if page is None:
+        pytest.skip("no HTML renderer or no built viewer bundle (Graph.to_html / torchatlas._render._html)")
+    return page
+
+
+@pytest.mark.parametrize("name, marker", cases("html"))
+def test_html_keeps_the_name_inside_its_json(name: str, marker: str) -> None:
+    page = html_page(name)
+    page.encode("utf-8")
+    doc, scripts = html_data_document(page)
+    _, plain_scripts = html_data_document(html_page(PLAIN))
+    assert scripts == plain_scripts  # no script element injected or cut short
+    assert any(marker in s for s in strings_in(doc))
+    for raw in ("<script>alert", "</script><script>", "<!--x-->", "<img src=x"):
+        assert raw not in page

@@ -1,0 +1,183 @@
+"""The summary table: one row per module call, totals, depth, formats and escaping."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from _passes_builder import IRBuilder, linear_layer, param_entry
+from torchatlas._passes import analyze
+from torchatlas._render._summary import COLUMNS, summary
+
+
+def _mlp_builder(first: str = "enc") -> IRBuilder:
+    b = IRBuilder("m.MLP")
+    x = b.input((2, 4))
+    enc = b.scope(first, "m.Encoder")
+    h = linear_layer(b, x, f"{first}.fc", 4, 8, parent=enc)
+    b.returns(enc, h)
+    y = linear_layer(b, h, "head", 8, 3)
+    b.output(y)
+    b.meta["parameters"] = [
+        param_entry(f"{first}.fc.weight", (8, 4)),
+        param_entry(f"{first}.fc.bias", (8,)),
+        param_entry("head.weight", (3, 8), requires_grad=False),
+        param_entry("head.bias", (3,)),
+    ]
+    return b
+
+
+def _parse_text(out: str) -> list[dict[str, str]]:
+    """Rows of the plain-text table as {column: cell}; the module cell keeps its indent."""
+    lines = out.splitlines()
+    header = re.split(r" {2,}", lines[0].strip())
+    assert header == list(COLUMNS)
+    starts = [lines[0].index(name) if i == 0 else None for i, name in enumerate(header)]
+    assert starts[0] == 0
+    rows = []
+    for line in lines[2:]:
+        if set(line.strip()) <= {"-", " "}:
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        cells = re.split(r" {2,}", line.strip())
+        # empty shape cells of the totals row collapse; pad from the right for numbers
+        if len(cells) < len(COLUMNS):
+            cells = cells[:1] + [""] * (len(COLUMNS) - len(cells)) + cells[1:]
+        row = dict(zip(COLUMNS, cells))
+        row["indent"] = str(indent)
+        rows.append(row)
+    return rows
+
+
+def test_text_rows_one_per_call_with_totals():
+    rows = _parse_text(summary(analyze(_mlp_builder().build()), fmt="text"))
+    modules = [r["Module"] for r in rows]
+    assert modules == ["<root> (MLP)", "enc (Encoder)", "enc.fc (Linear)", "head (Linear)", "Total"]
+    assert [int(r["indent"]) for r in rows] == [0, 2, 4, 2, 0]
+    root, enc, fc, head, total = rows
+    assert (fc["Params"], fc["Trainable"], fc["Param bytes"]) == ("40", "40", "160 B")
+    assert (head["Params"], head["Trainable"]) == ("27", "3")
+    assert (total["Params"], total["Trainable"]) == ("67", "43")
+    assert fc["Input shapes"] == "2×4" and fc["Output shapes"] == "2×8"
+    assert root["Input shapes"] == "2×4" and root["Output shapes"] == "2×3"
+    assert fc["FLOPs"] == "128" and fc["MACs"] == "64"
+    assert head["% FLOPs"] == f"{100 * 96 / 224:.1f}%"
+    assert total["FLOPs"] == "224" and total["% FLOPs"] == "100.0%"
+    assert fc["Activations"] == "64 B"
+
+
+def test_depth_collapses_deeper_calls_into_their_ancestors():
+    ir = analyze(_mlp_builder().build())
+    rows = _parse_text(summary(ir, depth=1, fmt="text"))
+    assert [r["Module"] for r in rows] == ["<root> (MLP)", "enc (Encoder)", "head (Linear)", "Total"]
+    assert rows[1]["Params"] == "40" and rows[1]["FLOPs"] == "128"
+    assert [r["Module"] for r in _parse_text(summary(ir, depth=0, fmt="text"))] == ["<root> (MLP)", "Total"]
+
+
+def test_unknown_costs_and_shared_parameters_are_flagged():
+    b = _mlp_builder()
+    b.op("mylib.mystery", [b.nodes[0].id], (2, 4))
+    b.meta["parameters"][0]["shared_with"] = ["head.weight"]
+    rows = _parse_text(summary(analyze(b.build()), fmt="text"))
+    assert rows[0]["FLOPs"].endswith("+?")
+    assert rows[-1]["Module"] == "Total (1 ops of unknown cost)"
+    assert "shared, counted once" in rows[-1]["Params"]
+
+
+def _md_cells(line: str) -> list[str]:
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+def test_markdown_is_a_pipe_table_with_escaped_names():
+    b = _mlp_builder(first="a|b<script>*x*")
+    out = summary(analyze(b.build()), fmt="markdown")
+    lines = out.strip().splitlines()
+    assert _md_cells(lines[0]) == list(COLUMNS)
+    assert all(len(_md_cells(line)) == len(COLUMNS) for line in lines)
+    assert "<script>" not in out
+    assert r"a\|b\<script\>\*x\*" in out
+    assert _md_cells(lines[-1])[0] == "**Total**"
+
+
+def test_control_characters_cannot_reach_the_terminal():
+    b = _mlp_builder(first="evil\x1b[2J")
+    ir = analyze(b.build())
+    shown = {"text": r"evil\x1b[2J", "rich": r"evil\x1b[2J", "markdown": r"evil\\x1b\[2J"}
+    for fmt, visible in shown.items():
+        out = summary(ir, fmt=fmt)
+        assert "\x1b" not in out
+        assert visible in out
+
+
+def test_rich_format_renders_every_call_and_colour_only_on_request():
+    ir = analyze(_mlp_builder().build())
+    plain = summary(ir, fmt="rich", width=200)
+    for label in ("<root> (MLP)", "enc (Encoder)", "enc.fc (Linear)", "head (Linear)", "Total"):
+        assert label in plain
+    assert "\x1b[" not in plain
+    assert "\x1b[" in summary(ir, fmt="rich", width=200, color=True)
+    assert max(len(line) for line in plain.splitlines()) <= 200
+
+
+def test_unknown_format_is_rejected():
+    with pytest.raises(ValueError, match="unknown summary format"):
+        summary(_mlp_builder().build(), fmt="html")
+
+
+def test_unanalysed_graph_is_analysed_on_the_fly():
+    rows = _parse_text(summary(_mlp_builder().build(), fmt="text"))
+    assert rows[-1]["Params"] == "67"
+
+
+def test_coolcnn_summary():
+    torch = pytest.importorskip("torch")
+    import torchatlas
+    from torch import nn
+
+    class CoolCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.initial_conv = nn.Conv2d(3, 16, 3, padding=1)
+            self.parallel_conv = nn.Conv2d(3, 16, 3, padding=1)
+            self.secondary_conv = nn.Conv2d(16, 32, 3, padding=1)
+            self.max_pool = nn.MaxPool2d(2, 2)
+            self.fully_connected1 = nn.Linear(32 * 8 * 8, 128)
+            self.output_layer = nn.Linear(128, 10)
+
+        def forward(self, x):
+            main_path = self.max_pool(torch.relu(self.initial_conv(x)))
+            parallel_path = self.max_pool(torch.relu(self.parallel_conv(x)))
+            x = (main_path + parallel_path) / 2
+            x = self.max_pool(torch.relu(self.secondary_conv(x)))
+            x = x.view(-1, 32 * 8 * 8)
+            x = torch.relu(self.fully_connected1(x))
+            return self.output_layer(x)
+
+    model = CoolCNN()
+    rows = _parse_text(summary(torchatlas.trace(model, (torch.randn(1, 3, 32, 32),)).ir, fmt="text"))
+    by_module = {r["Module"]: r for r in rows}
+    assert by_module["max_pool#2 (MaxPool2d)"]["Input shapes"] == "1×32×16×16"
+    assert by_module["secondary_conv (Conv2d)"]["Params"] == "4,640"
+    assert by_module["Total"]["Params"] == f"{sum(p.numel() for p in model.parameters()):,}"
+
+
+def test_analysis_of_a_6000_op_graph_is_fast():
+    b = IRBuilder("m.Big")
+    x = b.input((1, 16, 64))
+    for layer in range(80):
+        s = b.scope(f"layers.{layer}", "m.Layer")
+        for i in range(25):
+            h = linear_layer(b, x, f"layers.{layer}.fc{i}", 64, 64, batch=16, parent=s)
+            h = b.op("torch.relu", [h], (1, 16, 64), s)
+            x = b.op("torch.Tensor.__add__", [h, x], (1, 16, 64), s)
+        b.returns(s, x)
+    b.output(x)
+    ir = b.build()
+    assert sum(1 for _ in ir.ops()) == 6000
+    start = time.process_time()
+    out = analyze(ir)
+    summary(out, fmt="text", depth=1)
+    assert time.process_time() - start < 1.0
+    assert out.meta["repeat_groups"][0]["count"] == 80
