@@ -109,11 +109,12 @@ def run(tool_name: str, model_name: str, out: Path) -> None:
             _write(out, doc)
 
 
-def _check(tool: Tool, build: Callable[[str], models.Built], device: str, workdir: Path, grad: bool) -> tuple[int, int | None]:
+def _check(tool: Tool, build: Callable[[str], models.Built], device: str, workdir: Path, grad: bool) -> int:
+    """Size of the tool's graph of ``build(device)``: nodes, or rows for torchinfo."""
     model, args, kwargs = build(device)
-    with torch.enable_grad() if grad or tool.needs_grad else torch.no_grad():
+    with torch.enable_grad() if grad else torch.no_grad():
         handle = tool.capture(model, args, kwargs, workdir)
-    return tool.size(handle)
+    return tool.size(handle)[0]
 
 
 def probe(tool_name: str, out: Path) -> None:
@@ -128,29 +129,30 @@ def probe(tool_name: str, out: Path) -> None:
             doc[name] = {"ok": False, "note": _error(exc)}
         _write(out, doc)
 
+    unit = tool.size_unit.split("/")[0]
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
 
         def no_grad() -> str:
-            with_grad = _check(tool, models.build_coolcnn, "cpu", workdir, grad=True)[0]
-            without = _check(tool, models.build_coolcnn, "cpu", workdir, grad=False)[0]
+            with_grad = _check(tool, models.build_coolcnn, "cpu", workdir, grad=True)
+            without = _check(tool, models.build_coolcnn, "cpu", workdir, grad=False)
             if without < with_grad:
-                raise ValueError(f"graph shrinks from {with_grad} to {without} nodes under no_grad")
-            return f"{without} nodes"
+                raise ValueError(f"graph shrinks from {with_grad} to {without} {unit} under no_grad")
+            return f"{without} {unit}"
 
         def meta() -> str:
-            sizes = [_check(tool, build, "meta", workdir, grad=False)[0] for build in (models.build_coolcnn, models.build_tiny_gpt2)]
-            return "CoolCNN {} nodes, GPT-2 {} nodes".format(*sizes)
+            sizes = [_check(tool, build, "meta", workdir, grad=tool.needs_grad) for build in (models.build_coolcnn, models.build_tiny_gpt2)]
+            return f"CoolCNN {sizes[0]} {unit}, GPT-2 {sizes[1]} {unit}"
 
         def hf_kwargs() -> str:
             def build(device: str) -> models.Built:
                 model, (ids,), _ = models.build_tiny_gpt2(device)
                 return model, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
-            return f"{_check(tool, build, 'cpu', workdir, grad=False)[0]} nodes"
+            return f"{_check(tool, build, 'cpu', workdir, grad=tool.needs_grad)} {unit}"
 
         def dict_arg() -> str:
-            return f"{_check(tool, models.build_dict_net, 'cpu', workdir, grad=False)[0]} nodes"
+            return f"{_check(tool, models.build_dict_net, 'cpu', workdir, grad=tool.needs_grad)} {unit}"
 
         attempt("no_grad", no_grad)
         attempt("meta", meta)

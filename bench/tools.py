@@ -1,8 +1,11 @@
 """One adapter per graph tool, so the harness drives them all the same way.
 
 Each adapter runs the tool as its documentation shows, with its default
-settings, except where a default would do work the others do not (torchlens
-saves every activation unless told ``save=None``; we ask it for the graph only).
+settings, except where a default would do work the others do not or hide the
+graph: torchlens saves every activation unless told ``save=None`` (we ask for
+the graph only), and torchview stops expanding modules at ``depth=3`` (we ask
+for every level, as the other tools show; its depths 2 and 3 also crash on
+GPT-2 under transformers 5).
 """
 
 from __future__ import annotations
@@ -113,6 +116,9 @@ class TorchAtlas(Tool):
         return {"json": g.to_json, "tree": g.tree}
 
 
+FULL_DEPTH = 99
+
+
 class TorchView(Tool):
     name = module = "torchview"
 
@@ -121,7 +127,7 @@ class TorchView(Tool):
 
         data = list(args) if args else kwargs
         extra = kwargs if args else {}
-        return torchview.draw_graph(model, input_data=data, device=model_device(model), **extra)
+        return torchview.draw_graph(model, input_data=data, device=model_device(model), depth=FULL_DEPTH, **extra)
 
     def size(self, cg):
         return dot_size(cg.visual_graph.source)
@@ -165,8 +171,7 @@ class TorchViz(Tool):
     def capture(self, model, args, kwargs, workdir):
         from torchviz import make_dot
 
-        with torch.enable_grad():
-            out = first_tensor(model(*args, **kwargs))
+        out = first_tensor(model(*args, **kwargs))
         return make_dot(out, params=dict(model.named_parameters()))
 
     def size(self, dot):

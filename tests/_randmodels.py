@@ -89,6 +89,8 @@ class RandomNet(nn.Module):
         self.lins = nn.ModuleList([nn.Linear(4, 4) for _ in range(N_LINEARS)])
         self.mixer = Mixer()
         self.act = nn.ReLU(inplace=True)
+        # frozen, so that writes into inputs and their views never meet autograd's leaf rules
+        self.requires_grad_(False)
         namespace: dict = {"torch": torch}
         exec(compile(source, filename, "exec"), namespace)
         self._program = namespace["forward"]

@@ -84,7 +84,7 @@ def test_json_output_is_a_loadable_graph_of_coolcnn(capsys, tmp_path):
     # The add reads the outputs of both max_pool calls: the two paths join there.
     nodes = {n["id"]: n for n in doc["nodes"]}
     add = next(n for n in doc["nodes"] if n["kind"] == "op" and "add" in n["target"])
-    pool_outputs = {out_id for s in doc["scopes"] if s["path"] == "max_pool" for out_id in s["outputs"]}
+    pool_outputs = {o for s in doc["scopes"] if s["path"] == "max_pool" and s["call"] in (0, 1) for o in s["outputs"]}
     assert len(pool_outputs) == 2 and set(add["inputs"]) == pool_outputs
     assert all(nodes[i]["kind"] == "op" for i in add["inputs"])
 
@@ -174,6 +174,7 @@ def test_hf_llama_on_meta_with_tokens(capsys):
         (["--no-such-option"], EXIT_USAGE, "unrecognized arguments: --no-such-option"),
         (["--format", "bmp"], EXIT_USAGE, "invalid choice: 'bmp'"),
         (["{net}:Net", "--set", "hidden_size=3"], EXIT_USAGE, "hf: specs only"),
+        (["--device", "floppy"], EXIT_USAGE, "--device 'floppy' is not a device"),
         (["--input", "1,3,32,32", "--input", "2"], EXIT_MODEL_FAILED, "cannot take args[0] float32[1,3,32,32], args[1] float32[2]"),
     ],
 )
@@ -285,3 +286,44 @@ def test_python_dash_m_runs_the_example_and_fails_cleanly(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "torchatlas", "nothere.py:Net"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert bad.returncode == EXIT_USAGE
     assert bad.stderr.strip() == "torchatlas: error: model file not found: nothere.py (spec 'nothere.py:Net')"
+
+
+# -- exported programs and progress ---------------------------------------------------------
+
+
+def test_exported_program_opens_as_a_graph(capsys, tmp_path):
+    if not hasattr(torchatlas, "from_export"):
+        pytest.skip("torchatlas.from_export not wired yet")
+    import torch
+
+    from torchatlas._example import CoolCNN, example_input
+
+    program = torch.export.export(CoolCNN().eval(), (example_input(),))
+    path = tmp_path / "coolcnn.pt2"
+    torch.export.save(program, path)
+    code, out, err = run_cli(capsys, str(path), "--format", "json")
+    assert code == 0, err
+    assert any(n["kind"] == "op" for n in json.loads(out)["nodes"])
+
+
+def test_a_file_that_is_not_an_exported_program_is_a_one_line_error(capsys, tmp_path):
+    path = tmp_path / "junk.pt2"
+    path.write_bytes(b"not a zip archive")
+    code, _, err = run_cli(capsys, str(path))
+    assert code == EXIT_USAGE
+    lines = error_lines(err)
+    assert len(lines) == 1 and lines[0].startswith(f"torchatlas: error: {path}: not a torch.export program")
+
+
+@pytest.mark.parametrize(("flag", "expected"), [([], None), (["--progress"], True), (["--no-progress"], False)])
+def test_progress_flag_reaches_the_trace(capsys, monkeypatch, flag, expected):
+    seen = []
+    real_trace = torchatlas.trace
+
+    def recording_trace(*args, **kwargs):
+        seen.append(kwargs.get("progress"))
+        return real_trace(*args, **kwargs)
+
+    monkeypatch.setattr(torchatlas, "trace", recording_trace)
+    code, _, _ = run_cli(capsys, *flag)
+    assert code == 0 and seen == [expected]

@@ -293,3 +293,59 @@ def test_renders_svg_png_and_pdf_files(tmp_path):
     assert svg.read_text().lstrip().startswith("<?xml") and "block.conv1" in svg.read_text()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert pdf.read_bytes()[:5] == b"%PDF-"
+
+
+# -- values read by many module calls ---------------------------------------------------
+
+
+def test_a_value_read_in_many_calls_gets_reference_boxes_instead_of_long_edges():
+    d = diagram(loop_ir(4))
+    mask = d.find("mask")
+    (first,) = d.succs(mask)
+    assert d.cluster_label(d.nodes[first]["cluster"]) == "layers.0 (Block)"
+    refs = [n for n in d.nodes if d.label(n).startswith("↪ mask")]
+    assert [d.cluster_label(d.nodes[r]["cluster"]) for r in refs] == [f"layers.{i} (Block)" for i in (1, 2, 3)]
+    for ref in refs:
+        (reader,) = d.succs(ref)
+        assert d.label(reader) == "masked_fill" and d.nodes[reader]["cluster"] == d.nodes[ref]["cluster"]
+    # two readers are drawn as plain edges
+    assert not [n for n in diagram(loop_ir(2)).nodes if n.startswith("ref_")]
+
+
+# -- real captures -----------------------------------------------------------------------
+
+
+def test_real_coolcnn_capture_draws_the_two_branches():
+    torch = pytest.importorskip("torch")
+    import torchatlas
+    from _capture_helpers import load_coolcnn
+
+    model = load_coolcnn().CoolCNN()
+    d = parse_dot(to_dot(torchatlas.trace(model, (torch.randn(1, 3, 32, 32),)).ir))
+    add = d.find("add")
+    assert {d.label(p).split("\n")[0] for p in d.preds(add)} == {"max_pool (MaxPool2d)", "max_pool#1 (MaxPool2d)"}
+    assert set(d.succs(d.find("args[0]"))) == {d.find("initial_conv (Conv2d)"), d.find("parallel_conv (Conv2d)")}
+
+
+def test_real_capture_folds_a_module_list_with_find_repeats():
+    torch = pytest.importorskip("torch")
+    import torchatlas
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = torch.nn.ModuleList(
+                torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU()) for _ in range(5)
+            )
+            self.head = torch.nn.Linear(8, 2)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x)
+
+    ir = torchatlas.trace(Net(), (torch.randn(3, 8),)).ir
+    d = parse_dot(to_dot(ir, DotOptions(fold_repeats=True)))
+    fold = d.find("blocks.0–4 (Sequential) ×5")
+    assert d.succs(d.find("args[0]")) == [fold] and d.succs(fold) == [d.find("head (Linear)")]
+    assert "360 params" in d.label(fold)  # 5 × (64 + 8)

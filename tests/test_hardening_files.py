@@ -160,7 +160,6 @@ JSON_VALUES = st.recursive(
 )
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_REASON)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_corruption_loads_or_is_a_format_error(document: dict[str, Any], tmp_path: Path, data: st.DataObject) -> None:

@@ -244,3 +244,23 @@ def test_transformers_with_sdpa(kind):
     ir = _compare_with_flop_counter(_hf_model(kind, "sdpa", **_HF_CONFIGS[kind]), (ids,), frozenset({"attention"}))
     attention = [n for n in ir.ops() if n.meta.get("flop_category") == "attention"]
     assert len(attention) == 2 and all(n.meta["flops"] > 0 for n in attention)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda nn, torch: (nn.MultiheadAttention(16, 2, batch_first=True), torch.randn(3, 4, 16), torch.randn(3, 5, 16), torch.randn(3, 5, 16)),
+        lambda nn, torch: (nn.MultiheadAttention(16, 2, kdim=8, vdim=12), torch.randn(4, 3, 16), torch.randn(5, 3, 8), torch.randn(5, 3, 12)),
+        lambda nn, torch: (nn.GRU(8, 16, 2, bidirectional=True), torch.randn(5, 3, 8)),
+        lambda nn, torch: (nn.RNN(8, 16), torch.randn(5, 3, 8)),
+        lambda nn, torch: (nn.LSTM(8, 16, proj_size=4, batch_first=True), torch.randn(3, 5, 8)),
+        lambda nn, torch: (nn.GRU(8, 16), nn.utils.rnn.pack_padded_sequence(torch.randn(5, 3, 8), [5, 4, 2])),
+    ],
+    ids=["mha", "mha-kdim-vdim", "gru-bidirectional", "rnn", "lstm-proj", "gru-packed"],
+)
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported")
+def test_fused_attention_and_recurrent_modules_match_flop_counter(make):
+    torch = pytest.importorskip("torch")
+    model, *args = make(torch.nn, torch)
+    ir = _compare_with_flop_counter(model.eval(), tuple(args))
+    assert ir.meta["flops_unknown_ops"] == 0

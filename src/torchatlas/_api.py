@@ -155,6 +155,8 @@ def load(path: str | os.PathLike[str]) -> Graph:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise GraphFormatError(f"{path}: not valid JSON, truncated or corrupt ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise GraphFormatError(f"{path}: JSON nested too deeply to be a torchatlas graph") from None
     try:
         return Graph(GraphIR.from_dict(doc))
     except GraphFormatError as e:

@@ -194,11 +194,12 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
     overrides = _models.parse_overrides(opts.overrides)
     input_specs = [_models.parse_input(text) for text in opts.input]
     tokens = _models.parse_tokens(opts.tokens) if opts.tokens else None
-    loaded = _models.load_model(opts.model, overrides=overrides, task=opts.task, device=opts.device)
+    device = _models.parse_device(opts.device) if opts.device else None
+    loaded = _models.load_model(opts.model, overrides=overrides, task=opts.task, device=device)
     model = loaded.model
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
-    inputs = _models.build_inputs(loaded, input_specs, tokens, opts.device)
+    inputs = _models.build_inputs(loaded, input_specs, tokens, device)
     _models.check_signature(model, inputs, loaded.spec)
     try:
         with torch.no_grad():
@@ -260,7 +261,8 @@ def _wrote(path: Path) -> None:
 
 
 def _diff(opts: argparse.Namespace) -> int:
-    result = torchatlas.diff(_models.open_saved(opts.before), _models.open_saved(opts.after))
+    before, after = _models.open_saved(opts.before), _models.open_saved(opts.after)
+    result = torchatlas.diff(before, after)
     if opts.format == "json":
         import json
 

@@ -205,7 +205,8 @@ class GraphIR:
         }
 
     def to_json(self, indent: int | None = None) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False, allow_nan=False)
+        # ASCII escapes keep any name (even a lone surrogate) valid in a UTF-8 file.
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=True, allow_nan=False)
 
     @classmethod
     def from_dict(cls, doc: Any) -> GraphIR:
@@ -290,10 +291,38 @@ def _load_meta(raw: Any, where: str) -> TensorMeta:
     _require(isinstance(raw, dict), f"{where} must be an object")
     shape = raw.get("shape")
     _require(isinstance(shape, list), f"{where}.shape must be a list")
-    return TensorMeta(tuple(shape), str(raw.get("dtype", "")), str(raw.get("device", "")))
+    _require(
+        all(isinstance(d, (int, str)) and not isinstance(d, bool) for d in shape),
+        f"{where}.shape must hold integers (or symbolic sizes as strings)",
+    )
+    return TensorMeta(tuple(shape), _opt_str(raw.get("dtype", ""), f"{where}.dtype") or "", _opt_str(raw.get("device", ""), f"{where}.device") or "")
+
+
+def _opt_str(value: Any, where: str) -> str | None:
+    _require(value is None or isinstance(value, str), f"{where} must be a string")
+    return value
+
+
+def _obj(value: Any, where: str) -> dict[str, Any]:
+    _require(isinstance(value, dict), f"{where} must be an object")
+    return dict(value)
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    _require(isinstance(value, list), f"{where} must be a list")
+    return list(value)
 
 
 def _graph_from_dict(doc: Any) -> GraphIR:
+    try:
+        return _parse_graph(doc)
+    except GraphFormatError:
+        raise
+    except (TypeError, ValueError, OverflowError, AttributeError, RecursionError) as e:
+        raise GraphFormatError(f"malformed graph document: {type(e).__name__}: {e}") from None
+
+
+def _parse_graph(doc: Any) -> GraphIR:
     _require(isinstance(doc, dict), "graph document must be a JSON object")
     _require(doc.get("format") == FORMAT, f"not a torchatlas graph (format={doc.get('format')!r})")
     version = doc.get("version")
@@ -312,18 +341,18 @@ def _graph_from_dict(doc: Any) -> GraphIR:
         where = f"scopes[{i}]"
         _require(isinstance(raw, dict), f"{where} must be an object")
         try:
-            sid, parent = str(raw["id"]), raw["parent"]
+            sid, parent = _opt_str(raw["id"], f"{where}.id") or "", raw["parent"]
             _require(parent is None or parent in scope_ids, f"{where}.parent {parent!r} is not an earlier scope")
             scopes.append(
                 Scope(
                     id=sid,
                     parent=parent,
-                    path=str(raw["path"]),
-                    cls=str(raw["class"]),
+                    path=_opt_str(raw["path"], f"{where}.path") or "",
+                    cls=_opt_str(raw["class"], f"{where}.class") or "",
                     call=int(raw["call"]),
                     source=_load_source(raw.get("source"), where),
-                    outputs=[str(o) for o in raw.get("outputs", [])],
-                    meta=dict(raw.get("meta", {})),
+                    outputs=[str(o) for o in _list(raw.get("outputs", []), f"{where}.outputs")],
+                    meta=_obj(raw.get("meta", {}), f"{where}.meta"),
                 )
             )
         except KeyError as e:
@@ -337,7 +366,7 @@ def _graph_from_dict(doc: Any) -> GraphIR:
         where = f"nodes[{i}]"
         _require(isinstance(raw, dict), f"{where} must be an object")
         try:
-            nid, kind, scope = str(raw["id"]), raw["kind"], raw["scope"]
+            nid, kind, scope = _opt_str(raw["id"], f"{where}.id") or "", raw["kind"], raw["scope"]
             inputs = raw["inputs"]
         except KeyError as e:
             raise GraphFormatError(f"{where} lacks field {e}") from None
@@ -348,6 +377,10 @@ def _graph_from_dict(doc: Any) -> GraphIR:
             _require(ref in node_ids, f"{where}: input {ref!r} is not an earlier node")
         slots = raw.get("input_slots", [0] * len(inputs))
         _require(isinstance(slots, list) and len(slots) == len(inputs), f"{where}.input_slots must match inputs")
+        _require(
+            all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in slots),
+            f"{where}.input_slots must be non-negative integers",
+        )
         _require(nid not in node_ids, f"{where}: duplicate node id {nid!r}")
         node_ids.add(nid)
         nodes.append(
@@ -357,15 +390,18 @@ def _graph_from_dict(doc: Any) -> GraphIR:
                 scope=scope,
                 inputs=[str(r) for r in inputs],
                 input_slots=[int(s) for s in slots],
-                target=raw.get("target"),
-                path=raw.get("path"),
-                outputs=[_load_meta(m, f"{where}.outputs[{j}]") for j, m in enumerate(raw.get("outputs", []))],
-                args=list(raw.get("args", [])),
-                kwargs=dict(raw.get("kwargs", {})),
-                inplace=bool(raw.get("inplace", False)),
+                target=_opt_str(raw.get("target"), f"{where}.target"),
+                path=_opt_str(raw.get("path"), f"{where}.path"),
+                outputs=[
+                    _load_meta(m, f"{where}.outputs[{j}]")
+                    for j, m in enumerate(_list(raw.get("outputs", []), f"{where}.outputs"))
+                ],
+                args=_list(raw.get("args", []), f"{where}.args"),
+                kwargs=_obj(raw.get("kwargs", {}), f"{where}.kwargs"),
+                inplace=raw.get("inplace", False) is True,
                 source=_load_source(raw.get("source"), where),
-                name=raw.get("name"),
-                meta=dict(raw.get("meta", {})),
+                name=_opt_str(raw.get("name"), f"{where}.name"),
+                meta=_obj(raw.get("meta", {}), f"{where}.meta"),
             )
         )
     for s in scopes:

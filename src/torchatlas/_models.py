@@ -120,6 +120,14 @@ def parse_tokens(text: str) -> tuple[int, int]:
     return shape[0], shape[1]
 
 
+def parse_device(text: str) -> str:
+    """``--device``: anything ``torch.device`` accepts (``cpu``, ``cuda:1``, ``meta``...)."""
+    try:
+        return str(torch.device(text))
+    except (RuntimeError, ValueError):
+        raise SpecError(f"--device {text!r} is not a device; expected e.g. cpu, cuda, cuda:1, mps or meta") from None
+
+
 def parse_value(text: str) -> Any:
     """A ``--set`` value: int, float, true/false, JSON (lists, objects, null), else the string."""
     lowered = text.strip().lower()

@@ -13,7 +13,7 @@ from ._build import build_graph
 from ._recorder import Recorder
 from ._values import iter_tensors
 
-__all__ = ["TraceError", "capture_python", "unwrap_model"]
+__all__ = ["TraceError", "capture_aten", "capture_backward", "capture_python", "from_export", "from_fx", "unwrap_model"]
 
 
 class TraceError(RuntimeError):
@@ -88,3 +88,9 @@ def capture_python(
     if not rec.scopes:
         raise TraceError("torchatlas: the model recorded no module call; is it an nn.Module or a callable?")
     return build_graph(rec, output, model), output, error
+
+
+# Other capture levels; imported last because they build on the python-level pieces above.
+from ._aten import capture_aten  # noqa: E402
+from ._backward import capture_backward  # noqa: E402
+from ._fx_import import from_export, from_fx  # noqa: E402

@@ -158,14 +158,14 @@ class AtenStore(Recorder):
     def record(self, func: Any, args: tuple, kwargs: dict, result: Any) -> int:
         ins, written = self._op_inputs(func, args, kwargs)
         refs = [self.ref(t) for t in ins]
+        extra: dict[str, Any] = {"phase": self.phase}
         outs: list[Tensor] = []
         tensors_flat(result if isinstance(result, (tuple, list)) else [result], outs)
         if not outs:
+            if result is not None:  # aten._local_scalar_dense (x.item()), aten.equal...
+                extra["returns"] = encode(result, {})
             outs = list(written)
         enc_args, enc_kwargs = self._encode_call(ins, args, kwargs)
-        extra: dict[str, Any] = {"phase": self.phase}
-        if result is not None and not isinstance(result, Tensor) and not any(isinstance(r, Tensor) for r in _flat(result)):
-            extra["returns"] = encode(result, {})
         user = self._user_frame()
         index = len(self.nodes)
         self.nodes.append(
@@ -201,10 +201,6 @@ class AtenStore(Recorder):
         )
 
 
-def _flat(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, (tuple, list)) else [value]
-
-
 class AtenMode(TorchDispatchMode):
     """Sends every op that reaches the dispatcher's Python key to an ``AtenStore``."""
 
@@ -231,14 +227,22 @@ class AtenMode(TorchDispatchMode):
 class AtenSession:
     """The Python recorder, the ATen store and the dispatch mode for one capture."""
 
-    def __init__(self, model: Any, args: tuple, kwargs: dict, progress: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        args: tuple,
+        kwargs: dict,
+        progress: Callable[[int], None] | None = None,
+        store: AtenStore | None = None,
+        after: Callable[[int, Any], None] | None = None,
+    ) -> None:
         self.model = model
-        self.store = AtenStore(model)
+        self.store = store if store is not None else AtenStore(model)
         self.py = PythonSide(model, self.store, progress=progress)
         inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
         self.py.add_inputs(inputs)
         self.store.add_inputs(inputs)
-        self.mode = AtenMode(self.store)
+        self.mode = AtenMode(self.store, after)
 
     def open_root(self) -> None:
         if not isinstance(self.model, torch.nn.Module):
@@ -264,8 +268,9 @@ def capture_aten(
     "aten"``), the model's output, and with ``partial=True`` the exception that
     stopped the forward pass.
     """
-    from . import TraceError, _describe_failure  # the package imports this module
+    from . import TraceError, _describe_failure, unwrap_model  # the package imports this module
 
+    model = unwrap_model(model)
     session = AtenSession(model, args, kwargs, progress)
     output: Any = None
     error: BaseException | None = None

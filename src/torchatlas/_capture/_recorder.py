@@ -89,6 +89,8 @@ class Recorder(TorchFunctionMode):
         self._calls: dict[str, int] = {}
         self._model = model
         self._module_paths: dict[int, str] = {}
+        self._unregistered: dict[int, tuple[Any, str]] = {}
+        self._unregistered_count: dict[str, int] = {}
         self._named: dict[int, tuple[str, str]] = {}  # id(param or buffer) -> (kind, path)
         self._pending_inputs: list[tuple[str, Tensor]] = []
         if isinstance(model, torch.nn.Module):
@@ -149,9 +151,20 @@ class Recorder(TorchFunctionMode):
         if path is None and isinstance(self._model, torch.nn.Module):
             self._index_model(self._model)  # forward may have attached new submodules
             path = self._module_paths.get(id(module))
-        if path is None:
-            parent = self.scopes[self._stack[-1][0]].path if self._stack else ""
-            path = f"{parent}.<{type(module).__name__}>" if parent else f"<{type(module).__name__}>"
+        return path if path is not None else self._unregistered_path(module)
+
+    def _unregistered_path(self, module: Any) -> str:
+        """``parent.<Linear>``, ``parent.<Linear:1>``... for modules the model does not register
+        (plain lists, made inside forward): one path per module object, so calls count right."""
+        known = self._unregistered.get(id(module))
+        if known is not None and known[0]() is module:
+            return known[1]
+        parent = self.scopes[self._stack[-1][0]].path if self._stack else ""
+        base = f"{parent}.<{type(module).__name__}" if parent else f"<{type(module).__name__}"
+        index = self._unregistered_count.get(base, 0)
+        self._unregistered_count[base] = index + 1
+        path = f"{base}:{index}>" if index else f"{base}>"
+        self._unregistered[id(module)] = (weakref.ref(module), path)
         return path
 
     def _push_scope(self, module: Any, path: str, cls: str, frame: Any) -> None:
@@ -209,16 +222,19 @@ class Recorder(TorchFunctionMode):
         self._register(t, index, 0)
         return index, 0
 
-    def _constant_path(self, t: Tensor) -> str | None:
-        """A plain tensor attribute of the running module (not a registered buffer)."""
+    def _attribute_of_running_module(self, t: Tensor) -> tuple[str, str | None]:
+        """(kind, path) of a tensor the model does not register: a parameter, buffer or plain
+        tensor attribute of the running module (one the model does not know), else a constant."""
+        kind = "param" if isinstance(t, torch.nn.Parameter) else "constant"
         if not self._stack:
-            return None
+            return kind, None
         module = self._stack[-1][1]
-        for attr, value in getattr(module, "__dict__", {}).items():
-            if value is t:
-                scope_path = self.scopes[self._stack[-1][0]].path
-                return f"{scope_path}.{attr}" if scope_path else attr
-        return None
+        scope_path = self.scopes[self._stack[-1][0]].path
+        for table, table_kind in (("_parameters", "param"), ("_buffers", "buffer"), ("__dict__", kind)):
+            for attr, value in (getattr(module, table, None) or {}).items():
+                if value is t:
+                    return table_kind, f"{scope_path}.{attr}" if scope_path else attr
+        return kind, None
 
     def ref(self, t: Tensor) -> Ref:
         """The (record, slot) a read of ``t`` depends on."""
@@ -227,7 +243,7 @@ class Recorder(TorchFunctionMode):
             named = self._named.get(id(t))
             if named is not None:
                 return self._new_leaf(named[0], named[1], t)
-            return self._new_leaf("constant", self._constant_path(t), t)
+            return self._new_leaf(*self._attribute_of_running_module(t), t)
         if self._writes and (entry[3] == -1 or t._version != entry[3]):
             written = self._writes.get(_storage_key(t))
             if written is not None and written[0] > entry[1]:

@@ -18,7 +18,16 @@ import math
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node
-from torchatlas._passes._common import MetaUpdate, is_reflected, op_name, operand, raw_arg, roll_up, tensor_operands
+from torchatlas._passes._common import (
+    MetaUpdate,
+    is_reflected,
+    op_name,
+    operand,
+    raw_arg,
+    roll_up,
+    tensor_of,
+    tensor_operands,
+)
 
 CONTRACTION_CATEGORIES = frozenset({"conv", "matmul", "attention"})
 """Categories whose FLOPs are exactly ``2 * MACs``: what ``FlopCounterMode`` counts."""
@@ -27,6 +36,7 @@ _CONV = frozenset("conv1d conv2d conv3d convolution _convolution conv_tbc".split
 _CONV_TRANSPOSE = frozenset("conv_transpose1d conv_transpose2d conv_transpose3d".split())
 _MATMUL = frozenset("matmul mm bmm mv dot vdot inner linear addmm baddbmm addmv addbmm".split())
 _ATTENTION = frozenset("scaled_dot_product_attention".split())
+_RECURRENT = frozenset("lstm gru rnn_tanh rnn_relu".split())
 _NORM_FLOPS = {
     # mean, subtract, square, average, normalise; +1 per affine weight and per bias
     "layer_norm": 5, "group_norm": 5, "instance_norm": 5, "batch_norm": 5,
@@ -97,6 +107,10 @@ def op_cost(ir: GraphIR, node: Node) -> tuple[str | None, int | None, int | None
             return _einsum(ir, node)
         if name in _ATTENTION:
             return _attention(ir, node)
+        if name == "multi_head_attention_forward":
+            return _multi_head_attention(ir, node)
+        if name in _RECURRENT:
+            return _recurrent(ir, node)
         if name in _NORM_FLOPS:
             return _norm(ir, node, name)
         if name in _POOL:
@@ -243,6 +257,34 @@ def _attention(ir: GraphIR, node: Node) -> tuple[str | None, int | None, int | N
     length, dim = _int(q.shape[-2]), _int(q.shape[-1])
     # scores = q @ k^T (L x S x E), then scores @ v (L x S x Ev), per batch and head
     return _contraction("attention", batch * length * _int(k.shape[-2]) * (dim + _int(v.shape[-1])))
+
+
+def _multi_head_attention(ir: GraphIR, node: Node) -> tuple[str | None, int | None, int | None]:
+    q, k, v = (operand(ir, node, i, n) for i, n in enumerate(("query", "key", "value")))
+    if q is None or k is None or v is None:
+        return None, None, None
+    embed = _int(q.shape[-1])
+    queries, keys = q.numel() // embed, k.numel() // _int(k.shape[-1])  # (L x N) and (S x N) positions
+    batch = _int(q.shape[1]) if len(q.shape) == 3 else 1
+    projections = (q.numel() + k.numel() + v.numel()) * embed + queries * embed * embed  # q, k, v in; out
+    # scores and weighted sum, summed over heads: L x S x E each, per batch element
+    attention = 2 * (queries // batch) * (keys // batch) * embed * batch
+    return _contraction("attention", projections + attention)
+
+
+def _recurrent(ir: GraphIR, node: Node) -> tuple[str | None, int | None, int | None]:
+    x = operand(ir, node, 0, "input")
+    # lstm(input, hx, params, ...) or, for packed sequences, lstm(data, batch_sizes, hx, params, ...)
+    second = tensor_of(ir, node, raw_arg(node, 1, "batch_sizes"))
+    packed = second is not None and len(second.shape) == 1 and second.dtype == "int64"
+    weights = raw_arg(node, 3 if packed else 2, "params")
+    if x is None or not isinstance(weights, list):
+        return None, None, None
+    steps = x.numel() // _int(x.shape[-1])  # time steps x batch
+    metas = [tensor_of(ir, node, w) for w in weights]
+    # each 2-D weight (input-hidden, hidden-hidden, projection) multiplies one vector per step
+    per_step = sum(m.numel() for m in metas if m is not None and len(m.shape) == 2)
+    return _contraction("matmul", steps * per_step)
 
 
 def _norm(ir: GraphIR, node: Node, name: str) -> tuple[str, int, int]:

@@ -10,19 +10,17 @@ gives the same text.
 
 from __future__ import annotations
 
-import html
-import unicodedata
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Literal
 
 from torchatlas._io import write_atomic
-from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
+from torchatlas._ir import GraphIR, Node, Scope, Source, TensorMeta
 from torchatlas._passes._repeats import find_repeats
 from torchatlas._render._categories import LEGEND, PALETTES, Palette, category, op_name
-from torchatlas._render._graphviz import FORMATS, run_dot
+from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 
 FONT = "Helvetica,Arial,sans-serif"
 
@@ -30,12 +28,11 @@ MAX_DOT_ELEMENTS = 4000
 """Nodes plus edges above which ``dot`` takes more than ~30 s (see bench/bench_render.py)."""
 
 _HIDDEN_KINDS = ("param", "buffer")
-# A value read by this many units is drawn once in full; readers further than
-# _FAR units away get a small reference box instead of a long edge. Long edges
-# through many clusters are what makes dot slow (Llama's rotary cos/sin feed
-# every layer: 551 elements took over 150 s with them drawn as edges).
-_FANOUT = 3
-_FAR = 8
+# A value read inside this many different module calls (Llama's rotary cos/sin,
+# attention masks) keeps its edges into the first call only; the other calls
+# get a small reference box. Long edges through many clusters are what makes
+# dot slow: Llama-32L at depth 2 took over 150 s with them, under 1 s without.
+_BROADCAST_CALLS = 3
 _LEAF_PREFIX = "torch.nn."
 # Leaf boxes take the colour of their most telling op: a Conv2d box is compute, a ReLU box elementwise.
 _BOX_PRIORITY = ("compute", "normalization", "reduction", "elementwise", "shape", "other")
@@ -69,41 +66,6 @@ class DotOptions:
             raise ValueError(f"theme must be one of {', '.join(PALETTES)}, not {self.theme!r}")
 
 
-# -- escaping ----------------------------------------------------------------
-
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def _visible(text: str, limit: int | None = None) -> str:
-    """Control characters, surrogates and bidi overrides spelled out (``\\n``), long text cut."""
-    out = []
-    for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Cs") or ch in _BIDI_CONTROLS or ch in "\ufffe\uffff":
-            out.append(ascii(ch)[1:-1])
-        else:
-            out.append(ch)
-    s = "".join(out)
-    if limit is not None and len(s) > limit:
-        s = s[: limit - 1] + "…"
-    return s
-
-
-def _html(text: str, limit: int | None = 60) -> str:
-    """Text for inside an HTML-like label."""
-    return html.escape(_visible(text, limit), quote=True)
-
-
-def _quoted(text: str, limit: int | None = None) -> str:
-    """A DOT double-quoted string whose escString escapes show literally."""
-    return '"' + _visible(text, limit).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _tooltip(*lines: str) -> str:
-    """A quoted multi-line tooltip; ``\\n`` between the escaped lines is DOT's own newline."""
-    body = "\\n".join(_quoted(line, 300)[1:-1] for line in lines if line)
-    return f'"{body}"'
-
-
 # -- layout: which units (nodes or boxes) exist, where they sit, what connects them --
 
 
@@ -135,7 +97,6 @@ class _Edge:
 class _Layout:
     units: dict[str, _Unit]
     edges: dict[tuple[str, str], _Edge]
-    expanded: set[str]
     root: str | None
 
     def size(self) -> int:
@@ -161,6 +122,33 @@ def _fold_runs(ir: GraphIR, children: dict[str | None, list[str]]) -> dict[str, 
             else:
                 current = []
     return {first: members for first, members in runs.items() if len(members) > 1}
+
+
+def _reader_branches(
+    ir: GraphIR, units: dict[str, _Unit], readers: dict[tuple[str, int], list[str]]
+) -> dict[tuple[str, int, str], str | None]:
+    """(value, reader unit) -> the module call, below the scope shared with the producer, that holds the reader.
+
+    None when the reader is an op directly in that shared scope.
+    """
+    chains: dict[str, list[str]] = {}
+
+    def chain(scope_id: str) -> list[str]:
+        if scope_id not in chains:
+            chains[scope_id] = ir.ancestry(scope_id)
+        return chains[scope_id]
+
+    out: dict[tuple[str, int, str], str | None] = {}
+    for (src_id, slot), value_readers in readers.items():
+        src_chain = chain(ir.node(src_id).scope)
+        for reader in value_readers:
+            unit = units[reader]
+            dst_chain = chain(unit.scope.id if unit.scope is not None else unit.node.scope)
+            shared = 0
+            while shared < min(len(src_chain), len(dst_chain)) and src_chain[shared] == dst_chain[shared]:
+                shared += 1
+            out[(src_id, slot, reader)] = dst_chain[shared] if shared < len(dst_chain) else None
+    return out
 
 
 def _layout(ir: GraphIR, options: DotOptions) -> _Layout:
@@ -226,12 +214,12 @@ def _layout(ir: GraphIR, options: DotOptions) -> _Layout:
             if dst not in value_readers:
                 value_readers.append(dst)
 
-    order = {uid: i for i, uid in enumerate(units)}
+    branch = _reader_branches(ir, units, readers)
     refs: dict[str, _Unit] = {}
     edges: dict[tuple[str, str], _Edge] = {}
     for src_id, slot, src, dst, from_param in reads:
-        value_readers = readers[(src_id, slot)]
-        if len(value_readers) >= _FANOUT and dst != value_readers[0] and order[dst] - order[src] > _FAR:
+        calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in readers[(src_id, slot)]) if b))
+        if len(calls) >= _BROADCAST_CALLS and branch[(src_id, slot, dst)] not in (None, calls[0]):
             ref = f"ref_{src_id}_{slot}_{dst}"
             target = units[dst]
             refs.setdefault(ref, _Unit(ref, "ref", target.container, target.first, node=ir.node(src_id), source=src, slot=slot))
@@ -241,8 +229,7 @@ def _layout(ir: GraphIR, options: DotOptions) -> _Layout:
             edge.values.append((src_id, slot))
     units.update(refs)
 
-    expanded = {s.id for s in ir.scopes if s.id not in box_of and s.id != root}
-    return _Layout(units, edges, expanded, root)
+    return _Layout(units, edges, root)
 
 
 # -- labels --------------------------------------------------------------------
@@ -313,10 +300,11 @@ def _font(text: str, color: str, size: int | None = None) -> str:
     return f'<FONT COLOR="{color}"{size_attr}>{text}</FONT>'
 
 
-def _source_line(source) -> str:
+def _source_line(source: Source | None) -> str:
+    """``coolcnn.py:18  x = ...``; the bare file name keeps saved diagrams free of local paths."""
     if source is None:
         return ""
-    return f"{source.file}:{source.line}  {source.code}".rstrip()
+    return f"{PurePath(source.file).name}:{source.line}  {source.code}".rstrip()
 
 
 def _input_label(path: str | None) -> str:
@@ -396,12 +384,12 @@ class _Writer:
     def _cluster(self, scope_id: str, indent: int) -> None:
         scope, pad, p = self.ir.scope(scope_id), "  " * indent, self.palette
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
-        label = f"<B>{_html(_scope_name(scope, self.model))}</B> {_font(_html(f'({scope.class_name})'), p.muted)}"
+        label = f"<B>{html_text(_scope_name(scope, self.model))}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         self.lines += [
-            f"{pad}subgraph {_quoted('cluster_' + scope_id)} {{",
+            f"{pad}subgraph {quoted('cluster_' + scope_id)} {{",
             f'{pad}  graph [label=<{label}>, labeljust=l, style="rounded,filled", fillcolor="{fill}",'
             f' color="{p.cluster_border}", penwidth=1, fontsize=10, margin=10,'
-            f" tooltip={_tooltip(scope.cls, _source_line(scope.source))}];",
+            f" tooltip={tooltip(scope.cls, _source_line(scope.source))}];",
         ]
         self._container(scope_id, indent + 1)
         self.lines.append(f"{pad}}}")
@@ -414,13 +402,13 @@ class _Writer:
             attrs = self._ref_attrs(unit)
         else:
             attrs = self._box_attrs(unit)
-        self.lines.append(f"{pad}{_quoted(unit.id)} [{attrs}];")
+        self.lines.append(f"{pad}{quoted(unit.id)} [{attrs}];")
         if self.options.show_tensors:
             for node_id, slot in dict.fromkeys(self.out_values.get(unit.id, [])):
                 meta = self.ir.value_meta(node_id, slot)
-                label = _html(_shape_text(meta, self.dominant))
+                label = html_text(_shape_text(meta, self.dominant))
                 self.lines.append(
-                    f'{pad}{_quoted(f"t_{node_id}_{slot}")} [label=<{label}>, shape=box, style="rounded,dashed",'
+                    f'{pad}{quoted(f"t_{node_id}_{slot}")} [label=<{label}>, shape=box, style="rounded,dashed",'
                     f' color="{self.palette.edge}", fontcolor="{self.palette.muted}", fontsize=9, height=0.2];'
                 )
 
@@ -435,21 +423,21 @@ class _Writer:
         meta = n.outputs[0] if n.outputs else None
         if n.kind == "op":
             name = (op_name(n.target) or "?") + ("_" if n.inplace else "")
-            label = f"<B>{_html(name)}</B>"
-            tip = _tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
+            label = f"<B>{html_text(name)}</B>"
+            tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
         elif n.kind == "input":
-            shape = _font(_html(_shape_text(meta, self.dominant)), p.muted, 9)
-            label = f"<B>{_html(_input_label(n.path))}</B><BR/>{shape}"
-            tip = _tooltip(n.path or "input")
+            shape = _font(html_text(_shape_text(meta, self.dominant)), p.muted, 9)
+            label = f"<B>{html_text(_input_label(n.path))}</B><BR/>{shape}"
+            tip = tooltip(n.path or "input")
         elif n.kind == "output":
             value = self.ir.value_meta(n.inputs[0], n.input_slots[0]) if n.inputs else meta
-            shape = _font(_html(_shape_text(value, self.dominant)), p.muted, 9)
-            label = f"<B>{_html(n.path or 'output')}</B><BR/>{shape}"
-            tip = _tooltip(n.path or "output")
+            shape = _font(html_text(_shape_text(value, self.dominant)), p.muted, 9)
+            label = f"<B>{html_text(n.path or 'output')}</B><BR/>{shape}"
+            tip = tooltip(n.path or "output")
         else:
             name = (n.path or n.kind).rsplit(".", 1)[-1]
-            label = f"{_html(name)}<BR/>{_font(_html(_shape_text(meta, self.dominant)), p.muted, 9)}"
-            tip = _tooltip(f"{n.kind} {n.path or ''}")
+            label = f"{html_text(name)}<BR/>{_font(html_text(_shape_text(meta, self.dominant)), p.muted, 9)}"
+            tip = tooltip(f"{n.kind} {n.path or ''}")
         extra = ", penwidth=2" if n.inplace else ""
         return f"label=<{label}>, {self._colors(cat)}, tooltip={tip}{extra}"
 
@@ -471,13 +459,13 @@ class _Writer:
         params = _param_count(self.ir, unit)
         if params:
             facts.append(f"{_count_text(params)} params")
-        title = f"<B>{_html(name)}</B> {_font(_html(f'({scope.class_name})'), p.muted)}"
+        title = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if unit.kind == "fold":
             title += f" <B>×{len(unit.members)}</B>"
         label = title
         if facts:
-            label += "<BR/>" + _font(_html(" · ".join(facts), 120), p.muted, 9)
-        tip = _tooltip(f"{full_name} ({scope.cls})", _source_line(scope.source))
+            label += "<BR/>" + _font(html_text(" · ".join(facts), 120), p.muted, 9)
+        tip = tooltip(f"{full_name} ({scope.cls})", _source_line(scope.source))
         if unit.kind == "fold":
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'
             return f"label=<{label}>, {self._colors(cat)}{extra}, tooltip={tip}"
@@ -503,36 +491,36 @@ class _Writer:
             name = _input_label(source.node.path)
         p = self.palette
         shape = _shape_text(self.ir.value_meta(ref.node.id, ref.slot), self.dominant)
-        label = f"↪ {_html(name)}<BR/>{_font(_html(shape), p.muted, 9)}"
+        label = f"↪ {html_text(name)}<BR/>{_font(html_text(shape), p.muted, 9)}"
         return (
             f'label=<{label}>, style="rounded,dashed", color="{p.edge}", fillcolor="{p.background}",'
-            f" fontsize=9, tooltip={_tooltip(f'value drawn in full at {name}')}"
+            f" fontsize=9, tooltip={tooltip(f'value drawn in full at {name}')}"
         )
 
     def _edge(self, src: str, dst: str, edge: _Edge) -> None:
         p = self.palette
         style = f', style=dashed, color="{p.border["param"]}"' if edge.from_param else ""
         if self.layout.units[src].kind == "ref":
-            self.lines.append(f"  {_quoted(src)} -> {_quoted(dst)} [style=dashed];")
+            self.lines.append(f"  {quoted(src)} -> {quoted(dst)} [style=dashed];")
             return
         if self.options.show_tensors and not edge.from_param:
             for node_id, slot in edge.values:
-                tensor = _quoted(f"t_{node_id}_{slot}")
-                self.lines.append(f"  {_quoted(src)} -> {tensor} [arrowhead=none];")
-                self.lines.append(f"  {tensor} -> {_quoted(dst)};")
+                tensor = quoted(f"t_{node_id}_{slot}")
+                self.lines.append(f"  {quoted(src)} -> {tensor} [arrowhead=none];")
+                self.lines.append(f"  {tensor} -> {quoted(dst)};")
             return
-        label = "\\n".join(_quoted(t, 40)[1:-1] for t in _shapes_text(self.ir, edge.values, self.dominant))
-        self.lines.append(f'  {_quoted(src)} -> {_quoted(dst)} [label=" {label}"{style}];')
+        label = "\\n".join(quoted(t, 40)[1:-1] for t in _shapes_text(self.ir, edge.values, self.dominant))
+        self.lines.append(f'  {quoted(src)} -> {quoted(dst)} [label=" {label}"{style}];')
 
     def _legend(self) -> str:
         p = self.palette
         cells = "".join(
             f'<TD BGCOLOR="{p.fill[cat]}" COLOR="{p.border[cat]}" BORDER="1" STYLE="rounded"> </TD>'
-            f'<TD ALIGN="LEFT">{_font(_html(text.split(" (")[0]), p.muted, 9)}</TD>'
+            f'<TD ALIGN="LEFT">{_font(html_text(text.split(" (")[0]), p.muted, 9)}</TD>'
             for cat, text in LEGEND
             if cat in self.used_categories
         )
-        title = f'<TD COLSPAN="{2 * max(1, len(self.used_categories))}"><B>{_html(self.model)}</B></TD>'
+        title = f'<TD COLSPAN="{2 * max(1, len(self.used_categories))}"><B>{html_text(self.model)}</B></TD>'
         return (
             f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2"><TR>{title}</TR>'
             f"<TR>{cells or '<TD></TD>'}</TR></TABLE>"

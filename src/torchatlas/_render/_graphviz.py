@@ -1,6 +1,13 @@
-"""Running Graphviz's ``dot`` on DOT text (through the ``graphviz`` package)."""
+"""Graphviz plumbing: quoting user text for DOT, and running ``dot`` (through the ``graphviz`` package).
+
+Module, class and op names come from user code, so every piece of text that
+goes into DOT passes through :func:`quoted` or :func:`html_text`.
+"""
 
 from __future__ import annotations
+
+import html
+import unicodedata
 
 import graphviz
 
@@ -12,6 +19,38 @@ _INSTALL_HINT = (
     "Install it with `apt-get install graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) "
     "or `conda install -c conda-forge graphviz`, or ask for format='dot' to get the DOT text instead."
 )
+
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def visible(text: str, limit: int | None = None) -> str:
+    """Control characters, surrogates and bidi overrides spelled out (``\\n``), long text cut."""
+    out = []
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cs") or ch in _BIDI_CONTROLS or ch in "\ufffe\uffff":
+            out.append(ascii(ch)[1:-1])
+        else:
+            out.append(ch)
+    shown = "".join(out)
+    if limit is not None and len(shown) > limit:
+        shown = shown[: limit - 1] + "…"
+    return shown
+
+
+def html_text(text: str, limit: int | None = 60) -> str:
+    """Text for inside an HTML-like label."""
+    return html.escape(visible(text, limit), quote=True)
+
+
+def quoted(text: str, limit: int | None = None) -> str:
+    """A DOT double-quoted string whose escString escapes show literally."""
+    return '"' + visible(text, limit).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def tooltip(*lines: str) -> str:
+    """A quoted multi-line tooltip; ``\\n`` between the escaped lines is DOT's own newline."""
+    body = "\\n".join(quoted(line, 300)[1:-1] for line in lines if line)
+    return f'"{body}"'
 
 
 class GraphvizNotFoundError(RuntimeError):

@@ -129,7 +129,7 @@ class _TreeBuilder:
         if self.depth is not None and level >= self.depth:
             return line
         flow = self.flows[item]
-        if len(flow.items) == 1 and not flow.items[0].startswith("s") and not self.children[item]:
+        if level > 0 and len(flow.items) == 1 and not flow.items[0].startswith("s") and not self.children[item]:
             return line  # a leaf module that is one op: its own line says it all
         line.children = self.sequence(flow, flow.items, level + 1)
         return line

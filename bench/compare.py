@@ -1,0 +1,173 @@
+"""torchatlas and the other PyTorch graph tools, side by side: ``python bench/compare.py``.
+
+The other tools (torchview, torchlens, torchinfo, torchviz, torchvista) are no
+dependency of torchatlas, so they live in their own virtual environment,
+``bench/.venv-compare``, made on first use from ``bench/requirements-compare.txt``
+with torchatlas installed editable from this checkout. Each (tool, model) runs in
+a fresh process (``bench/_worker.py``); results go to ``bench/results/``:
+``compare.md`` (tables), ``compare.json`` (every measurement), ``compare.png``
+and ``scale.png`` (plots, when matplotlib is there).
+
+    python bench/compare.py                 # everything (about an hour on 2 cores)
+    python bench/compare.py --smoke         # CoolCNN and a tiny GPT-2, seconds
+    python bench/compare.py --models gpt2,llama-70b --tools torchatlas,torchview
+    python bench/compare.py --python "$(which python)"   # use this interpreter, no venv
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import venv
+from pathlib import Path
+from typing import Any
+
+import _report
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+VENV = BENCH / ".venv-compare"
+REQUIREMENTS = BENCH / "requirements-compare.txt"
+CONSTRAINTS = REPO / "constraints.txt"
+WORKER = BENCH / "_worker.py"
+
+
+def ensure_venv() -> Path:
+    """The comparison venv's interpreter, creating and filling the venv if it is missing."""
+    python = VENV / "bin" / "python"
+    if python.exists():
+        return python
+    print(f"creating {VENV} (one time: torch, transformers and five graph tools)", flush=True)
+    venv.create(VENV, with_pip=True)
+    pip = [str(python), "-m", "pip", "install", "--quiet", "-c", str(CONSTRAINTS)]
+    try:
+        subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True)
+        subprocess.run([*pip, "-e", str(REPO)], check=True)
+    except subprocess.CalledProcessError:
+        python.unlink()  # half-made: the next call starts over
+        raise
+    return python
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_worker(python: str, args: list[str], out: Path, timeout: float, env: dict[str, str]) -> dict[str, Any]:
+    """Run one worker task in its own process group; a timeout kills the group (dot too)."""
+    out.unlink(missing_ok=True)
+    log = out.with_suffix(".log")
+    with log.open("wb") as sink:
+        proc = subprocess.Popen([python, str(WORKER), *args, str(out)], cwd=BENCH, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            code = None
+    doc: dict[str, Any] = json.loads(out.read_text()) if out.exists() else {}
+    if code is None:
+        doc.setdefault("error", f"timeout after {timeout:.0f} s")
+    elif code != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        doc.setdefault("error", f"worker exited {code}: {tail[0][:200]}")
+    return doc
+
+
+def installed_tools(python: str, env: dict[str, str]) -> dict[str, str]:
+    found = subprocess.run([python, str(WORKER), "tools"], cwd=BENCH, env=env, capture_output=True, text=True, check=True)
+    return json.loads(found.stdout.strip().splitlines()[-1])
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _short(doc: dict[str, Any]) -> str:
+    if "ratio" in doc:
+        return f"{doc['ratio']:.2f}x forward, {doc['nodes']} nodes"
+    return doc.get("error", "no result")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import models
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="only the tiny models, no scale test")
+    parser.add_argument("--models", help="comma-separated model names (default: all)")
+    parser.add_argument("--tools", help="comma-separated tool names (default: every installed one)")
+    parser.add_argument("--python", help="interpreter for the workers (default: the comparison venv)")
+    parser.add_argument("--out", type=Path, default=BENCH / "results", help="folder for the results")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per (tool, model) process")
+    parser.add_argument("--budget", type=float, default=40, help="seconds of alternating rounds per (tool, model)")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in the workers")
+    opts = parser.parse_args(argv)
+
+    if opts.python is None:
+        python = ensure_venv()
+        if Path(sys.executable).resolve() != python.resolve():
+            # Plots need the venv's matplotlib: run the whole orchestration there.
+            os.execv(str(python), [str(python), __file__, *(argv if argv is not None else sys.argv[1:]), "--python", str(python)])
+        opts.python = str(python)
+
+    env = {**os.environ, "BENCH_THREADS": str(opts.threads), "BENCH_BUDGET_S": str(opts.budget), "PYTHONUNBUFFERED": "1"}
+    available = installed_tools(opts.python, env)
+    tools = [t for t in (opts.tools.split(",") if opts.tools else available) if t in available]
+    missing = sorted(set(opts.tools.split(",")) - set(available)) if opts.tools else []
+    if missing:
+        print(f"not installed in {opts.python}, skipped: {', '.join(missing)}")
+    if opts.models:
+        names = opts.models.split(",")
+    else:
+        names = models.smoke_models() + ([] if opts.smoke else models.zoo_models() + models.scale_models())
+    unknown = [n for n in names if n not in models.MODELS]
+    if unknown:
+        parser.error(f"unknown models: {', '.join(unknown)}; known: {', '.join(models.MODELS)}")
+    zoo = [n for n in names if not models.MODELS[n].scale]
+    scale = [n for n in names if models.MODELS[n].scale]
+
+    raw = opts.out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    probes = {}
+    for tool in tools:
+        probes[tool] = run_worker(opts.python, ["probe", tool], raw / f"probe-{tool}.json", opts.timeout, env)
+        print(f"probe {tool}: " + ", ".join(f"{k}={'yes' if v['ok'] else 'no'}" for k, v in probes[tool].items() if isinstance(v, dict)), flush=True)
+    runs: dict[tuple[str, str], dict[str, Any]] = {}
+    for name in zoo + scale:
+        for tool in tools:
+            runs[(tool, name)] = run_worker(opts.python, ["run", tool, name], raw / f"{tool}-{name}.json", opts.timeout, env)
+            print(f"{name:>10} {tool:<11} {_short(runs[(tool, name)])}", flush=True)
+
+    import torch
+
+    env_doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "torch": torch.__version__,
+        "threads": opts.threads,
+        "versions": available,
+    }
+    _write(opts.out / "compare.json", json.dumps({"env": env_doc, "probes": probes, "runs": list(runs.values())}, indent=1))
+    _write(opts.out / "compare.md", _report.markdown(env_doc, tools, zoo, scale, runs, probes))
+    try:
+        written = _report.plots(opts.out, tools, zoo, scale, runs)
+    except ImportError:
+        written = []
+        print("matplotlib is not installed here: no plots (the comparison venv has it)")
+    print("wrote", ", ".join(str(p) for p in [opts.out / "compare.md", opts.out / "compare.json", *written]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The layer rules of docs/architecture.md, checked by parsing every import, and the public API pinned."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+import torchatlas
+
+PACKAGE = Path(torchatlas.__file__).resolve().parent
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+# layer -> the package layers it may import (itself included); layers not listed are the top
+# (_api, _cli, _models, __init__...) and may import anything.
+ALLOWED = {
+    "_ir": {"_ir"},
+    "_io": {"_io"},
+    "_capture": {"_capture", "_ir", "_io"},
+    "_passes": {"_passes", "_ir"},
+    "_render": {"_render", "_ir", "_passes", "_io"},
+}
+TORCH_FREE = {"_ir", "_io", "_passes", "_render"}
+STDLIB_ONLY = {"_ir", "_io"}
+TORCH_PACKAGES = {"torch", "transformers", "torchvision", "functorch"}
+MAX_LINES = 650  # "no file over ~600 lines"
+
+PUBLIC_API = [
+    "Graph",
+    "GraphFormatError",
+    "GraphIR",
+    "Node",
+    "Scope",
+    "Source",
+    "TensorMeta",
+    "TraceError",
+    "__version__",
+    "load",
+    "trace",
+    "trace_shapes",
+]
+
+
+def module_name(path: Path) -> str:
+    parts = ["torchatlas", *path.relative_to(PACKAGE).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[str, int]]:
+    """Absolute dotted names imported anywhere in ``source`` (function bodies included), with line numbers."""
+    found: list[tuple[str, int]] = []
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+            else:
+                base = ""
+            target = ".".join(p for p in (base, node.module) if p)
+            if node.module is None:  # from . import _source: each name may be a module
+                found += [(f"{target}.{alias.name}", node.lineno) for alias in node.names]
+            else:
+                found.append((target, node.lineno))
+    return found
+
+
+def layer_of(dotted: str) -> str | None:
+    """``torchatlas._render._tree`` -> ``_render``; the bare package -> ``__init__``; outside -> None."""
+    parts = dotted.split(".")
+    if parts[0] != "torchatlas":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def violations(path: Path, source: str) -> list[str]:
+    module = module_name(path)
+    layer = layer_of(module)
+    problems = []
+    for target, line in imported_modules(source, module, path.name == "__init__.py"):
+        where = f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+        top = target.split(".")[0]
+        target_layer = layer_of(target)
+        if layer in ALLOWED and target_layer is not None and target_layer not in ALLOWED[layer]:
+            problems.append(f"{where}: layer {layer} may only import {sorted(ALLOWED[layer])}")
+        if layer in TORCH_FREE and top in TORCH_PACKAGES:
+            problems.append(f"{where}: layer {layer} must not touch torch")
+        if layer in STDLIB_ONLY and target_layer is None and top not in sys.stdlib_module_names:
+            problems.append(f"{where}: layer {layer} may import the standard library only")
+    return problems
+
+
+def test_the_package_has_every_layer() -> None:
+    layers = {layer_of(module_name(p)) for p in SOURCES}
+    assert set(ALLOWED) <= layers
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_follow_the_layer_rules(path: Path) -> None:
+    assert violations(path, path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize(
+    ("relative", "source", "expected"),
+    [
+        ("_render/_x.py", "from .._capture import capture_python", "layer _render may only import"),
+        ("_render/_x.py", "def f():\n    import torch\n", "must not touch torch"),
+        ("_passes/_x.py", "from torchatlas._api import trace", "layer _passes may only import"),
+        ("_passes/_x.py", "import torchatlas", "layer _passes may only import"),
+        ("_capture/_x.py", "from .._render import _tree", "layer _capture may only import"),
+        ("_capture/__init__.py", "from .. import _passes", "layer _capture may only import"),
+        ("_ir.py", "import numpy", "standard library only"),
+    ],
+)
+def test_the_checker_catches_violations(relative: str, source: str, expected: str) -> None:
+    [problem] = violations(PACKAGE / relative, source)
+    assert expected in problem
+
+
+def test_the_checker_accepts_allowed_imports() -> None:
+    source = "from .._ir import GraphIR\nfrom .._passes import flops\nfrom . import _text\nimport json\n"
+    assert violations(PACKAGE / "_render" / "_x.py", source) == []
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_source_file_is_too_long(path: Path) -> None:
+    assert len(path.read_text(encoding="utf-8").splitlines()) <= MAX_LINES
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(torchatlas.__all__) == sorted(PUBLIC_API)
+    assert len(set(torchatlas.__all__)) == len(torchatlas.__all__)
+
+
+@pytest.mark.parametrize("name", PUBLIC_API)
+def test_every_public_name_exists_and_is_documented(name: str) -> None:
+    value = getattr(torchatlas, name)
+    if name != "__version__":
+        assert (value.__doc__ or "").strip(), f"torchatlas.{name} has no docstring"
+
+
+def test_no_public_attribute_is_left_out_of_all() -> None:
+    public = {
+        name
+        for name, value in vars(torchatlas).items()
+        if not name.startswith("_") and not isinstance(value, type(torchatlas))
+    }
+    assert public <= set(torchatlas.__all__)

@@ -1,0 +1,113 @@
+"""Forward and backward at the ATen level, tied together, and the activations autograd saves."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from torchatlas._capture import TraceError, capture_backward
+from torchatlas._capture._backward import default_loss
+from torchatlas._ir import GraphIR
+
+from _capture_helpers import load_coolcnn, wiring
+from _fx_compare import make_fx_wiring
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+
+
+def backward(model, *args, loss_fn=None) -> GraphIR:
+    return capture_backward(model, args, {}, loss_fn)[0]
+
+
+def reference(model: nn.Module, x: torch.Tensor, ir: GraphIR):
+    """make_fx of forward, the default loss and ``torch.autograd.grad`` over the parameters."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    inputs = [n.path for n in ir.nodes if n.kind == "input"]
+    return make_fx_wiring(lambda x: torch.autograd.grad(default_loss(model(x)), params), (x,), model, inputs)
+
+
+@pytest.mark.parametrize("name", ["mlp", "coolcnn"])
+def test_forward_and_backward_equal_make_fx(name):
+    if name == "mlp":
+        model, x = mlp(), torch.randn(3, 4)
+    else:
+        coolcnn = load_coolcnn()
+        torch.manual_seed(0)
+        model, x = coolcnn.CoolCNN(), coolcnn.example_input()
+    ir = backward(model, x)
+    assert wiring(ir) == reference(model, x, ir)
+    assert any(n.meta["phase"] == "backward" for n in ir.ops())
+
+
+def test_phases_are_contiguous_and_backward_ops_name_what_they_differentiate():
+    ir = backward(mlp(), torch.randn(3, 4))
+    phases = [n.meta["phase"] for n in ir.ops()]
+    first_backward = phases.index("backward")
+    assert set(phases[:first_backward]) == {"forward"} and set(phases[first_backward:]) == {"backward"}
+    ops = list(ir.ops())
+    # Backward starts from the loss: ones_like(sum) then expand (SumBackward0).
+    assert [n.target for n in ops[first_backward:first_backward + 2]] == ["aten.ones_like.default", "aten.expand.default"]
+    for node in ops[first_backward + 1:]:
+        forward = ir.node(node.meta["grad_of"])
+        assert forward.meta["phase"] == "forward"
+        assert node.scope == forward.scope  # backward ops sit in the module of their forward op
+    relu = next(n for n in ops if n.target == "aten.relu.default")
+    threshold = next(n for n in ops if n.target == "aten.threshold_backward.default")
+    assert threshold.meta["grad_of"] == relu.id
+    assert ir.scope(threshold.scope).path == "1"
+
+
+def test_saved_from_names_the_forward_op_whose_saved_tensor_is_read():
+    ir = backward(mlp(), torch.randn(3, 4))
+    ops = list(ir.ops())
+    first_addmm = next(n for n in ops if n.target == "aten.addmm.default")
+    # The weight gradient of layer 0 is grad.t() @ x: it reads x, which addmm saved.
+    reads_x = [n for n in ops if n.meta["phase"] == "backward" and "n0" in n.inputs]
+    assert [n.target for n in reads_x] == ["aten.mm.default"]
+    assert reads_x[0].meta["saved_from"] == [first_addmm.id]
+    # Ops that only read gradients have no saved_from.
+    ones = next(n for n in ops if n.target == "aten.ones_like.default")
+    assert "saved_from" not in ones.meta
+
+
+def test_saved_activation_bytes_per_module():
+    ir = backward(mlp(), torch.randn(3, 4))
+    scope = {s.path: s.id for s in ir.scopes}
+    # Linear 0 saves its input (3x4 floats); ReLU saves its output (3x8), which Linear 2
+    # saves as well and is counted once; weights are parameters, not activations.
+    assert ir.meta["saved_activations"] == {scope["0"]: 3 * 4 * 4, scope["1"]: 3 * 8 * 4}
+    assert ir.meta["saved_activation_bytes"] == 3 * 4 * 4 + 3 * 8 * 4
+    relu = next(n for n in ir.ops() if n.target == "aten.relu.default")
+    assert relu.meta["saved_for_backward"] == [{"shape": [3, 8], "dtype": "float32", "bytes": 96, "node": relu.id}]
+
+
+def test_gradients_are_outputs_and_the_model_is_left_untouched():
+    model = mlp()
+    ir = backward(model, torch.randn(3, 4))
+    grads = {n.path: n for n in ir.nodes if n.kind == "output" and n.path.startswith("grad")}
+    assert set(grads) == {"grad['0.weight']", "grad['0.bias']", "grad['2.weight']", "grad['2.bias']"}
+    assert grads["grad['0.weight']"].outputs[0].shape == (8, 4)
+    assert all(ir.node(g.inputs[0]).meta["phase"] == "backward" for g in grads.values())
+    assert all(p.grad is None for p in model.parameters())
+    assert ir.meta["backward"] is True and ir.meta["level"] == "aten"
+    assert GraphIR.from_dict(ir.to_dict()).meta["saved_activations"] == ir.meta["saved_activations"]
+
+
+def test_custom_loss_and_input_gradients():
+    x = torch.randn(3, 4, requires_grad=True)
+    ir = backward(mlp(), x, loss_fn=lambda out: (out ** 2).mean())
+    targets = [n.target for n in ir.ops() if n.meta["phase"] == "forward"]
+    assert targets[-2:] == ["aten.pow.Tensor_Scalar", "aten.mean.default"]
+    assert "grad['args[0]']" in {n.path for n in ir.nodes if n.kind == "output"}
+
+
+def test_nothing_to_differentiate_is_a_clear_error():
+    model = mlp().requires_grad_(False)
+    with pytest.raises(ValueError, match="no floating-point output requires grad"):
+        backward(model, torch.randn(3, 4))
+    with pytest.raises(TraceError, match="loss does not require grad"):
+        backward(model, torch.randn(3, 4), loss_fn=lambda out: out.sum())
