@@ -149,7 +149,9 @@ def test_file_spec_with_explicit_input_shape(capsys, net_file):
 
 def test_hf_llama_on_meta_with_tokens(capsys):
     pytest.importorskip("transformers")
-    code, out, err = run_cli(capsys, "hf:llama", *TINY_LLAMA_SETS, "--tokens", "1,16", "--device", "meta", "--format", "json")
+    code, out, err = run_cli(
+        capsys, "hf:llama", *TINY_LLAMA_SETS, "--tokens", "1,16", "--device", "meta", "--format", "json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["meta"]["model"].endswith("LlamaModel")
@@ -175,7 +177,11 @@ def test_hf_llama_on_meta_with_tokens(capsys):
         (["--format", "bmp"], EXIT_USAGE, "invalid choice: 'bmp'"),
         (["{net}:Net", "--set", "hidden_size=3"], EXIT_USAGE, "hf: specs only"),
         (["--device", "floppy"], EXIT_USAGE, "--device 'floppy' is not a device"),
-        (["--input", "1,3,32,32", "--input", "2"], EXIT_MODEL_FAILED, "cannot take args[0] float32[1,3,32,32], args[1] float32[2]"),
+        (
+            ["--input", "1,3,32,32", "--input", "2"],
+            EXIT_MODEL_FAILED,
+            "cannot take args[0] float32[1,3,32,32], args[1] float32[2]",
+        ),
     ],
 )
 def test_errors_are_one_line_with_the_right_exit_code(capsys, net_file, argv, code, needle):
@@ -211,10 +217,17 @@ def test_debug_shows_the_traceback(capsys):
 
 def test_failing_constructor_is_a_model_failure(capsys, tmp_path):
     path = tmp_path / "bad.py"
-    path.write_text("from torch import nn\nclass Bad(nn.Module):\n    def __init__(self):\n        raise ValueError('no weights here')\n")
+    path.write_text(
+        "from torch import nn\n"
+        "class Bad(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        raise ValueError('no weights here')\n"
+    )
     code, _, err = run_cli(capsys, f"{path}:Bad")
     assert code == EXIT_MODEL_FAILED
-    assert error_lines(err) == [f"torchatlas: error: building {path}:Bad failed: ValueError: no weights here ({path}:4)"]
+    assert error_lines(err) == [
+        f"torchatlas: error: building {path}:Bad failed: ValueError: no weights here ({path}:4)"
+    ]
 
 
 # -- formats the Graph renders (skipped until the Graph methods exist) --------------------
@@ -231,7 +244,9 @@ def test_text_formats_print_to_stdout(capsys, fmt, method):
         assert out.lstrip().startswith(("digraph", "strict digraph"))
 
 
-@pytest.mark.parametrize(("fmt", "magic"), [("svg", b"<svg"), ("png", b"\x89PNG"), ("pdf", b"%PDF"), ("html", b"<!DOCTYPE html>")])
+@pytest.mark.parametrize(
+    ("fmt", "magic"), [("svg", b"<svg"), ("png", b"\x89PNG"), ("pdf", b"%PDF"), ("html", b"<!DOCTYPE html>")]
+)
 def test_file_formats_write_the_named_file(capsys, tmp_path, fmt, magic):
     if not hasattr(torchatlas.Graph, "render" if fmt != "html" else "to_html"):
         pytest.skip("Graph.render/to_html not wired yet")
@@ -250,6 +265,15 @@ def test_out_dir_writes_every_format(capsys, tmp_path):
     assert {"tree.txt", "graph.json", "graph.dot", "summary.txt", "graph.html"} <= written
     assert written <= {f.out_dir_name for f in FORMATS.values()}
     assert torchatlas.load(tmp_path / "out" / "graph.json").ir.meta["model"].endswith("CoolCNN")
+
+
+def test_an_unwritable_output_is_a_one_line_error(capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = run_cli(capsys, "-o", str(blocker / "graph.json"))
+    assert code == EXIT_MODEL_FAILED and out == ""
+    lines = error_lines(err)
+    assert len(lines) == 1 and lines[0].startswith("torchatlas: error: ") and str(blocker) in lines[0]
 
 
 def test_out_dir_excludes_a_single_output(capsys, tmp_path):
@@ -280,10 +304,24 @@ def test_diff_of_a_missing_file_is_a_usage_error(capsys, tmp_path):
 
 def test_python_dash_m_runs_the_example_and_fails_cleanly(tmp_path):
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
-    ok = subprocess.run([sys.executable, "-m", "torchatlas", "--no-progress"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    ok = subprocess.run(
+        [sys.executable, "-m", "torchatlas", "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("CoolCNN") and "parallel_conv (Conv2d)" in ok.stdout
-    bad = subprocess.run([sys.executable, "-m", "torchatlas", "nothere.py:Net"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "torchatlas", "nothere.py:Net"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert bad.returncode == EXIT_USAGE
     assert bad.stderr.strip() == "torchatlas: error: model file not found: nothere.py (spec 'nothere.py:Net')"
 

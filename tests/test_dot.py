@@ -19,7 +19,9 @@ from torchatlas._render._graphviz import GraphvizNotFoundError, run_dot
 # pydot's parser calls pyparsing names that newer pyparsing deprecates
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed (apt-get install graphviz)")
+needs_dot = pytest.mark.skipif(
+    shutil.which("dot") is None, reason="Graphviz 'dot' is not installed (apt-get install graphviz)"
+)
 
 
 def diagram(ir: GraphIR, **options):
@@ -58,7 +60,8 @@ def test_collapsed_boxes_show_in_and_out_shapes_and_parameter_count():
 
 def test_edges_carry_shapes_and_dtype_only_where_it_differs():
     d = diagram(loop_ir(2, mark_repeats=False), expand_leaf_modules=True)
-    labels = {(d.label(s).split("\n")[0], d.label(t).split("\n")[0]): label_text(a.get("label")).strip() for s, t, a in d.edges}
+    first_line = {n: d.label(n).split("\n")[0] for n in d.nodes}
+    labels = {(first_line[s], first_line[t]): label_text(a.get("label")).strip() for s, t, a in d.edges}
     assert labels[("args[0]", "linear")] == "2×8"
     assert labels[("mask", "masked_fill")] == "2×8 bool"
 
@@ -67,7 +70,8 @@ def test_expanded_leaf_modules_are_clusters_labelled_with_path_and_class():
     d = diagram(coolcnn_ir(), expand_leaf_modules=True)
     labels = {d.cluster_label(c) for c in d.clusters}
     assert {"initial_conv (Conv2d)", "max_pool#2 (MaxPool2d)", "output_layer (Linear)"} <= labels
-    in_initial = [n for n, a in d.nodes.items() if a["cluster"] and d.cluster_label(a["cluster"]) == "initial_conv (Conv2d)"]
+    (initial,) = [c for c in d.clusters if d.cluster_label(c) == "initial_conv (Conv2d)"]
+    in_initial = [n for n, a in d.nodes.items() if a["cluster"] == initial]
     assert [d.label(n) for n in in_initial] == ["conv2d"]
 
 
@@ -145,6 +149,14 @@ def test_show_tensors_puts_a_node_on_every_edge():
     (tensor,) = d.succs(first)
     assert d.label(tensor) == "1×4" and d.succs(tensor) == [d.find("fc#1 (Linear)")]
     assert diagram_size(shared_ir(), DotOptions(show_tensors=True)) == len(d.nodes) + len(d.edges)
+    # a tensor read twice is one node with one edge in and two out
+    d = diagram(coolcnn_ir(), show_tensors=True)
+    (x_tensor,) = d.succs(d.find("args[0]"))
+    assert len(d.preds(x_tensor)) == 1 and len(d.succs(x_tensor)) == 2
+    assert len(set((s, t) for s, t, _ in d.edges)) == len(d.edges)
+    assert diagram_size(coolcnn_ir(), DotOptions(show_tensors=True)) == len(d.nodes) + len(d.edges)
+    looped = diagram(loop_ir(4), show_tensors=True)  # with ↪ boxes
+    assert diagram_size(loop_ir(4), DotOptions(show_tensors=True)) == len(looped.nodes) + len(looped.edges)
 
 
 def test_direction_theme_and_legend():

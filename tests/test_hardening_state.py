@@ -41,16 +41,23 @@ def torch_state() -> dict[str, Any]:
     }
 
 
+def comparable(graph: torchatlas.Graph) -> dict[str, Any]:
+    """The graph document without the line that called ``trace`` (the root call's source)."""
+    doc = graph.to_dict()
+    doc["scopes"][0]["source"] = None
+    return doc
+
+
 @pytest.fixture(scope="module")
 def reference() -> dict[str, Any]:
     model, x = coolcnn()
-    return torchatlas.trace(model, x).to_dict()
+    return comparable(torchatlas.trace(model, x))
 
 
 def assert_clean_and_working(before: dict[str, Any], reference: dict[str, Any]) -> None:
     assert torch_state() == before
     model, x = coolcnn()
-    assert torchatlas.trace(model, x).to_dict() == reference
+    assert comparable(torchatlas.trace(model, x)) == reference
 
 
 # -- interruptions ------------------------------------------------------------------------
@@ -187,7 +194,7 @@ def test_two_threads_trace_at_once_each_their_own_graph() -> None:
     torch.manual_seed(0)
     models = [Waits(COOL.CoolCNN().eval(), None), Waits(nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10)), None)]
     x = COOL.example_input()
-    alone = [torchatlas.trace(m, x).to_dict() for m in models]
+    alone = [comparable(torchatlas.trace(m, x)) for m in models]
     barrier = threading.Barrier(2)
     for m in models:
         m.barrier = barrier
@@ -195,7 +202,7 @@ def test_two_threads_trace_at_once_each_their_own_graph() -> None:
 
     def run(i: int) -> None:
         try:
-            results[i] = torchatlas.trace(models[i], x).to_dict()
+            results[i] = comparable(torchatlas.trace(models[i], x))
         except BaseException as e:  # reported below, in the main thread
             results[i] = e
             barrier.abort()
@@ -244,7 +251,7 @@ class CountingMode(TorchFunctionMode):
         self.seen: list[str] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.seen.append(getattr(func, "__qualname__", repr(func)))
+        self.seen.append(getattr(func, "__name__", repr(func)))
         return func(*args, **(kwargs or {}))
 
 
@@ -257,7 +264,7 @@ def test_outer_user_mode_still_sees_the_ops_and_stays_on_the_stack(reference: di
         mode.seen.clear()
         torch.relu(x)
         assert mode.seen == ["relu"]  # still active after the trace
-    assert graph.to_dict() == reference
+    assert comparable(graph) == reference
 
 
 @pytest.mark.xfail(strict=True, reason="BUG: an outer user mode also sees torchatlas's own bookkeeping calls (_version, is_inference)")
@@ -289,7 +296,11 @@ def test_inner_user_mode_does_not_change_the_graph() -> None:
     torch.manual_seed(0)
     model = WithMode(True)
     graph = torchatlas.trace(model, torch.ones(2, 4))
-    assert [(n.target, n.inputs) for n in graph.ir.nodes] == [(n.target, n.inputs) for n in plain.ir.nodes]
+    # Under a user mode torch hands ``x + y`` on as ``Tensor.add``, not ``Tensor.__add__``: same op.
+    def flow(g: torchatlas.Graph) -> list[tuple[str, Any, list[str]]]:
+        return [(n.kind, n.target and n.target.rsplit(".", 1)[-1].strip("_"), n.inputs) for n in g.ir.nodes]
+
+    assert flow(graph) == flow(plain)
     assert model.mode.seen.count("linear") == 2
     assert torch._C._len_torch_function_stack() == 0
 
@@ -303,7 +314,7 @@ def test_flop_counter_counts_the_same_with_trace_inside(reference: dict[str, Any
     with FlopCounterMode(display=False) as counted:
         graph = torchatlas.trace(model, x)
     assert counted.get_total_flops() == plain.get_total_flops() > 0
-    assert graph.to_dict() == reference
+    assert comparable(graph) == reference
     assert torch._C._len_torch_dispatch_stack() == 0
 
 
@@ -315,7 +326,7 @@ def test_fake_tensor_mode_gives_the_same_graph(reference: dict[str, Any]) -> Non
         graph = torchatlas.trace(model, x)
         assert torch._C._len_torch_dispatch_stack() == 1
     assert torch._C._len_torch_dispatch_stack() == 0
-    assert fake is not None and graph.to_dict() == reference
+    assert fake is not None and comparable(graph) == reference
 
 
 @pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode, torch.enable_grad], ids=lambda c: c.__name__)

@@ -52,7 +52,11 @@ def model_file(tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1,3,32,32", InputSpec((1, 3, 32, 32))), ("1x128:int64", InputSpec((1, 128), torch.int64)), ("4: bfloat16", InputSpec((4,), torch.bfloat16))],
+    [
+        ("1,3,32,32", InputSpec((1, 3, 32, 32))),
+        ("1x128:int64", InputSpec((1, 128), torch.int64)),
+        ("4: bfloat16", InputSpec((4,), torch.bfloat16)),
+    ],
 )
 def test_parse_input_reads_shape_and_dtype(text, expected):
     assert _models.parse_input(text) == expected
@@ -72,7 +76,16 @@ def test_parse_tokens_needs_batch_and_length():
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("2", 2), ("0.5", 0.5), ("true", True), ("False", False), ("[1, 2]", [1, 2]), ('{"type": "linear"}', {"type": "linear"}), ("null", None), ("eager", "eager")],
+    [
+        ("2", 2),
+        ("0.5", 0.5),
+        ("true", True),
+        ("False", False),
+        ("[1, 2]", [1, 2]),
+        ('{"type": "linear"}', {"type": "linear"}),
+        ("null", None),
+        ("eager", "eager"),
+    ],
 )
 def test_override_values_are_typed(text, value):
     assert _models.parse_overrides([f"key={text}"]) == {"key": value}
@@ -138,7 +151,9 @@ def test_a_non_callable_name_is_a_spec_error(model_file):
 
 
 def test_a_failing_constructor_is_a_model_error_naming_spec_and_line(model_file):
-    with pytest.raises(ModelError, match=r"building .*:broken failed: ValueError: cannot build this one \(.*mymodels.py:\d+\)"):
+    with pytest.raises(
+        ModelError, match=r"building .*:broken failed: ValueError: cannot build this one \(.*mymodels.py:\d+\)"
+    ):
         _models.load_model(f"{model_file}:broken")
 
 
@@ -207,7 +222,14 @@ def test_signature_check_names_the_inputs():
 
 # -- hf: specs ---------------------------------------------------------------------------
 
-TINY_LLAMA = {"num_hidden_layers": 1, "hidden_size": 32, "intermediate_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2, "vocab_size": 100}
+TINY_LLAMA = {
+    "num_hidden_layers": 1,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "vocab_size": 100,
+}
 
 
 def test_hf_spec_builds_from_config_with_overrides_and_task():

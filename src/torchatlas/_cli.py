@@ -1,9 +1,9 @@
 """The ``torchatlas`` command: trace a model (or open a saved graph) and write its views.
 
-Exit codes: 0 success, 1 the model failed (import, build, or forward pass), 2 the
-command line is wrong (bad option, missing file, unknown name, malformed shape).
-Errors print one line (plus, for a failed forward pass, the line naming where it
-failed); ``--debug`` prints the traceback as well.
+Exit codes: 0 success; 1 the model failed (import, build, or forward pass) or a file
+could not be read or written; 2 the command line is wrong (bad option, missing file,
+unknown name, malformed shape). Errors print one line (plus, for a failed forward
+pass, the line naming where it failed); ``--debug`` prints the traceback as well.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import argparse
 import re
 import sys
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, NoReturn
 
 import torchatlas
 
@@ -66,7 +67,17 @@ FORMATS: dict[str, OutputFormat] = {
     )
 }
 
-_SUFFIX_FORMATS = {".txt": "tree", ".json": "json", ".gv": "dot", ".dot": "dot", ".svg": "svg", ".png": "png", ".pdf": "pdf", ".html": "html", ".htm": "html"}
+_SUFFIX_FORMATS = {
+    ".txt": "tree",
+    ".json": "json",
+    ".gv": "dot",
+    ".dot": "dot",
+    ".svg": "svg",
+    ".png": "png",
+    ".pdf": "pdf",
+    ".html": "html",
+    ".htm": "html",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -94,17 +105,41 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODEL",
         help="path/to/file.py:Name, package.module:Name, hf:<model_type>[/<task>], or a saved graph.json / program.pt2",
     )
-    parser.add_argument("--input", action="append", default=[], metavar="SHAPE[:DTYPE]", help="a random input tensor, e.g. 1,3,32,32 or 1,128:int64 (repeat for more)")
+    parser.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="SHAPE[:DTYPE]",
+        help="a random input tensor, e.g. 1,3,32,32 or 1,128:int64 (repeat for more)",
+    )
     parser.add_argument("--tokens", metavar="BATCH,SEQ", help="random token ids in [0, vocab) passed as input_ids=")
-    parser.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE", help="hf: config override, e.g. num_hidden_layers=2 (repeatable)")
-    parser.add_argument("--task", choices=list(_models.HF_TASKS), help="hf: which Auto class builds the model (default: base)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="overrides",
+        metavar="KEY=VALUE",
+        help="hf: config override, e.g. num_hidden_layers=2 (repeatable)",
+    )
+    parser.add_argument(
+        "--task", choices=list(_models.HF_TASKS), help="hf: which Auto class builds the model (default: base)"
+    )
     parser.add_argument("--device", help="build and run the model here, e.g. cpu, cuda, meta (no memory, shapes only)")
     parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")
-    parser.add_argument("-f", "--format", choices=list(FORMATS), help="output format (default: from -o's suffix, else tree)")
+    parser.add_argument(
+        "-f", "--format", choices=list(FORMATS), help="output format (default: from -o's suffix, else tree)"
+    )
     parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
-    parser.add_argument("--out-dir", metavar="DIR", help="write every format into DIR (tree.txt, graph.json, graph.svg, graph.html...)")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None, help="live op counter while tracing (default: when stderr is a terminal)")
+    parser.add_argument(
+        "--out-dir", metavar="DIR", help="write every format into DIR (tree.txt, graph.json, graph.svg, graph.html...)"
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="live op counter while tracing (default: when stderr is a terminal)",
+    )
     _common_output_options(parser)
     return parser
 
@@ -132,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(e, EXIT_MODEL_FAILED, debug)
     except _ForwardFailed as e:
         return _report(e, EXIT_MODEL_FAILED, debug, notes=e.notes)
+    except OSError as e:  # reading a saved graph or writing output; the model's own are caught above
+        return _report(e, EXIT_MODEL_FAILED, debug)
     except KeyboardInterrupt:
         return 130
 

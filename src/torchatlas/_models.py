@@ -17,13 +17,14 @@ import json
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
-from ._api import Graph, make_input
+from ._api import Graph, _model_device, make_input
 from ._capture._source import _INTERNAL_PREFIXES
 
 HF_PREFIX = "hf:"
@@ -43,14 +44,8 @@ HF_TASKS: dict[str, str] = {
 # Config keywords that transformers accepts although a fresh config has no such attribute.
 _HF_EXTRA_KEYS = frozenset({"attn_implementation"})
 
-_DTYPES: dict[str, torch.dtype] = {
-    name: dt
-    for name in (
-        "float16", "bfloat16", "float32", "float64", "half", "float", "double",
-        "int8", "uint8", "int16", "int32", "int64", "long", "int", "bool", "complex64",
-    )
-    if isinstance(dt := getattr(torch, name), torch.dtype)
-}
+_DTYPE_NAMES = "float16 bfloat16 float32 float64 half float double int8 uint8 int16 int32 int64 long int bool complex64"
+_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in _DTYPE_NAMES.split()}
 
 
 class SpecError(Exception):
@@ -179,7 +174,9 @@ def load_model(
 def _resolve_target(spec: str) -> tuple[Any, Any, str]:
     location, _, name = spec.rpartition(":") if ":" in spec else (spec, "", "")
     if not location:
-        raise SpecError(f"model spec {spec!r} names no file or module; expected path/to/file.py:Name or package.module:Name")
+        raise SpecError(
+            f"model spec {spec!r} names no file or module; expected path/to/file.py:Name or package.module:Name"
+        )
     is_file = location.endswith(".py") or "/" in location or "\\" in location
     module = _import_file(location, spec) if is_file else _import_module(location, spec)
     if not name:
@@ -284,7 +281,7 @@ def _to_device(model: Any, device: str, spec: str) -> Any:
 
 
 def _load_hf(spec: str, overrides: dict[str, Any], task: str | None, device: str | None) -> LoadedModel:
-    model_type, _, spec_task = spec[len(HF_PREFIX):].partition("/")
+    model_type, _, spec_task = spec[len(HF_PREFIX) :].partition("/")
     if spec_task and task and spec_task != task:
         raise SpecError(f"spec {spec!r} names task {spec_task!r} but --task says {task!r}")
     task = spec_task or task or "base"
@@ -326,15 +323,6 @@ def _hf_config(transformers: Any, model_type: str, overrides: dict[str, Any], sp
 # -- inputs -----------------------------------------------------------------------
 
 
-def model_device(model: Any) -> torch.device:
-    if isinstance(model, torch.nn.Module):
-        for t in model.parameters():
-            return t.device
-        for t in model.buffers():
-            return t.device
-    return torch.device("cpu")
-
-
 def vocab_size(model: Any) -> int | None:
     return getattr(getattr(model, "config", None), "vocab_size", None)
 
@@ -346,7 +334,7 @@ def build_inputs(
     device: str | None = None,
 ) -> Inputs:
     """Random tensors for the ``--input`` shapes and ``--tokens``, or the spec's example input."""
-    target = torch.device(device) if device else model_device(loaded.model)
+    target = torch.device(device) if device else _model_device(loaded.model)
     vocab = vocab_size(loaded.model)
     if tokens is not None and vocab is None:
         raise SpecError(f"--tokens needs a model with config.vocab_size; {loaded.spec} has none: use --input B,S:int64")

@@ -62,7 +62,7 @@ const CONTAINER_OPTIONS = {
  * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
  */
 export async function layout(graph, sizeOf, minWidthOf) {
-  const { leaves, containers, edges } = graph;
+  const { leaves, containers, drawn: edges } = graph;
   const chainOf = new Map(); // leaf or container id -> container indices root..own
   const containerChain = (cIdx) => {
     const key = "c" + cIdx;

@@ -99,7 +99,7 @@ class App {
 
     this.renderer = new Renderer(svg, this.describer, {
       onToggle: (id) => this.toggle(id),
-      onSelect: (id) => this.select({ kind: "n", idx: Number(id.slice(1)) }),
+      onSelect: (id) => this.selectUnit(id),
     });
     this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap);
     svg.addEventListener("click", () => this.select(null));
@@ -198,6 +198,14 @@ class App {
     this.showSelection();
   }
 
+  /** A click on a leaf box: an op selects itself, a reference box jumps to the value it names. */
+  selectUnit(id) {
+    if (id[0] === "n") return this.select({ kind: "n", idx: Number(id.slice(1)) });
+    const source = this.graph.leaves.get(id).source;
+    if (source[0] === "n") return this.jumpTo("n", Number(source.slice(1)));
+    return this.jumpTo("s", Model.unitScope(source));
+  }
+
   select(sel) {
     this.selection = sel;
     this.showSelection();
@@ -234,6 +242,7 @@ class App {
     } else if (unit) seeds.add(unit);
     const { lit, edges } = this.reach(seeds);
     if (unit) lit.add(unit);
+    for (const leaf of this.graph.leaves.values()) if (leaf.kind === "r" && edges.has(leaf.edge.id)) lit.add(leaf.id);
     this.renderer.highlight(unit, lit, edges);
   }
 
@@ -274,6 +283,7 @@ class App {
     const token = ++this.layoutToken;
     const t0 = performance.now();
     const graph = this.model.visibleGraph();
+    this.describer.leaves = graph.leaves;
     const r = this.renderer;
     const result = await layout(
       graph,

@@ -3,6 +3,8 @@
 // join them. Pure data; no DOM.
 
 const HIDDEN_KINDS = new Set(["param", "buffer", "constant"]);
+const HUB_READERS = 4; // a value read by more boxes than this is a hub...
+const HUB_KEEP = 2; // ...whose first readers keep a real edge
 
 export class Model {
   constructor(doc) {
@@ -63,9 +65,9 @@ export class Model {
     return units[n.s] ?? "n" + n.idx;
   }
 
-  /** The scope index behind a unit id ("s3", "g3": the fold's first member). */
+  /** The scope index behind a unit id ("s3", "g3": the fold's first member; -1 for others). */
   static unitScope(id) {
-    return id[0] === "n" ? -1 : Number(id.slice(1));
+    return id[0] === "s" || id[0] === "g" || id[0] === "c" ? Number(id.slice(1)) : -1;
   }
 
   /**
@@ -116,7 +118,38 @@ export class Model {
         else edges.set(key, { id: key, source: u, target: v, node: src.idx, slot: n.sl ? n.sl[j] : 0, count: 1 });
       }
     }
-    return { leaves, containers, edges: [...edges.values()], units };
+    const all = [...edges.values()];
+    return { leaves, containers, edges: all, drawn: this.withReferences(all, leaves, containers), units };
+  }
+
+  /**
+   * Edges as drawn. A value read by many boxes (rotary embeddings, attention
+   * masks) would otherwise run one long edge to each reader, which clutters the
+   * picture and makes the layered layout quadratic. Past the first readers,
+   * each reader instead gets a small reference box naming the value.
+   */
+  withReferences(edges, leaves, containers) {
+    const bySource = new Map();
+    for (const e of edges) {
+      if (!bySource.has(e.source)) bySource.set(e.source, []);
+      bySource.get(e.source).push(e);
+    }
+    const drawn = [];
+    for (const [source, out] of bySource) {
+      if (out.length <= HUB_READERS) {
+        drawn.push(...out);
+        continue;
+      }
+      drawn.push(...out.slice(0, HUB_KEEP));
+      for (const e of out.slice(HUB_KEEP)) {
+        const id = `r${e.id}`;
+        const target = leaves.get(e.target);
+        leaves.set(id, { id, kind: "r", container: target.container, first: leaves.get(source).first, source, edge: e });
+        containers.get(target.container).children.push(id);
+        drawn.push({ ...e, id: `${id}>`, source: id });
+      }
+    }
+    return drawn;
   }
 
   /** Scopes worth opening: a module around a single op says more as one named box. */

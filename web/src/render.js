@@ -151,7 +151,7 @@ export class Renderer {
 
   makeLeaf(id) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}`, "data-id": id, "data-category": d.category }, this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : d.ref ? "ref" : "op"}`, "data-id": id, "data-category": d.category }, this.layerNodes);
     // A second outline offset behind a module box reads as "there is more inside".
     g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
     g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));
@@ -188,10 +188,11 @@ export class Renderer {
     }
     const frag = document.createDocumentFragment();
     const labelled = new Set(); // one shape label per point where edges leave a box
-    for (const e of graph.edges) {
+    for (const e of graph.drawn) {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
       const g = el("g", { class: "edge", "data-id": e.id }, frag);
+      g.realEdge = e.id[0] === "r" ? e.id.slice(1, -1) : e.id;
       el("path", { d: routePath(points), "marker-end": "url(#atlas-arrow)" }, g);
       const text = this.describer.edgeLabel(e);
       const start = points[0];
@@ -218,6 +219,6 @@ export class Renderer {
       g.classList.toggle("lit", lit.has(id));
       g.classList.toggle("selected", id === selected);
     }
-    for (const [id, g] of this.edgeEls) g.classList.toggle("lit", edgeIds.has(id));
+    for (const g of this.edgeEls.values()) g.classList.toggle("lit", edgeIds.has(g.realEdge));
   }
 }

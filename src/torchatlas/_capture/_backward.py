@@ -192,27 +192,31 @@ def capture_backward(
     loss_fn: Callable[[Any], Tensor] | None = None,
     *,
     progress: Callable[[int], None] | None = None,
-) -> tuple[GraphIR, Any, None]:
+) -> tuple[GraphIR, Any]:
     """Run forward, ``loss_fn(output)`` (default: :func:`default_loss`) and backward once,
     recording the ATen ops of all three.
 
-    Returns ``(graph, output, None)`` like ``capture_python``. Every op node has
+    Returns the graph and the model's output. Every op node has
     ``meta["phase"]`` ``"forward"`` or ``"backward"``; backward ops carry
     ``meta["grad_of"]`` (the forward op they differentiate) and, where they read
     tensors autograd saved, ``meta["saved_from"]`` (the forward ops that saved
     them). ``graph.meta["saved_activations"]`` maps scope ids to the bytes of
     activations autograd saved for backward while that module ran.
     """
-    from . import TraceError, unwrap_model  # the package imports this module
+    from . import TraceError, _describe_failure, unwrap_model  # the package imports this module
 
     model = unwrap_model(model)
     store = BackwardStore(model)
     session = AtenSession(model, args, kwargs, progress, store=store, after=store.note_outputs)
     try:
-        with session.py, session.mode:
-            session.open_root()
-            output = model(*args, **kwargs)
-            loss = (loss_fn or default_loss)(output)
+        try:
+            with session.py, session.mode:
+                session.open_root()
+                output = model(*args, **kwargs)
+                loss = (loss_fn or default_loss)(output)
+        except Exception as exc:
+            exc.add_note(_describe_failure(session.py, exc))
+            raise
         if not isinstance(loss, Tensor) or not loss.requires_grad:
             raise TraceError("torchatlas: the loss does not require grad, so there is no backward pass to record")
         targets = _gradient_targets(model, args, kwargs)
@@ -222,13 +226,13 @@ def capture_backward(
         with session.mode:
             grads = torch.autograd.grad(loss, [t for _, t in targets], allow_unused=True)
         ir = session.build(output)
-        return _with_backward_facts(ir, store, targets, grads), output, None
+        return _with_backward_facts(ir, store, targets, grads), output
     finally:
         store.release()
 
 
 def _with_backward_facts(ir: GraphIR, store: BackwardStore, targets: list[tuple[str, Tensor]], grads: tuple[Any, ...]) -> GraphIR:
-    """Gradient output nodes, node ids in the backward links, and the saved-activation table."""
+    """The graph plus one output node per gradient and the saved-activation table."""
     nodes = list(ir.nodes)
     for (path, _), grad in zip(targets, grads):
         if grad is None:

@@ -9,7 +9,7 @@ import torch
 from .._ir import GraphIR, Node, Scope, Source, TensorMeta
 from . import _source
 from ._recorder import NodeRecord, Recorder, Ref
-from ._values import dtype_name, iter_tensors, shape_of
+from ._values import dtype_name, encode, iter_tensors, shape_of
 
 
 def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -> GraphIR:
@@ -25,7 +25,16 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
             hit = sources[key] = Source(code.co_filename, line, _source.line_text(code.co_filename, line))
         return hit
 
-    nodes = [_node(i, r, source, names.get(i)) for i, r in enumerate(rec.nodes)]
+    metas: dict[tuple[Any, Any, Any], TensorMeta] = {}
+
+    def tensor_meta(raw: tuple[Any, Any, Any]) -> TensorMeta:
+        # Shapes repeat: share one immutable TensorMeta per distinct (shape, dtype, device).
+        hit = metas.get(raw)
+        if hit is None:
+            hit = metas[raw] = _tensor_meta(*raw)
+        return hit
+
+    nodes = [_node(i, r, source, tensor_meta, names.get(i)) for i, r in enumerate(rec.nodes)]
     if output is not None:
         for path, t in iter_tensors(output, "output"):
             producer, slot = rec.ref(t)
@@ -68,7 +77,7 @@ def _tensor_meta(shape: Any, dtype: Any, device: Any) -> TensorMeta:
     return TensorMeta(tuple(shape), dtype_name(dtype), str(device))
 
 
-def _node(index: int, r: NodeRecord, source: Any, name: str | None) -> Node:
+def _node(index: int, r: NodeRecord, source: Any, tensor_meta: Any, name: str | None) -> Node:
     meta: dict[str, Any] = dict(r.extra) if r.extra else {}
     if r.error is not None:
         meta["error"] = r.error
@@ -80,9 +89,9 @@ def _node(index: int, r: NodeRecord, source: Any, name: str | None) -> Node:
         input_slots=[s for _, s in r.inputs],
         target=r.target,
         path=r.path,
-        outputs=[_tensor_meta(*m) for m in r.outputs],
-        args=r.args if r.args is not None else [],
-        kwargs=r.kwargs or {},
+        outputs=[tensor_meta(m) for m in r.outputs],
+        args=encode(r.args) if r.args else [],
+        kwargs={k: encode(v) for k, v in r.kwargs.items()} if r.kwargs else {},
         inplace=r.inplace,
         source=source(r.code, r.line),
         name=name,

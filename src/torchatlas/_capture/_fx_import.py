@@ -20,7 +20,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from .._ir import GraphIR, Node, Scope, Source, TensorMeta
-from . import _naming
+from . import _naming, _source
 from ._values import dtype_name, encode, shape_of
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n(?P<code>[^\n]*)')
@@ -114,14 +114,15 @@ def _node_metas(fx_node: torch.fx.Node) -> list[TensorMeta]:
     ]
 
 
-def _source(fx_node: torch.fx.Node) -> Source | None:
+def _user_source(fx_node: torch.fx.Node) -> Source | None:
     trace = fx_node.meta.get("stack_trace")
     if not trace:
         return None
     frames = list(_FRAME.finditer(trace))
-    if not frames:
+    user = [f for f in frames if not f["file"].startswith(_source._INTERNAL_PREFIXES)]
+    if not user:
         return None
-    last = frames[-1]
+    last = user[-1]  # innermost user frame, as a trace reports it
     return Source(last["file"], int(last["line"]), last["code"].strip())
 
 
@@ -194,7 +195,7 @@ class _GraphReader:
                 outputs=_node_metas(fx_node),
                 args=self._encode(list(fx_node.args), index), kwargs=self._encode(dict(fx_node.kwargs), index)["dict"],
                 inplace=bool(schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)),
-                source=_source(fx_node), name=fx_node.name,
+                source=_user_source(fx_node), name=fx_node.name,
             ),
         )
 

@@ -19,7 +19,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import _naming, _source
-from ._values import encode, iter_tensors, tensors_flat
+from ._values import iter_tensors, split_tensors, tensors_flat
 
 Tensor = torch.Tensor
 _tls = threading.local()
@@ -263,64 +263,68 @@ class Recorder(TorchFunctionMode):
             raise
         if isinstance(result, Tensor):
             outs = [result]
-        elif isinstance(result, (tuple, list)) and not isinstance(result, torch.Size):
+        elif isinstance(result, (tuple, list)) and type(result) is not torch.Size:
             outs = []
             tensors_flat(result, outs)
         else:
             outs = []
-        written = self._written(func, args, kwargs)
-        if not written:
-            if not outs or _returns_an_input(outs, args):
-                # Nothing made (x.shape, x.item()) or nothing computed (x.to(x.dtype),
-                # x.contiguous() when contiguous): readers keep reading the original.
+        spec = _naming.mutation_spec(func)
+        if spec is None and "out" not in kwargs:
+            # Nothing made (x.shape, x.item()) or nothing computed (x.to(x.dtype), x.contiguous()
+            # when contiguous): not recorded, so readers keep reading the original value.
+            if not outs or (len(outs) == 1 and any(a is result for a in args)):
                 return result
-        elif not outs:
-            outs = list(written)
+            written: list[Tensor] = []
+        else:
+            written = self._written(spec, args, kwargs)
+            if not written:
+                if not outs or (len(outs) == 1 and any(a is result for a in args)):
+                    return result
+            elif not outs:
+                outs = list(written)
         self._record_op(func, args, kwargs, outs, written, sys._getframe(1))
         return result
 
-    def _written(self, func: Any, args: tuple, kwargs: dict) -> list[Tensor]:
+    def _written(self, spec: int | str | None, args: tuple, kwargs: dict) -> list[Tensor]:
         out = kwargs.get("out")
         if out is not None:
             found: list[Tensor] = []
             tensors_flat(out, found)
             return found
-        spec = _naming.mutation_spec(func)
-        if spec is None or not args:
+        if spec is None or not args or not isinstance(args[0], Tensor):
             return []
-        if spec == "self":
-            return [args[0]] if isinstance(args[0], Tensor) else []
-        if kwargs.get("inplace") or (len(args) > spec and args[spec] is True):
-            return [args[0]] if isinstance(args[0], Tensor) else []
+        if spec == "self" or kwargs.get("inplace") or (len(args) > spec and args[spec] is True):
+            return [args[0]]
         return []
 
-    def _inputs(self, args: tuple, kwargs: dict) -> list[Tensor]:
-        ins: list[Tensor] = []
-        tensors_flat(args, ins)
-        if kwargs:
-            tensors_flat({k: v for k, v in kwargs.items() if k != "out"}, ins)
-        return ins
+    def _split_call(self, args: tuple, kwargs: dict) -> tuple[list[Tensor], list[Any], dict[str, Any] | None]:
+        """Tensor inputs in argument order, and the call's templates (``out=`` is a write, not a read)."""
+        tensors: list[Tensor] = []
+        template = [split_tensors(a, tensors) for a in args]
+        kw_template = {k: split_tensors(v, tensors) for k, v in kwargs.items() if k != "out"} if kwargs else None
+        return tensors, template, kw_template
 
-    def _encode_call(self, ins: list[Tensor], args: tuple, kwargs: dict) -> tuple[Any, Any]:
-        index: dict[int, int] = {}
-        for i, t in enumerate(ins):
-            index.setdefault(id(t), i)
-        enc_args = encode(list(args), index)
-        enc_kwargs = {k: encode(v, index) for k, v in kwargs.items()} if kwargs else None
-        return enc_args, enc_kwargs
+    def _refs(self, tensors: list[Tensor]) -> list[Ref]:
+        if self._writes:
+            return [self.ref(t) for t in tensors]
+        refs = []
+        get = self._producer.get
+        for t in tensors:
+            entry = get(id(t))
+            refs.append((entry[1], entry[2]) if entry is not None and entry[0]() is t else self.ref(t))
+        return refs
 
     def _record_op(self, func: Any, args: tuple, kwargs: dict, outs: list[Tensor], written: list[Tensor], caller: Any) -> None:
-        ins = self._inputs(args, kwargs)
-        refs = [self.ref(t) for t in ins]
-        enc_args, enc_kwargs = self._encode_call(ins, args, kwargs)
+        tensors, template, kw_template = self._split_call(args, kwargs)
+        refs = self._refs(tensors)
         target = _naming.operator_name(func, caller) or _naming.target_name(func)
         user = _source.user_frame(caller)
         index = len(self.nodes)
         self.nodes.append(
             NodeRecord(
-                "op", self.current_scope, refs, target=target, outputs=[_meta(t) for t in outs],
-                args=enc_args, kwargs=enc_kwargs, inplace=bool(written),
-                code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
+                "op", self._stack[-1][0] if self._stack else 0, refs, target, None,
+                [(t.shape, t.dtype, t.device) for t in outs], template, kw_template, bool(written),
+                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
             )
         )
         self.timeline.append(index)
@@ -341,24 +345,16 @@ class Recorder(TorchFunctionMode):
             return
         user = _source.user_frame(caller)
         target = _naming.operator_name(func, caller) or _naming.target_name(func)
-        ins = self._inputs(args, kwargs)
-        refs = [self.ref(t) for t in ins]
-        enc_args, enc_kwargs = self._encode_call(ins, args, kwargs)
+        tensors, template, kw_template = self._split_call(args, kwargs)
+        refs = [self.ref(t) for t in tensors]
         self.nodes.append(
             NodeRecord(
-                "op", self.current_scope, refs, target=target, args=enc_args, kwargs=enc_kwargs,
+                "op", self.current_scope, refs, target=target, args=template, kwargs=kw_template,
                 code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
                 error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300],
             )
         )
         self.failure = Failure(target, self.current_scope, user.f_code if user else None, user.f_lineno if user else 0)
-
-
-def _returns_an_input(outs: list[Tensor], args: tuple) -> bool:
-    if len(outs) != 1 or not args:
-        return False
-    out = outs[0]
-    return any(a is out for a in args)
 
 
 def _meta(t: Tensor) -> tuple[Any, Any, Any]:

@@ -48,22 +48,43 @@ def tensors_flat(value: Any, out: list[Tensor]) -> None:
             tensors_flat(item, out)
 
 
-def encode(value: Any, tensor_index: dict[int, int], depth: int = 0) -> Any:
-    """A JSON form of a non-tensor argument; a tensor becomes ``{"tensor": i}``."""
+class TensorArg(int):
+    """In an argument template: the tensor at this position of the op's inputs."""
+
+    __slots__ = ()
+
+
+def split_tensors(value: Any, tensors: list[Tensor]) -> Any:
+    """A template of a torch call argument: each tensor is appended to ``tensors`` and
+    replaced by its ``TensorArg`` position, so the record keeps no tensor alive."""
+    if isinstance(value, Tensor):
+        tensors.append(value)
+        return TensorArg(len(tensors) - 1)
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return [split_tensors(v, tensors) for v in value]
+    if kind is dict:
+        return {k: split_tensors(v, tensors) for k, v in value.items()}
+    return value
+
+
+def encode(value: Any, depth: int = 0) -> Any:
+    """The JSON form of an argument template; a ``TensorArg`` becomes ``{"tensor": i}``."""
+    if isinstance(value, TensorArg):
+        return {"tensor": int(value)}
     if value is None or isinstance(value, (bool, int, str)):
         return value if not isinstance(value, str) or len(value) <= _MAX_REPR else value[:_MAX_REPR] + "…"
     if isinstance(value, float):
         return value if math.isfinite(value) else {"float": repr(value)}
     if isinstance(value, Tensor):
-        index = tensor_index.get(id(value))
-        return {"tensor": index} if index is not None else {"repr": "tensor"}
+        return {"repr": "tensor"}
     if depth > 4:
         return {"repr": "…"}
     if isinstance(value, (list, tuple)):
-        items = [encode(v, tensor_index, depth + 1) for v in value[:_MAX_ITEMS]]
+        items = [encode(v, depth + 1) for v in value[:_MAX_ITEMS]]
         return items + ([{"repr": f"… {len(value) - _MAX_ITEMS} more"}] if len(value) > _MAX_ITEMS else [])
     if isinstance(value, slice):
-        return {"slice": [encode(value.start, tensor_index), encode(value.stop, tensor_index), encode(value.step, tensor_index)]}
+        return {"slice": [encode(value.start), encode(value.stop), encode(value.step)]}
     if value is Ellipsis:
         return {"ellipsis": True}
     if isinstance(value, torch.dtype):
@@ -73,7 +94,7 @@ def encode(value: Any, tensor_index: dict[int, int], depth: int = 0) -> Any:
     if isinstance(value, torch.Size):
         return list(value)
     if isinstance(value, dict):
-        return {"dict": {str(k): encode(v, tensor_index, depth + 1) for k, v in list(value.items())[:_MAX_ITEMS]}}
+        return {"dict": {str(k): encode(v, depth + 1) for k, v in list(value.items())[:_MAX_ITEMS]}}
     text = repr(value)
     return {"repr": text if len(text) <= _MAX_REPR else text[:_MAX_REPR] + "…"}
 

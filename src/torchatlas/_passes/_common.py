@@ -44,7 +44,7 @@ VIEW_OPS = frozenset(
     """view view_as reshape reshape_as transpose swapaxes swapdims permute t mT T adjoint getitem
     squeeze unsqueeze flatten unflatten expand expand_as narrow select movedim moveaxis
     split split_with_sizes chunk tensor_split unbind diagonal as_strided detach alias
-    real imag view_as_real view_as_complex unfold""".split()
+    real imag view_as_real view_as_complex unfold _unsafe_view _reshape_alias slice lift_fresh""".split()
 )
 
 _REFLECTED_OR_INPLACE = frozenset(
@@ -53,10 +53,15 @@ _REFLECTED_OR_INPLACE = frozenset(
 
 
 def op_name(target: str | None) -> str:
-    """Short op name: ``torch.Tensor.__iadd__`` -> ``add``, ``torch.relu_`` -> ``relu``."""
+    """Short op name: ``torch.Tensor.__iadd__`` -> ``add``, ``torch.relu_`` -> ``relu``,
+    ``aten.add_.Tensor`` -> ``add`` (ATen targets drop their overload)."""
     if not target:
         return ""
-    name = target.rsplit(".", 1)[-1]
+    parts = target.split(".")
+    if parts[0] == "aten" and len(parts) > 1:
+        name = parts[1]
+    else:
+        name = parts[-1]
     if name.startswith("__") and name.endswith("__") and len(name) > 4:
         name = name[2:-2]
         if name[:1] in ("r", "i") and name[1:] in _REFLECTED_OR_INPLACE:

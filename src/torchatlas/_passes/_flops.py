@@ -5,7 +5,7 @@ Conventions (those of ``torch.utils.flop_counter.FlopCounterMode`` and fvcore):
 * contractions (conv, linear, matmul family, einsum, attention) cost 2 FLOPs per
   multiply-accumulate (MAC); bias adds and the attention softmax are not counted;
 * other ops have no MACs; elementwise ops cost one FLOP per output element,
-  reductions one per input element, norms a few per element (see ``_NORM_FLOPS``),
+  reductions one per input element, norms a few per element (see ``_NORMS``),
   pooling one per window element;
 * data movement (views, copies, indexing, embedding lookups, creation) costs 0;
 * an op not in these tables is *unknown*: its ``flops``/``macs`` are ``None`` and it
@@ -35,13 +35,22 @@ CONTRACTION_CATEGORIES = frozenset({"conv", "matmul", "attention"})
 _CONV = frozenset("conv1d conv2d conv3d convolution _convolution conv_tbc".split())
 _CONV_TRANSPOSE = frozenset("conv_transpose1d conv_transpose2d conv_transpose3d".split())
 _MATMUL = frozenset("matmul mm bmm mv dot vdot inner linear addmm baddbmm addmv addbmm".split())
-_ATTENTION = frozenset("scaled_dot_product_attention".split())
+_ATTENTION = frozenset(
+    """scaled_dot_product_attention _scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_flash_attention
+    _scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention _scaled_dot_product_attention_math
+    _scaled_dot_product_fused_attention_overrideable""".split()
+)
 _RECURRENT = frozenset("lstm gru rnn_tanh rnn_relu".split())
-_NORM_FLOPS = {
-    # mean, subtract, square, average, normalise; +1 per affine weight and per bias
-    "layer_norm": 5, "group_norm": 5, "instance_norm": 5, "batch_norm": 5,
+# name -> (FLOPs per element before affine terms, position of weight, position of bias)
+_NORMS: dict[str, tuple[int, int | None, int | None]] = {
+    # mean, subtract, square, average, normalise
+    "layer_norm": (5, 2, 3), "native_layer_norm": (5, 2, 3),
+    "group_norm": (5, 2, 3), "native_group_norm": (5, 1, 2),
+    "instance_norm": (5, 3, 4),
+    "batch_norm": (5, 3, 4), "native_batch_norm": (5, 1, 2), "_native_batch_norm_legit": (5, 1, 2),
+    "_native_batch_norm_legit_no_training": (5, 1, 2), "_native_batch_norm_legit_functional": (5, 1, 2),
     # square, average, rsqrt-scale
-    "rms_norm": 3, "normalize": 3,
+    "rms_norm": (3, 2, None), "_fused_rms_norm": (3, 2, None), "normalize": (3, None, None),
 }
 _POOL = frozenset(
     """max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d lp_pool1d lp_pool2d lp_pool3d
@@ -50,7 +59,8 @@ _POOL = frozenset(
 _ADAPTIVE_POOL = frozenset(
     """adaptive_max_pool1d adaptive_max_pool2d adaptive_max_pool3d adaptive_avg_pool1d
     adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d_with_indices
-    adaptive_max_pool2d_with_indices adaptive_max_pool3d_with_indices""".split()
+    adaptive_max_pool2d_with_indices adaptive_max_pool3d_with_indices
+    _adaptive_avg_pool2d _adaptive_avg_pool3d""".split()
 )
 # FLOPs per output element.
 _ELEMENTWISE = {
@@ -74,9 +84,9 @@ _REDUCTION = {
     **dict.fromkeys("sum mean prod max min amax amin argmax argmin all any nansum nanmean cumsum cumprod".split(), 1),
     **dict.fromkeys("var std var_mean std_mean logsumexp".split(), 3),
     # max, subtract, exp, sum, divide
-    **dict.fromkeys("softmax log_softmax softmin".split(), 5),
+    **dict.fromkeys("softmax log_softmax softmin _softmax _log_softmax".split(), 5),
 }
-_DROPOUT = frozenset("dropout dropout1d dropout2d dropout3d".split())
+_DROPOUT = frozenset("dropout dropout1d dropout2d dropout3d native_dropout".split())
 _ALPHA_DROPOUT = frozenset("alpha_dropout feature_alpha_dropout".split())  # training defaults to False
 _FREE = frozenset(
     """view view_as reshape reshape_as transpose swapaxes swapdims permute t mT T adjoint getitem setitem
@@ -89,7 +99,10 @@ _FREE = frozenset(
     zeros_like ones_like empty_like full_like rand_like randn_like new_zeros new_ones new_empty
     new_full new_tensor tensor as_tensor fill zero fill_diagonal
     view_as_real view_as_complex real imag nonzero argwhere item tolist numel size dim
-    sort argsort topk unique""".split()
+    sort argsort topk unique _unsafe_view _to_copy _reshape_alias lift_fresh lift_fresh_copy slice
+    slice_scatter select_scatter index _unsafe_index scalar_tensor empty_strided constant_pad_nd
+    split_copy unbind_copy view_copy bernoulli uniform normal random exponential geometric cauchy log_normal
+    multinomial randint_like randperm""".split()
 )
 
 
@@ -111,7 +124,7 @@ def op_cost(ir: GraphIR, node: Node) -> tuple[str | None, int | None, int | None
             return _multi_head_attention(ir, node)
         if name in _RECURRENT:
             return _recurrent(ir, node)
-        if name in _NORM_FLOPS:
+        if name in _NORMS:
             return _norm(ir, node, name)
         if name in _POOL:
             return _pool(ir, node, name)
@@ -290,17 +303,13 @@ def _recurrent(ir: GraphIR, node: Node) -> tuple[str | None, int | None, int | N
 def _norm(ir: GraphIR, node: Node, name: str) -> tuple[str, int, int]:
     x = operand(ir, node, 0, "input")
     numel = x.numel() if x is not None else (node.outputs[0].numel() if node.outputs else 0)
-    positions = {
-        "layer_norm": (2, 3), "group_norm": (2, 3), "instance_norm": (3, 4),
-        "batch_norm": (3, 4), "rms_norm": (2, None), "normalize": (None, None),
-    }[name]
+    per_element, weight, bias = _NORMS[name]
     if node.target in ("torch.batch_norm", "torch.instance_norm"):  # aten order: weight, bias, stats
-        positions = (1, 2)
-    names = ("weight", "bias")
+        weight, bias = 1, 2
     affine = sum(
-        1 for pos, key in zip(positions, names) if pos is not None and _is_tensor(raw_arg(node, pos, key))
+        1 for pos, key in ((weight, "weight"), (bias, "bias")) if pos is not None and _is_tensor(raw_arg(node, pos, key))
     )
-    return "norm", (_NORM_FLOPS[name] + affine) * numel, 0
+    return "norm", (per_element + affine) * numel, 0
 
 
 def _pool(ir: GraphIR, node: Node, name: str) -> tuple[str | None, int | None, int | None]:

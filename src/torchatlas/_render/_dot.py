@@ -215,14 +215,22 @@ def _layout(ir: GraphIR, options: DotOptions) -> _Layout:
                 value_readers.append(dst)
 
     branch = _reader_branches(ir, units, readers)
+    # value -> the one module call that keeps real edges, for values read in many calls
+    kept_call: dict[tuple[str, int], str] = {}
+    for (src_id, slot), value_readers in readers.items():
+        calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in value_readers) if b))
+        if len(calls) >= _BROADCAST_CALLS:
+            kept_call[(src_id, slot)] = calls[0]
     refs: dict[str, _Unit] = {}
     edges: dict[tuple[str, str], _Edge] = {}
     for src_id, slot, src, dst, from_param in reads:
-        calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in readers[(src_id, slot)]) if b))
-        if len(calls) >= _BROADCAST_CALLS and branch[(src_id, slot, dst)] not in (None, calls[0]):
+        kept = kept_call.get((src_id, slot))
+        if kept is not None and branch[(src_id, slot, dst)] not in (None, kept):
             ref = f"ref_{src_id}_{slot}_{dst}"
             target = units[dst]
-            refs.setdefault(ref, _Unit(ref, "ref", target.container, target.first, node=ir.node(src_id), source=src, slot=slot))
+            refs.setdefault(
+                ref, _Unit(ref, "ref", target.container, target.first, node=ir.node(src_id), source=src, slot=slot)
+            )
             src = ref
         edge = edges.setdefault((src, dst), _Edge(from_param=from_param))
         if (src_id, slot) not in edge.values:
@@ -284,6 +292,9 @@ def _scope_name(scope: Scope, model: str) -> str:
 
 
 def _fold_name(first: Scope, last: Scope) -> str:
+    """``layers.0–11`` for a module list; the path alone for a loop calling one module."""
+    if first.path == last.path:
+        return first.path
     a, b = first.path.split("."), last.path.split(".")
     if len(a) == len(b) and a[:-1] == b[:-1]:
         return ".".join([*a[:-1], f"{a[-1]}–{b[-1]}"])
@@ -291,7 +302,7 @@ def _fold_name(first: Scope, last: Scope) -> str:
 
 
 def _relative(name: str, within: str) -> str:
-    """A box's name inside a cluster, without the cluster's own path: ``layer1.0.conv1`` in ``layer1.0`` -> ``conv1``."""
+    """A box's name inside its cluster, without the cluster's path: ``layer1.0.conv1`` in ``layer1.0`` -> ``conv1``."""
     return name[len(within) + 1 :] if within and name.startswith(within + ".") else name
 
 
@@ -324,6 +335,7 @@ class _Writer:
         model = ir.meta.get("model") or (ir.scope(layout.root).cls if layout.root else "model")
         self.model = str(model).rsplit(".", 1)[-1]
         self.used_categories: set[str] = set()
+        self.linked_tensors: set[str] = set()
         self.lines: list[str] = []
         self.in_values: dict[str, list[tuple[str, int]]] = {}
         self.out_values: dict[str, list[tuple[str, int]]] = {}
@@ -332,6 +344,10 @@ class _Writer:
                 if layout.units[src].kind != "ref":
                     self.out_values.setdefault(src, []).extend(edge.values)
                 self.in_values.setdefault(dst, []).extend(edge.values)
+        self.units_in: dict[str | None, list[_Unit]] = {}
+        for unit in layout.units.values():
+            self.units_in.setdefault(unit.container, []).append(unit)
+        self.cluster_first = self._first_per_cluster()
 
     def write(self) -> str:
         p, o = self.palette, self.options
@@ -344,7 +360,6 @@ class _Writer:
             f'  edge [color="{p.edge}", fontname="{FONT}", fontsize=9, fontcolor="{p.muted}", arrowsize=0.6,'
             " penwidth=1.1];",
         ]
-        self._cluster_first = self._first_per_cluster()
         self._container(None, 1)
         for (src, dst), edge in self.layout.edges.items():
             self._edge(src, dst, edge)
@@ -355,12 +370,11 @@ class _Writer:
 
     # containers: clusters hold their units and child clusters, ordered by first execution
     def _container(self, scope_id: str | None, indent: int) -> None:
-        items: list[tuple[int, str, str]] = []
-        for unit in self.layout.units.values():
-            if unit.container == scope_id:
-                items.append((unit.first, "unit", unit.id))
-        for child, first in self._child_clusters(scope_id):
-            items.append((first, "cluster", child))
+        items = [(unit.first, "unit", unit.id) for unit in self.units_in.get(scope_id, [])]
+        parent = self.layout.root if scope_id is None else scope_id
+        for child in self.children.get(parent, []):
+            if child in self.cluster_first:
+                items.append((self.cluster_first[child], "cluster", child))
         for _, what, ident in sorted(items):
             if what == "unit":
                 self._unit(self.layout.units[ident], indent)
@@ -377,14 +391,11 @@ class _Writer:
                 cur = self.ir.scope(cur).parent
         return first
 
-    def _child_clusters(self, scope_id: str | None) -> list[tuple[str, int]]:
-        parent = self.layout.root if scope_id is None else scope_id
-        return [(sid, self._cluster_first[sid]) for sid in self.children.get(parent, []) if sid in self._cluster_first]
-
     def _cluster(self, scope_id: str, indent: int) -> None:
         scope, pad, p = self.ir.scope(scope_id), "  " * indent, self.palette
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
-        label = f"<B>{html_text(_scope_name(scope, self.model))}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
+        name, cls = html_text(_scope_name(scope, self.model)), html_text(f"({scope.class_name})")
+        label = f"<B>{name}</B> {_font(cls, p.muted)}"
         self.lines += [
             f"{pad}subgraph {quoted('cluster_' + scope_id)} {{",
             f'{pad}  graph [label=<{label}>, labeljust=l, style="rounded,filled", fillcolor="{fill}",'
@@ -506,7 +517,9 @@ class _Writer:
         if self.options.show_tensors and not edge.from_param:
             for node_id, slot in edge.values:
                 tensor = quoted(f"t_{node_id}_{slot}")
-                self.lines.append(f"  {quoted(src)} -> {tensor} [arrowhead=none];")
+                if tensor not in self.linked_tensors:
+                    self.linked_tensors.add(tensor)
+                    self.lines.append(f"  {quoted(src)} -> {tensor} [arrowhead=none];")
                 self.lines.append(f"  {tensor} -> {quoted(dst)};")
             return
         label = "\\n".join(quoted(t, 40)[1:-1] for t in _shapes_text(self.ir, edge.values, self.dominant))
@@ -544,17 +557,24 @@ def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     return _Writer(ir, options, _layout(ir, options)).write()
 
 
-def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
-    """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
-    options = options or DotOptions()
-    layout = _layout(_with_repeats(ir, options), options)
+def _size(layout: _Layout, options: DotOptions) -> int:
     if options.show_tensors:
-        # each value becomes a node plus a second edge
-        return layout.size() + 2 * sum(len(e.values) for e in layout.edges.values())
+        # each value becomes a node with one edge from its producer and one to each reader
+        drawn = [e for (src, _), e in layout.edges.items() if layout.units[src].kind != "ref"]
+        values = {v for e in drawn for v in e.values}
+        reads = sum(len(e.values) for e in drawn)
+        return len(layout.units) + len(layout.edges) - len(drawn) + 2 * len(values) + reads
     return layout.size()
 
 
+def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
+    """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
+    options = options or DotOptions()
+    return _size(_layout(_with_repeats(ir, options), options), options)
+
+
 def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:
+    ir = _with_repeats(ir, replace(options, fold_repeats=True))
     deepest = max((ir.depth(s.id) for s in ir.scopes), default=0)
     limit = options.depth if options.depth is not None else deepest + 1
     fitting = [d for d in range(limit) if diagram_size(ir, replace(options, depth=d)) <= MAX_DOT_ELEMENTS]
@@ -573,14 +593,19 @@ def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:
 
 
 def render(ir: GraphIR, options: DotOptions | None = None, fmt: str = "svg") -> bytes:
-    """The diagram drawn by Graphviz ``dot`` as ``svg``, ``png`` or ``pdf`` bytes (``dot``: the DOT text)."""
+    """The diagram drawn by Graphviz ``dot`` as ``svg``, ``png`` or ``pdf`` bytes (``dot``: the DOT text).
+
+    Warns (``RuntimeWarning``) before laying out a diagram too big for ``dot`` to finish in ~30 s.
+    """
     options = options or DotOptions()
-    source = to_dot(ir, options)
+    if fmt != "dot" and fmt not in FORMATS:
+        raise ValueError(f"unknown image format {fmt!r}; expected one of {', '.join(FORMATS)} or 'dot'")
+    ir = _with_repeats(ir, options)
+    layout = _layout(ir, options)
+    source = _Writer(ir, options, layout).write()
     if fmt == "dot":
         return source.encode("utf-8")
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown image format {fmt!r}; expected one of {', '.join(FORMATS)} or 'dot'")
-    size = diagram_size(ir, options)
+    size = _size(layout, options)
     if size > MAX_DOT_ELEMENTS:
         warnings.warn(_size_advice(ir, options, size), RuntimeWarning, stacklevel=2)
     return run_dot(source, fmt)
