@@ -146,8 +146,8 @@ def markdown(env: Doc, tools: list[str], models: list[str], scale: list[str], ru
             "torchatlas stages on the same graphs (seconds):",
             "",
             table(
-                ["model", "capture", "JSON", "text tree", "HTML"],
-                [[m] + [stage_cell(runs.get(("torchatlas", m)), s) for s in ("capture", "json", "tree", "html")] for m in scale],
+                ["model", "capture", "all passes", "JSON", "text tree", "HTML"],
+                [[m] + [stage_cell(runs.get(("torchatlas", m)), s) for s in ("capture", "passes", "json", "tree", "html")] for m in scale],
             ),
         ]
     notes = _notes(runs)
@@ -196,7 +196,7 @@ def plots(out: Path, tools: list[str], models: list[str], scale: list[str], runs
             got = [(_ops(m), runs[(tool, m)]["capture_s"]) for m in scale if "capture_s" in runs.get((tool, m), {})]
             if got:
                 ax.plot(*zip(*got), marker="o", label=f"{tool} capture")
-        for stage in ("json", "tree", "html"):
+        for stage in ("passes", "json", "tree", "html"):
             got = [(_ops(m), runs[("torchatlas", m)][f"{stage}_s"]) for m in scale if f"{stage}_s" in runs.get(("torchatlas", m), {})]
             if got:
                 ax.plot(*zip(*got), marker="s", linestyle="--", label=f"torchatlas {stage}")

@@ -131,6 +131,15 @@ def render_html(graph: Any) -> str | None:
         return None
 
 
+def render_summary(graph: Any, fmt: str) -> str | None:
+    """The summary table as text (``"text"``, ``"markdown"`` or ``"rich"``), or ``None`` when absent."""
+    try:
+        from torchatlas._render._summary import summary
+    except ImportError:
+        return None
+    return summary(graph.ir, fmt=fmt)
+
+
 class ScriptBlocks(HTMLParser):
     """Every ``<script>`` element of a page as (attributes, text), the way a browser splits them."""
 

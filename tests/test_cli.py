@@ -209,6 +209,20 @@ def test_wrong_dtype_names_the_input(capsys, net_file):
     assert code == EXIT_MODEL_FAILED and "args[0] int64[2,8]" in err
 
 
+def test_hostile_error_text_is_escaped_and_stays_on_one_line(capsys, tmp_path):
+    path = tmp_path / "hostile.py"
+    path.write_text(
+        "from torch import nn\n"
+        "class Evil(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        raise ValueError('\\x1b[31mred\\nsecond line')\n"
+    )
+    code, _, err = run_cli(capsys, f"{path}:Evil")
+    assert code == EXIT_MODEL_FAILED
+    assert "\x1b" not in err and "\\x1b[31mred" in err
+    assert len(error_lines(err)) == 1
+
+
 def test_debug_shows_the_traceback(capsys):
     code, _, err = run_cli(capsys, "--input", "1,4,32,32", "--debug")
     assert code == EXIT_MODEL_FAILED

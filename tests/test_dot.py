@@ -165,7 +165,7 @@ def test_direction_theme_and_legend():
     legend = label_text(d.graph["label"])
     assert "CoolCNN" in legend and "compute" in legend and "reduction" in legend
     assert "normalization" not in legend  # only categories that appear
-    assert "legend" not in diagram(coolcnn_ir(), legend=False).graph.get("label", "")
+    assert "label" not in diagram(coolcnn_ir(), legend=False).graph
 
 
 def test_options_are_validated():

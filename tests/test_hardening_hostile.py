@@ -10,6 +10,7 @@ terminal controls or markup that escapes its context.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,7 +21,16 @@ from pathlib import Path
 import pytest
 
 import torchatlas
-from _hostile import HOSTILE_NAMES, RAW_CONTROL, hostile_model, html_data_document, render_dot, render_html, strings_in
+from _hostile import (
+    HOSTILE_NAMES,
+    RAW_CONTROL,
+    hostile_model,
+    html_data_document,
+    render_dot,
+    render_html,
+    render_summary,
+    strings_in,
+)
 
 SURROGATE_BUG = "BUG: a lone surrogate in a name reaches the output unescaped, so encoding it as UTF-8 raises"
 KNOWN_BUGS: dict[tuple[str, str], str] = {
@@ -140,3 +150,29 @@ def test_html_keeps_the_name_inside_its_json(name: str, marker: str) -> None:
     assert any(marker in s for s in strings_in(doc))
     for raw in ("<script>alert", "</script><script>", "<!--x-->", "<img src=x"):
         assert raw not in page
+
+
+def summary_text(name: str, fmt: str) -> str:
+    text = render_summary(traced(name), fmt)
+    if text is None:
+        pytest.skip("no summary renderer yet (torchatlas._render._summary)")
+    return text
+
+
+UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+
+
+@pytest.mark.parametrize("fmt", ["text", "rich", "markdown"])
+@pytest.mark.parametrize("name, marker", cases("summary"))
+def test_summary_escapes_controls_and_keeps_its_rows(name: str, marker: str, fmt: str) -> None:
+    text = summary_text(name, fmt)
+    text.encode("utf-8")
+    assert not RAW_CONTROL.search(text), f"raw control character in summary: {RAW_CONTROL.search(text)!r}"
+    plain = summary_text(PLAIN, fmt)
+    if fmt == "markdown":  # a '|' in a name must not open a new column
+        assert [len(UNESCAPED_PIPE.findall(row)) for row in text.splitlines()] == [
+            len(UNESCAPED_PIPE.findall(row)) for row in plain.splitlines()
+        ]
+    elif fmt == "text":
+        assert len(text.splitlines()) == len(plain.splitlines())
+    assert marker.split("(")[0] in text

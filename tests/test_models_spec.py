@@ -99,6 +99,20 @@ def test_override_without_equals_is_a_spec_error():
 # -- file and module specs ------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("spec", "parts"),
+    [
+        ("models/net.py:Net", ("models/net.py", "Net")),
+        ("pkg.mod:make", ("pkg.mod", "make")),
+        ("net.py", ("net.py", "")),
+        ("C:\\models\\net.py", ("C:\\models\\net.py", "")),
+        ("C:\\models\\net.py:Net", ("C:\\models\\net.py", "Net")),
+    ],
+)
+def test_a_colon_inside_a_windows_path_is_not_the_name_separator(spec, parts):
+    assert _models._split_spec(spec) == parts
+
+
 def test_file_spec_instantiates_the_class_and_finds_example_input(model_file):
     loaded = _models.load_model(f"{model_file}:Net")
     assert type(loaded.model).__name__ == "Net"
@@ -250,3 +264,9 @@ def test_hf_spec_errors_name_the_problem():
         _models.load_model("hf:llama/nonsense")
     with pytest.raises(SpecError, match="--task says 'masked-lm'"):
         _models.load_model("hf:llama/causal-lm", task="masked-lm")
+
+
+def test_hf_attn_implementation_is_accepted_though_configs_have_no_such_attribute():
+    pytest.importorskip("transformers")
+    loaded = _models.load_model("hf:llama", overrides={**TINY_LLAMA, "attn_implementation": "eager"}, device="meta")
+    assert loaded.model.config._attn_implementation == "eager"

@@ -3,6 +3,7 @@
 from ._api import Graph, load, trace, trace_shapes
 from ._capture import TraceError
 from ._ir import GraphFormatError, GraphIR, Node, Scope, Source, TensorMeta
+from ._render._graphviz import GraphvizNotFoundError
 
 __version__ = "0.1.0"
 
@@ -10,6 +11,7 @@ __all__ = [
     "Graph",
     "GraphFormatError",
     "GraphIR",
+    "GraphvizNotFoundError",
     "Node",
     "Scope",
     "Source",

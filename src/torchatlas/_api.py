@@ -13,6 +13,9 @@ import torch
 from . import _capture
 from ._io import write_atomic
 from ._ir import GraphFormatError, GraphIR
+from ._render._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, render_to_file, to_dot
+from ._render._dot import render as render_dot
+from ._render._graphviz import GraphvizNotFoundError, responsive_svg
 from ._render._tree import render_tree
 
 Shape = Sequence[int]
@@ -56,6 +59,30 @@ class Graph:
         if ascii is None:
             ascii = not _can_encode(sys.stdout, "├→×")
         return render_tree(self.ir, depth=depth, ascii=ascii)
+
+    def to_dot(self, **options: Any) -> str:
+        """Graphviz DOT text (needs no binary). Options as in ``render``."""
+        return to_dot(self.ir, DotOptions(**options))
+
+    def render(self, path: str | os.PathLike[str], format: str | None = None, **options: Any) -> Path:
+        """Draw the diagram to ``path`` (``.svg``, ``.png``, ``.pdf`` or ``.dot``; or give ``format``).
+
+        Options: ``depth`` (collapse module calls deeper than it into one box),
+        ``expand_leaf_modules``, ``show_tensors``, ``show_params``, ``fold_repeats``,
+        ``direction`` ("TB"/"LR"), ``theme`` ("light"/"dark"), ``legend``.
+        """
+        with _status(f"rendering {Path(path).name}"):
+            return render_to_file(self.ir, path, DotOptions(**options), format)
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter shows the diagram; too big a graph or no ``dot`` falls back to the text repr."""
+        options = DotOptions(depth=None if len(self.ir.nodes) < 400 else 2)
+        if diagram_size(self.ir, options) > MAX_DOT_ELEMENTS:
+            return None
+        try:
+            return responsive_svg(render_dot(self.ir, options, "svg").decode("utf-8"))
+        except GraphvizNotFoundError:
+            return None
 
     def __repr__(self) -> str:
         ops = sum(1 for _ in self.ir.ops())
@@ -161,6 +188,25 @@ def load(path: str | os.PathLike[str]) -> Graph:
         return Graph(GraphIR.from_dict(doc))
     except GraphFormatError as e:
         raise GraphFormatError(f"{path}: {e}") from None
+
+
+class _status:
+    """A spinner on stderr while long work runs, when stderr is a terminal."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._status: Any = None
+
+    def __enter__(self) -> None:
+        if sys.stderr.isatty():
+            from rich.console import Console
+
+            self._status = Console(stderr=True).status(self.text)
+            self._status.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._status is not None:
+            self._status.stop()
 
 
 class _progress_reporter:

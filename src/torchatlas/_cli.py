@@ -24,6 +24,7 @@ from ._api import Graph
 from ._io import write_atomic
 from ._models import ModelError, SpecError
 from ._render._graphviz import GraphvizNotFoundError
+from ._render._text import safe_text
 
 DEFAULT_SPEC = "torchatlas._example:CoolCNN"
 """What ``torchatlas`` with no model traces: the bundled CoolCNN example."""
@@ -176,10 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _report(e: BaseException, code: int, debug: bool, notes: Sequence[str] = ()) -> int:
     if debug:
         traceback.print_exception(e.__cause__ or e)
-    message = str(e).removeprefix("torchatlas: ")
+    # Messages carry names and text from user code: escape control characters, keep one line each.
+    message = safe_text(str(e).strip().removeprefix("torchatlas: "))
     print(f"torchatlas: error: {message}", file=sys.stderr)
     for note in notes:
-        print(note, file=sys.stderr)
+        print(safe_text(note), file=sys.stderr)
     return code
 
 

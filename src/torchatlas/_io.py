@@ -7,6 +7,12 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename."""
     target = Path(path)
@@ -18,6 +24,7 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

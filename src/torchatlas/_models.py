@@ -163,7 +163,7 @@ def load_model(
         return _load_hf(spec, overrides, task, device)
     if overrides or task:
         raise SpecError("--set and --task apply to hf: specs only")
-    target, module, source = _resolve_target(spec)
+    target, module = _resolve_target(spec)
     model = _construct(target, spec)
     example = _example_provider(model, target, module)
     if device is not None:
@@ -171,8 +171,16 @@ def load_model(
     return LoadedModel(model, spec, example)
 
 
-def _resolve_target(spec: str) -> tuple[Any, Any, str]:
-    location, _, name = spec.rpartition(":") if ":" in spec else (spec, "", "")
+def _split_spec(spec: str) -> tuple[str, str]:
+    """``location:name``; a colon inside a path (``C:\\models\\net.py``) is not the separator."""
+    location, sep, name = spec.rpartition(":")
+    if not sep or re.search(r"[\\/]|\.py$", name):
+        return spec, ""
+    return location, name
+
+
+def _resolve_target(spec: str) -> tuple[Any, Any]:
+    location, name = _split_spec(spec)
     if not location:
         raise SpecError(
             f"model spec {spec!r} names no file or module; expected path/to/file.py:Name or package.module:Name"
@@ -180,13 +188,13 @@ def _resolve_target(spec: str) -> tuple[Any, Any, str]:
     is_file = location.endswith(".py") or "/" in location or "\\" in location
     module = _import_file(location, spec) if is_file else _import_module(location, spec)
     if not name:
-        return _only_model_class(module, spec), module, location
+        return _only_model_class(module, spec), module
     target: Any = module
     for part in name.split("."):
         if not hasattr(target, part):
             raise SpecError(f"{location} has no {name!r}{_candidates_hint(module, name)} (spec {spec!r})")
         target = getattr(target, part)
-    return target, module, location
+    return target, module
 
 
 def _import_file(location: str, spec: str) -> Any:

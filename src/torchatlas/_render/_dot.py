@@ -71,6 +71,8 @@ class DotOptions:
 
 @dataclass
 class _Unit:
+    """One drawn DOT node: an IR node, a collapsed module call, a folded run, or a reference to a far value."""
+
     id: str
     kind: Literal["node", "box", "fold", "ref"]
     container: str | None
@@ -89,6 +91,8 @@ class _Unit:
 
 @dataclass
 class _Edge:
+    """All values flowing between two units, drawn as one edge."""
+
     values: list[tuple[str, int]] = field(default_factory=list)
     from_param: bool = False
 

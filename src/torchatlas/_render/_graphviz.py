@@ -7,6 +7,7 @@ goes into DOT passes through :func:`quoted` or :func:`html_text`.
 from __future__ import annotations
 
 import html
+import re
 import unicodedata
 
 import graphviz
@@ -68,3 +69,12 @@ def run_dot(source: str, fmt: str) -> bytes:
     except graphviz.CalledProcessError as e:
         stderr = (e.stderr or b"").decode("utf-8", "replace").strip()
         raise RuntimeError(f"Graphviz 'dot' failed (exit {e.returncode}): {stderr}") from None
+
+
+_SVG_SIZE = re.compile(r'<svg width="[^"]*" height="[^"]*"')
+
+
+def responsive_svg(svg: str) -> str:
+    """The SVG scaled to its container's width (its viewBox keeps the aspect), so notebook
+    front ends such as VS Code show it whole instead of cropping it at its point size."""
+    return _SVG_SIZE.sub('<svg width="100%" style="max-width:100%;height:auto"', svg, count=1)
