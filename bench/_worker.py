@@ -2,7 +2,8 @@
 
 Tasks:
   tools                      print the installed tools and versions as JSON
-  run TOOL MODEL OUT.json    time TOOL against a plain forward pass of MODEL
+  run TOOL MODEL OUT.json    time TOOL against a plain forward pass of MODEL, then its outputs
+  capture TOOL MODEL OUT.json  the same without the outputs (drawing, HTML...)
   probe TOOL OUT.json        does TOOL work under no_grad, on meta, with dict inputs?
 
 Results go to OUT.json, rewritten after every phase, so a run that times out
@@ -30,8 +31,9 @@ from tools import TOOLS, NotSupported, Tool, model_device
 BUDGET_S = float(os.environ.get("BENCH_BUDGET_S", "40"))
 """Seconds of alternating rounds to aim for per tool and model (3 rounds at least)."""
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
-"""Intra-op threads. One by default: on a shared 2-core machine, waking idle OpenMP
-workers costs tens of milliseconds per parallel region and swamps small models."""
+"""Intra-op threads; 0 leaves torch's default. One by default: on a busy 2-core
+machine OpenMP workers wait for each other at every parallel region, and a
+ResNet-50 forward measured 0.41 s on one thread against 1.7-4.6 s on two."""
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:
@@ -49,7 +51,7 @@ def _grad_mode(tool: Tool) -> contextlib.AbstractContextManager[Any]:
     return contextlib.nullcontext() if tool.needs_grad else torch.no_grad()
 
 
-def run(tool_name: str, model_name: str, out: Path) -> None:
+def run(tool_name: str, model_name: str, out: Path, outputs: bool = True) -> None:
     tool, spec = TOOLS[tool_name], models.MODELS[model_name]
     doc: dict[str, Any] = {"tool": tool_name, "model": model_name, "version": tool.version()}
     _write(out, doc)
@@ -91,15 +93,17 @@ def run(tool_name: str, model_name: str, out: Path) -> None:
 
         rounds = rounds_for(doc["forward_s"] + doc["first_capture_s"], BUDGET_S)
         result = alternate(forward, capture, rounds)
-        doc.update(forward_median_s=result.baseline_s, capture_s=result.candidate_s, ratio=result.ratio, rounds=rounds)
+        doc.update(forward_median_s=result.baseline_s, capture_s=result.candidate_s, ratio=result.ratio, rounds=rounds, threads=torch.get_num_threads())
         _write(out, doc)
+        if not outputs:
+            return
 
-        outputs: dict[str, Callable[[], Any]] = {}
+        stages: dict[str, Callable[[], Any]] = {}
         if not spec.scale:  # Graphviz would take hours to lay out 10^4..10^5 nodes
-            outputs["svg"] = lambda: tool.svg(handle, workdir / "graph.svg")
-        outputs["html"] = lambda: tool.html(handle, workdir / "graph.html")
-        outputs.update(tool.extra_stages(handle, workdir))
-        for stage, make in outputs.items():
+            stages["svg"] = lambda: tool.svg(handle, workdir / "graph.svg")
+        stages["html"] = lambda: tool.html(handle, workdir / "graph.html")
+        stages.update(tool.extra_stages(handle, workdir))
+        for stage, make in stages.items():
             try:
                 doc[f"{stage}_s"], _ = timed(make)
             except NotSupported as exc:
@@ -161,12 +165,13 @@ def probe(tool_name: str, out: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    torch.set_num_threads(THREADS)
+    if THREADS:
+        torch.set_num_threads(THREADS)
     task = argv[0]
     if task == "tools":
         print(json.dumps({name: tool.version() for name, tool in TOOLS.items() if tool.installed()}))
-    elif task == "run":
-        run(argv[1], argv[2], Path(argv[3]))
+    elif task in ("run", "capture"):
+        run(argv[1], argv[2], Path(argv[3]), outputs=task == "run")
     elif task == "probe":
         probe(argv[1], Path(argv[2]))
     else:

@@ -2,9 +2,10 @@
 
 The other tools (torchview, torchlens, torchinfo, torchviz, torchvista) are no
 dependency of torchatlas, so they live in their own virtual environment,
-``bench/.venv-compare``, made on first use from ``bench/requirements-compare.txt``
-with torchatlas installed editable from this checkout. Each (tool, model) runs in
-a fresh process (``bench/_worker.py``); results go to ``bench/results/``:
+``bench/.venv-compare``, made on first use from ``bench/requirements-compare.txt``;
+torchatlas comes from this checkout's ``src/`` (on the workers' ``PYTHONPATH``),
+so the numbers are always for the code in front of you. Each (tool, model) runs
+in a fresh process (``bench/_worker.py``); results go to ``bench/results/``:
 ``compare.md`` (tables), ``compare.json`` (every measurement), ``compare.png``
 and ``scale.png`` (plots, when matplotlib is there).
 
@@ -48,7 +49,6 @@ def ensure_venv() -> Path:
     pip = [str(python), "-m", "pip", "install", "--quiet", "-c", str(CONSTRAINTS)]
     try:
         subprocess.run([*pip, "-r", str(REQUIREMENTS)], check=True)
-        subprocess.run([*pip, "-e", str(REPO)], check=True)
     except subprocess.CalledProcessError:
         python.unlink()  # half-made: the next call starts over
         raise
@@ -83,6 +83,12 @@ def run_worker(python: str, args: list[str], out: Path, timeout: float, env: dic
     return doc
 
 
+def worker_env(threads: int, budget: float) -> dict[str, str]:
+    """The workers import this checkout's torchatlas, whatever the interpreter has installed."""
+    path = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "BENCH_THREADS": str(threads), "BENCH_BUDGET_S": str(budget), "PYTHONUNBUFFERED": "1"}
+
+
 def installed_tools(python: str, env: dict[str, str]) -> dict[str, str]:
     found = subprocess.run([python, str(WORKER), "tools"], cwd=BENCH, env=env, capture_output=True, text=True, check=True)
     return json.loads(found.stdout.strip().splitlines()[-1])
@@ -111,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=BENCH / "results", help="folder for the results")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per (tool, model) process")
     parser.add_argument("--budget", type=float, default=40, help="seconds of alternating rounds per (tool, model)")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in the workers")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in the workers (0: torch's default; see _worker.THREADS)")
     opts = parser.parse_args(argv)
 
     if opts.python is None:
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
             os.execv(str(python), [str(python), __file__, *(argv if argv is not None else sys.argv[1:]), "--python", str(python)])
         opts.python = str(python)
 
-    env = {**os.environ, "BENCH_THREADS": str(opts.threads), "BENCH_BUDGET_S": str(opts.budget), "PYTHONUNBUFFERED": "1"}
+    env = worker_env(opts.threads, opts.budget)
     available = installed_tools(opts.python, env)
     tools = [t for t in (opts.tools.split(",") if opts.tools else available) if t in available]
     missing = sorted(set(opts.tools.split(",")) - set(available)) if opts.tools else []
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "torch": torch.__version__,
-        "threads": opts.threads,
+        "threads": opts.threads or next((d["threads"] for d in runs.values() if "threads" in d), "torch's default"),
         "versions": available,
     }
     _write(opts.out / "compare.json", json.dumps({"env": env_doc, "probes": probes, "runs": list(runs.values())}, indent=1))

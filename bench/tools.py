@@ -94,6 +94,11 @@ class Tool:
 class TorchAtlas(Tool):
     name = module = "torchatlas"
 
+    def version(self) -> str:
+        import torchatlas  # from the checkout's src/, which need not be pip-installed
+
+        return torchatlas.__version__
+
     def capture(self, model, args, kwargs, workdir):
         import torchatlas
 

@@ -31,6 +31,7 @@ PUBLIC_API = [
     "Graph",
     "GraphFormatError",
     "GraphIR",
+    "GraphvizNotFoundError",
     "Node",
     "Scope",
     "Source",

@@ -268,3 +268,17 @@ def test_nothing_stays_installed():
     assert _get_current_dispatch_mode_stack() == []
     # A plain trace still works afterwards and records Python-level targets.
     assert targets(capture_python(lambda x: x + 1, (torch.ones(1),), {})[0]) == ["torch.Tensor.__add__"]
+
+
+def test_tensor_attributes_the_model_does_not_register_keep_their_path():
+    class WithTable(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.arange(4.0)  # a plain attribute: neither parameter nor buffer
+
+        def forward(self, x):
+            return x + self.table
+
+    ir = aten(WithTable(), torch.ones(4))
+    assert wiring(ir) == [("aten.add.Tensor", ("input:args[0]", "constant"))]
+    assert [n.path for n in ir.nodes if n.kind == "constant"] == ["table"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -179,3 +180,29 @@ def test_multi_output_ops_record_which_output_each_reader_took() -> None:
         "output[6]": f"op{k['torch.lstm']}.2",
     }
     assert ir.scope(lstm.scope).outputs == [lstm.id]
+
+
+class WritesThroughData(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.fc.weight.data.mul_(0.5)
+        y = x * 2
+        y.data.mul_(3)
+        return self.fc(y)
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: writes through .data (own version counter) are not seen by readers of the tensor")
+def test_writes_through_data_reach_later_readers() -> None:
+    ir = torchatlas.trace(WritesThroughData(), torch.randn(2, 4)).ir
+    assert wiring(ir) == [
+        (T + "data", ("param:fc.weight",)),
+        (T + "mul_", ("op0",)),
+        (T + "__mul__", ("input:args[0]",)),
+        (T + "data", ("op2",)),
+        (T + "mul_", ("op3",)),
+        ("torch.nn.functional.linear", ("op4", "op1", "param:fc.bias")),
+    ]

@@ -73,6 +73,21 @@ def test_transformers_model_output_fields_are_outputs() -> None:
     }
 
 
+def test_transformers_model_output_in_inputs_and_kwargs() -> None:
+    modeling_outputs = pytest.importorskip("transformers.modeling_outputs")
+
+    class Consumer(nn.Module):
+        def forward(self, encoded, *, past):
+            return encoded.last_hidden_state @ past["logits"]
+
+    encoded = modeling_outputs.BaseModelOutput(last_hidden_state=torch.randn(2, 3))
+    past = modeling_outputs.CausalLMOutput(logits=torch.randn(3, 2))
+    ir = torchatlas.trace(Consumer(), (encoded,), {"past": past}).ir
+    assert wiring(ir) == [
+        (T + "__matmul__", ("input:args[0]['last_hidden_state']", "input:kwargs['past']['logits']"))
+    ]
+
+
 class Consts(nn.Module):
     def forward(self, x, scale, mode="reflect"):
         y = torch.nn.functional.pad(x, (1, 1), value=scale)

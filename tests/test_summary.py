@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -181,3 +182,12 @@ def test_analysis_of_a_6000_op_graph_is_fast():
     summary(out, fmt="text", depth=1)
     assert time.process_time() - start < 1.0
     assert out.meta["repeat_groups"][0]["count"] == 80
+
+
+def test_analysis_survives_a_json_round_trip():
+    from torchatlas._ir import GraphIR
+
+    ir = analyze(_mlp_builder().build())
+    loaded = GraphIR.from_dict(json.loads(ir.to_json()))
+    assert loaded.meta["analyzed"] is True
+    assert summary(loaded, fmt="text") == summary(ir, fmt="text")

@@ -141,3 +141,46 @@ def test_control_characters_in_module_names_are_escaped() -> None:
     assert "\x1b" not in text and "\u202e" not in text
     assert len(text.splitlines()) == 2
     assert "a\\x1b[31mred\\nline" in text
+
+
+class NotSeriesParallel(nn.Module):
+    def forward(self, x):
+        a = torch.relu(x)
+        b = torch.sigmoid(a)
+        c = torch.tanh(a)
+        d = b * c
+        e = c + x
+        return d, e
+
+
+def test_flow_that_is_not_series_parallel_is_listed_with_explicit_inputs() -> None:
+    text = torchatlas.trace(NotSeriesParallel(), torch.randn(3)).tree(ascii=False)
+    assert parse_tree(text, UNICODE) == [
+        (0, "NotSeriesParallel  3 → (3, 3)"),
+        (1, "[1] a = relu → 3"),
+        (1, "[2] b = sigmoid → 3  ← [1]"),
+        (1, "[3] c = tanh → 3  ← [1]"),
+        (1, "[4] d = mul (*) (b, c) → 3  ← [2], [3]"),
+        (1, "[5] e = add (+) → 3  ← [3]"),
+    ]
+
+
+class TwoHeads(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.h1 = nn.Linear(3, 2)
+        self.h2 = nn.Linear(3, 2)
+
+    def forward(self, x):
+        x = torch.relu(x)
+        return self.h1(x), self.h2(x)
+
+
+def test_parallel_outputs_are_sibling_branches() -> None:
+    text = torchatlas.trace(TwoHeads(), torch.randn(3)).tree(ascii=False)
+    assert parse_tree(text, UNICODE) == [
+        (0, "TwoHeads  3 → (2, 2)"),
+        (1, "x = relu → 3"),
+        (1, "┬ h1 (Linear)  3 → 2"),
+        (1, "┬ h2 (Linear)  3 → 2"),
+    ]

@@ -123,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="hf: config override, e.g. num_hidden_layers=2 (repeatable)",
     )
     parser.add_argument(
-        "--task", choices=list(_models.HF_TASKS), help="hf: which Auto class builds the model (default: base)"
+        "--task",
+        choices=list(_models.HF_TASKS),
+        metavar="TASK",
+        help=f"hf: which head to build: {', '.join(_models.HF_TASKS)} (default: base)",
     )
     parser.add_argument("--device", help="build and run the model here, e.g. cpu, cuda, meta (no memory, shapes only)")
     parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")

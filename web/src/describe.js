@@ -41,7 +41,6 @@ export class Describer {
   constructor(model) {
     this.model = model;
     this.metas = model.doc.metas;
-    this.leaves = new Map(); // the visible graph's leaves, set before each layout
   }
 
   meta(nodeIdx, slot = 0) {
@@ -56,12 +55,6 @@ export class Describer {
   /** {title, subtitle, badge, category} of a leaf unit. */
   unit(id) {
     const m = this.model;
-    if (id[0] === "r") {
-      // A reference box stands for a value drawn elsewhere (see Model.withReferences).
-      const { source, edge } = this.leaves.get(id);
-      const of = this.unit(source);
-      return { title: `↪ ${of.title}`, subtitle: this.edgeLabel(edge), category: of.category, ref: true };
-    }
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
       const kind = m.kindOf(n);

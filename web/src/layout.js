@@ -47,6 +47,8 @@ const ROOT_OPTIONS = {
   "elk.spacing.edgeEdge": "10",
   "elk.layered.spacing.edgeNodeBetweenLayers": "12",
   "elk.padding": "[top=20,left=20,bottom=20,right=20]",
+  // Boxes are sized by the renderer; ELK's per-node label pass is pure overhead here.
+  "elk.omitNodeMicroLayout": "true",
 };
 
 const CONTAINER_OPTIONS = {
@@ -82,7 +84,8 @@ export async function layout(graph, sizeOf, minWidthOf) {
     });
     const node = { id: "c" + cIdx, children, edges: [] };
     if (cIdx !== 0) {
-      node.layoutOptions = { ...CONTAINER_OPTIONS, "elk.nodeSize.minimum": `(${minWidthOf(cIdx)},${HEADER + 20})` };
+      // ELK transposes the minimum size for DOWN layouts, so it is given as (height, width).
+      node.layoutOptions = { ...CONTAINER_OPTIONS, "elk.nodeSize.minimum": `(${HEADER + 20},${minWidthOf(cIdx)})` };
     }
     elkNodes.set(cIdx, node);
     return node;

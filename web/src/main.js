@@ -198,12 +198,10 @@ class App {
     this.showSelection();
   }
 
-  /** A click on a leaf box: an op selects itself, a reference box jumps to the value it names. */
+  /** A click on a leaf box selects it; a click on a "↪ value" note jumps to that value. */
   selectUnit(id) {
     if (id[0] === "n") return this.select({ kind: "n", idx: Number(id.slice(1)) });
-    const source = this.graph.leaves.get(id).source;
-    if (source[0] === "n") return this.jumpTo("n", Number(source.slice(1)));
-    return this.jumpTo("s", Model.unitScope(source));
+    return this.jumpTo(id[0] === "s" || id[0] === "g" ? "s" : "n", Number(id.slice(1)));
   }
 
   select(sel) {
@@ -242,7 +240,6 @@ class App {
     } else if (unit) seeds.add(unit);
     const { lit, edges } = this.reach(seeds);
     if (unit) lit.add(unit);
-    for (const leaf of this.graph.leaves.values()) if (leaf.kind === "r" && edges.has(leaf.edge.id)) lit.add(leaf.id);
     this.renderer.highlight(unit, lit, edges);
   }
 
@@ -283,7 +280,6 @@ class App {
     const token = ++this.layoutToken;
     const t0 = performance.now();
     const graph = this.model.visibleGraph();
-    this.describer.leaves = graph.leaves;
     const r = this.renderer;
     const result = await layout(
       graph,

@@ -119,35 +119,31 @@ export class Model {
       }
     }
     const all = [...edges.values()];
-    return { leaves, containers, edges: all, drawn: this.withReferences(all, leaves, containers), units };
+    return { leaves, containers, edges: all, drawn: this.withReferences(all, leaves), units };
   }
 
   /**
    * Edges as drawn. A value read by many boxes (rotary embeddings, attention
    * masks) would otherwise run one long edge to each reader, which clutters the
-   * picture and makes the layered layout quadratic. Past the first readers,
-   * each reader instead gets a small reference box naming the value.
+   * picture and makes the layered layout quadratic. Past its first readers, each
+   * reader instead lists the value in a small "↪ name" note above its box
+   * (`leaf.refs`), which costs the layout nothing.
    */
-  withReferences(edges, leaves, containers) {
+  withReferences(edges, leaves) {
     const bySource = new Map();
     for (const e of edges) {
       if (!bySource.has(e.source)) bySource.set(e.source, []);
       bySource.get(e.source).push(e);
     }
+    for (const leaf of leaves.values()) leaf.refs = [];
     const drawn = [];
-    for (const [source, out] of bySource) {
+    for (const out of bySource.values()) {
       if (out.length <= HUB_READERS) {
         drawn.push(...out);
         continue;
       }
       drawn.push(...out.slice(0, HUB_KEEP));
-      for (const e of out.slice(HUB_KEEP)) {
-        const id = `r${e.id}`;
-        const target = leaves.get(e.target);
-        leaves.set(id, { id, kind: "r", container: target.container, first: leaves.get(source).first, source, edge: e });
-        containers.get(target.container).children.push(id);
-        drawn.push({ ...e, id: `${id}>`, source: id });
-      }
+      for (const e of out.slice(HUB_KEEP)) leaves.get(e.target).refs.push(e);
     }
     return drawn;
   }

@@ -114,11 +114,12 @@ export class Renderer {
       this.layerClusters.appendChild(g);
       place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
     }
-    for (const id of graph.leaves.keys()) {
+    for (const [id, leaf] of graph.leaves) {
       keep.add(id);
       let g = this.elements.get(id);
       const fresh = !g;
       if (fresh) g = this.makeLeaf(id);
+      this.drawRefs(g, leaf.refs);
       place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
     }
     for (const [id, g] of this.elements) {
@@ -151,7 +152,7 @@ export class Renderer {
 
   makeLeaf(id) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : d.ref ? "ref" : "op"}`, "data-id": id, "data-category": d.category }, this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}`, "data-id": id, "data-category": d.category }, this.layerNodes);
     // A second outline offset behind a module box reads as "there is more inside".
     g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
     g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));
@@ -178,6 +179,22 @@ export class Renderer {
     return g;
   }
 
+  /** "↪ name" notes above a box for values whose edges were left out (see Model.withReferences). */
+  drawRefs(g, refs) {
+    g.querySelector(".refs")?.remove();
+    if (!refs.length) return;
+    const notes = el("text", { class: "refs", x: "2", y: "-5" }, g);
+    refs.slice(0, 4).forEach((e, i) => {
+      const span = el("tspan", { class: "ref", dx: i ? "8" : "0" }, notes);
+      span.textContent = `↪ ${this.describer.unit(e.source).title}`;
+      span.addEventListener("click", (ev) => {
+        ev.stopPropagation();
+        this.handlers.onSelect(e.source);
+      });
+    });
+    if (refs.length > 4) el("tspan", { dx: "8" }, notes).textContent = `+${refs.length - 4}`;
+  }
+
   drawEdges(graph, result, animate) {
     this.layerEdges.replaceChildren();
     this.edgeEls = new Map();
@@ -192,7 +209,6 @@ export class Renderer {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
       const g = el("g", { class: "edge", "data-id": e.id }, frag);
-      g.realEdge = e.id[0] === "r" ? e.id.slice(1, -1) : e.id;
       el("path", { d: routePath(points), "marker-end": "url(#atlas-arrow)" }, g);
       const text = this.describer.edgeLabel(e);
       const start = points[0];
@@ -219,6 +235,6 @@ export class Renderer {
       g.classList.toggle("lit", lit.has(id));
       g.classList.toggle("selected", id === selected);
     }
-    for (const g of this.edgeEls.values()) g.classList.toggle("lit", edgeIds.has(g.realEdge));
+    for (const [id, g] of this.edgeEls) g.classList.toggle("lit", edgeIds.has(id));
   }
 }

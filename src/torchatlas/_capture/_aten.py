@@ -24,7 +24,7 @@ from .._ir import GraphIR
 from . import _naming, _source
 from ._build import build_graph
 from ._recorder import NodeRecord, Recorder, Ref, _meta, _storage_key
-from ._values import encode, iter_tensors, tensors_flat
+from ._values import encode, iter_tensors, split_tensors, tensors_flat
 
 Tensor = torch.Tensor
 
@@ -111,8 +111,10 @@ class AtenStore(Recorder):
     def current_scope(self) -> int:
         return self.py.current_scope if self.py is not None else 0
 
-    def _constant_path(self, t: Tensor) -> str | None:
-        return self.py._constant_path(t) if self.py is not None else None
+    def _attribute_of_running_module(self, t: Tensor) -> tuple[str, str | None]:
+        if self.py is None:
+            return super()._attribute_of_running_module(t)
+        return self.py._attribute_of_running_module(t)
 
     def open_inputs(self) -> None:
         for path, t in self._pending_inputs:
@@ -136,8 +138,8 @@ class AtenStore(Recorder):
 
     # -- recording -------------------------------------------------------------
 
-    def _op_inputs(self, func: Any, args: tuple, kwargs: dict) -> tuple[list[Tensor], list[Tensor]]:
-        """(tensors read, tensors written). ``out=`` arguments are written, not read."""
+    def _split_call(self, func: Any, args: tuple, kwargs: dict) -> tuple[list[Tensor], Any, Any, list[Tensor]]:
+        """(tensors read, argument templates, tensors written). ``out=`` arguments are written, not read."""
         written: list[Tensor] = []
         write_only: set[str] = set()
         for position, name, kwarg_only in _written_arguments(func):
@@ -146,32 +148,30 @@ class AtenStore(Recorder):
             if kwarg_only:
                 write_only.add(name)
         reads: list[Tensor] = []
-        tensors_flat(args, reads)
-        if kwargs:
-            tensors_flat({k: v for k, v in kwargs.items() if k not in write_only}, reads)
-        return reads, written
+        template = [split_tensors(a, reads) for a in args]
+        kw_template = {k: split_tensors(v, reads) for k, v in kwargs.items() if k not in write_only} or None
+        return reads, template, kw_template, written
 
     def _user_frame(self) -> Any:
         calling = self.py.calling if self.py is not None else None
         return calling if calling is not None else _source.user_frame(sys._getframe(2))
 
     def record(self, func: Any, args: tuple, kwargs: dict, result: Any) -> int:
-        ins, written = self._op_inputs(func, args, kwargs)
+        ins, template, kw_template, written = self._split_call(func, args, kwargs)
         refs = [self.ref(t) for t in ins]
         extra: dict[str, Any] = {"phase": self.phase}
         outs: list[Tensor] = []
         tensors_flat(result if isinstance(result, (tuple, list)) else [result], outs)
         if not outs:
             if result is not None:  # aten._local_scalar_dense (x.item()), aten.equal...
-                extra["returns"] = encode(result, {})
+                extra["returns"] = encode(result)
             outs = list(written)
-        enc_args, enc_kwargs = self._encode_call(ins, args, kwargs)
         user = self._user_frame()
         index = len(self.nodes)
         self.nodes.append(
             NodeRecord(
                 "op", self.current_scope, refs, target=str(func), outputs=[_meta(t) for t in outs],
-                args=enc_args, kwargs=enc_kwargs, inplace=bool(written),
+                args=template, kwargs=kw_template, inplace=bool(written),
                 code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
                 extra=extra,
             )
@@ -188,13 +188,12 @@ class AtenStore(Recorder):
         return index
 
     def record_failure(self, func: Any, args: tuple, kwargs: dict, exc: BaseException) -> None:
-        ins, _ = self._op_inputs(func, args, kwargs)
+        ins, template, kw_template, _ = self._split_call(func, args, kwargs)
         refs = [self.ref(t) for t in ins]
-        enc_args, enc_kwargs = self._encode_call(ins, args, kwargs)
         user = self._user_frame()
         self.nodes.append(
             NodeRecord(
-                "op", self.current_scope, refs, target=str(func), args=enc_args, kwargs=enc_kwargs,
+                "op", self.current_scope, refs, target=str(func), args=template, kwargs=kw_template,
                 code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
                 error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300], extra={"phase": self.phase},
             )

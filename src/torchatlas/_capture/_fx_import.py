@@ -163,7 +163,7 @@ class _GraphReader:
             return [self._encode(v, index) for v in value]
         if isinstance(value, dict):
             return {"dict": {str(k): self._encode(v, index) for k, v in value.items()}}
-        return encode(value, {})
+        return encode(value)
 
     def op(self, fx_node: torch.fx.Node) -> None:
         if fx_node.target is operator.getitem and self._pick_slot(fx_node):

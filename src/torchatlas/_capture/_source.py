@@ -13,6 +13,8 @@ import torch
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _INTERNAL_PREFIXES = (_TORCH_DIR, _OWN_DIR)
+# The bundled example is user code that happens to ship inside the package.
+_EXAMPLE_FILE = os.path.join(_OWN_DIR, "_example.py")
 
 # ``name = ...``, ``a, b = ...``, ``(a, b) = ...``, ``x += ...``, ``x: T = ...``;
 # not ``==`` and not keyword arguments (those never start a line).
@@ -28,7 +30,7 @@ def _is_internal(code: types.CodeType) -> bool:
     hit = _internal_cache.get(code)
     if hit is None:
         filename = code.co_filename
-        hit = filename.startswith(_INTERNAL_PREFIXES) or filename.startswith("<frozen")
+        hit = (filename.startswith(_INTERNAL_PREFIXES) and filename != _EXAMPLE_FILE) or filename.startswith("<frozen")
         _internal_cache[code] = hit
     return hit
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchatlas._ir import GraphIR, Scope
+from torchatlas._passes._analyze import ensure_analyzed
 from torchatlas._passes._format import format_count, format_shapes, markdown_text, safe_text
 from torchatlas._passes._repeats import structural_hashes
 
@@ -77,8 +78,6 @@ class GraphDiff:
 
 def diff(a: GraphIR, b: GraphIR) -> GraphDiff:
     """Compare two graphs (analysed or not) module call by module call."""
-    from torchatlas._passes import ensure_analyzed  # the package imports this module
-
     a, b = ensure_analyzed(a), ensure_analyzed(b)
     pairs, only_a, only_b = _match(a, b)
     result = GraphDiff(removed=[s.label for s in only_a], added=[s.label for s in only_b])

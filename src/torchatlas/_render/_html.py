@@ -26,7 +26,7 @@ from torchatlas._render._categories import CATEGORIES, LEGEND, PALETTES, categor
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
-_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026", 0x2028: "\\u2028", 0x2029: "\\u2029"}
+_SCRIPT_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 
 
 class ViewerBundleMissing(RuntimeError):
@@ -201,8 +201,17 @@ def palette_css() -> str:
 
 
 def script_json(value: Any) -> str:
-    """JSON that is safe inside a ``<script>`` element: no ``</script>``, no ``<!--``."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
+    """JSON that is safe inside a ``<script>`` element: no ``</script>``, no ``<!--``.
+
+    ASCII-only, so a lone surrogate from a hostile name stays a ``\\ud800`` escape
+    instead of making the page unencodable.
+    """
+    return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":")).translate(_SCRIPT_ESCAPES)
+
+
+def _plain_text(text: str) -> str:
+    """Text for an HTML element: escaped, with lone surrogates replaced."""
+    return html.escape(text.encode("utf-8", "replace").decode("utf-8"))
 
 
 def to_html(ir: GraphIR, title: str | None = None) -> str:
@@ -214,7 +223,7 @@ def to_html(ir: GraphIR, title: str | None = None) -> str:
         '<html lang="en" data-theme="light">\n<head>\n<meta charset="utf-8">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="generator" content="torchatlas">\n'
-        f"<title>{html.escape(doc['title'])} · torchatlas</title>\n"
+        f"<title>{_plain_text(doc['title'])} · torchatlas</title>\n"
         f"<style>\n{palette_css()}\n{style}\n</style>\n</head>\n<body>\n"
         '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
         f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'

@@ -1,0 +1,176 @@
+"""The HTML page as data: self-contained, escaped, and carrying the graph the viewer needs.
+
+What the page does in a browser is tested in test_browser.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+import torch
+from torch import nn
+
+import torchatlas
+from tests._capture_helpers import load_coolcnn
+from torchatlas._render import _html
+from torchatlas._render._categories import CATEGORIES, PALETTES
+from torchatlas._render._html import ViewerBundleMissing, notebook_html, script_json, to_html, viewer_document
+
+HOSTILE = "</script><script>alert(1)</script>"
+
+pytestmark = pytest.mark.skipif(
+    not (_html.BUNDLE_DIR / "viewer.js").is_file(),
+    reason="viewer bundle not built: run `cd web && npm ci && npm run build`",
+)
+
+
+class Elements(HTMLParser):
+    """Start tags with their attributes, and the text of each <script>, as a browser would split them."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self._script: dict[str, str | None] | None = None
+        self._text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "script":
+            self._script, self._text = dict(attrs), []
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self._text.append(data)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script" and self._script is not None:
+            self.scripts.append((self._script, "".join(self._text)))
+            self._script = None
+
+
+def parse(page: str) -> Elements:
+    p = Elements()
+    p.feed(page)
+    p.close()
+    return p
+
+
+def embedded(page: str) -> dict:
+    blocks = [text for attrs, text in parse(page).scripts if attrs.get("type") == "application/json"]
+    assert len(blocks) == 1
+    return json.loads(blocks[0])
+
+
+@pytest.fixture(scope="module")
+def coolcnn_graph() -> torchatlas.Graph:
+    coolcnn = load_coolcnn()
+    torch.manual_seed(0)
+    return torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input())
+
+
+class Hostile(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_module(HOSTILE, nn.Linear(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self, HOSTILE)(x).relu()
+
+
+def test_page_is_self_contained(coolcnn_graph: torchatlas.Graph) -> None:
+    page = to_html(coolcnn_graph.ir)
+    elements = parse(page)
+    # Nothing is fetched: no external scripts, stylesheets, images or frames.
+    for tag, attrs in elements.tags:
+        assert "src" not in attrs, tag
+        assert not (tag == "link" and attrs.get("rel") == "stylesheet")
+    kinds = [attrs.get("type") for attrs, _ in elements.scripts]
+    assert kinds == ["application/json", None]
+    assert "new Worker" in elements.scripts[1][1]  # the layout worker is inlined, not loaded from a URL
+    assert "<title>CoolCNN · torchatlas</title>" in page
+
+
+def test_embedded_document_describes_the_graph(coolcnn_graph: torchatlas.Graph) -> None:
+    ir = coolcnn_graph.ir
+    doc = embedded(to_html(ir))
+    assert doc["title"] == "CoolCNN"
+    assert len(doc["nodes"]) == len(ir.nodes) and len(doc["scopes"]) == len(ir.scopes)
+    by_target = {}
+    for n in doc["nodes"]:
+        if "t" in n:
+            by_target.setdefault(n["t"], []).append(n)
+    conv = by_target["torch.conv2d"][0]
+    assert doc["categories"][conv["c"]] == "compute"
+    assert doc["names"][conv["op"]] == "conv2d"
+    assert doc["metas"][conv["o"][0]] == {"shape": [1, 16, 32, 32], "dtype": "float32", "device": "cpu"}
+    assert doc["files"][conv["src"][0]].endswith(("coolcnn.py", "_example.py")) and "initial_conv" in conv["src"][2]
+    assert conv["f"] > 0  # FLOPs from the analyses pass
+    # The two branches join at the add: its inputs come from the two max_pool calls.
+    add = by_target["torch.Tensor.__add__"][0]
+    pools = [doc["scopes"][doc["nodes"][i]["s"]] for i in add["i"]]
+    assert [p["path"] for p in pools] == ["max_pool", "max_pool"] and [p["call"] for p in pools] == [0, 1]
+    root = doc["scopes"][0]
+    assert root["p"] == -1 and root["params"] == sum(p.numel() for p in load_coolcnn().CoolCNN().parameters())
+
+
+def test_repeated_blocks_become_fold_groups() -> None:
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(3)])
+    doc = viewer_document(_html.with_analyses(torchatlas.trace(model, torch.randn(2, 8)).ir))
+    reps = {s["path"]: s["rep"] for s in doc["scopes"] if "rep" in s}
+    assert sorted(reps) == ["0", "1", "2"]
+    assert [reps[p][1:] for p in ("0", "1", "2")] == [[0, 3], [1, 3], [2, 3]]
+    assert len({r[0] for r in reps.values()}) == 1
+
+
+def test_graph_without_analyses_meta_still_renders() -> None:
+    ir = torchatlas.trace(nn.Linear(3, 2), torch.randn(1, 3)).ir
+    ir.meta.pop("parameters", None)
+    doc = embedded(to_html(ir))
+    assert [s.get("rep") for s in doc["scopes"]] == [None]
+    assert "params" not in doc["scopes"][0]
+
+
+def test_hostile_module_name_stays_data() -> None:
+    page = to_html(torchatlas.trace(Hostile(), torch.randn(1, 4)).ir)
+    assert "</script><script>" not in page and "<script>alert" not in page
+    elements = parse(page)
+    assert len(elements.scripts) == 2  # nothing injected, nothing cut short
+    doc = embedded(page)
+    assert HOSTILE in [s["path"] for s in doc["scopes"]]
+
+
+def test_script_json_escapes_markup_and_separators() -> None:
+    text = script_json({"a": "</script><!-- & \u2028\ud800"})
+    assert not re.search(r"[<>&\u2028]", text)
+    assert json.loads(text) == {"a": "</script><!-- & \u2028\ud800"}
+    text.encode("utf-8")
+
+
+def test_notebook_iframe_carries_the_page_escaped(coolcnn_graph: torchatlas.Graph) -> None:
+    frame = notebook_html(coolcnn_graph.ir, height=500)
+    tags = parse(frame).tags
+    assert [t for t, _ in tags] == ["iframe"]  # the page's own tags stay inside the attribute
+    attrs = tags[0][1]
+    assert attrs["srcdoc"] == to_html(coolcnn_graph.ir)
+    assert "allow-scripts" in attrs["sandbox"] and "allow-same-origin" not in attrs["sandbox"]
+    assert "height:500px" in attrs["style"]
+
+
+def test_palette_css_covers_every_category_in_both_themes() -> None:
+    css = _html.palette_css()
+    for theme, palette in PALETTES.items():
+        block = re.search(rf':root\[data-theme="{theme}"\]\{{([^}}]*)\}}', css).group(1)
+        for c in CATEGORIES:
+            assert f"--fill-{c}:{palette.fill[c]};" in block
+    for c in CATEGORIES:
+        assert f'.unit[data-category="{c}"] .box' in css
+
+
+def test_missing_bundle_says_how_to_build_it(tmp_path, monkeypatch, coolcnn_graph: torchatlas.Graph) -> None:
+    monkeypatch.setattr(_html, "BUNDLE_DIR", tmp_path)
+    with pytest.raises(ViewerBundleMissing, match="npm ci && npm run build"):
+        to_html(coolcnn_graph.ir)

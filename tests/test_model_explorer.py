@@ -1,0 +1,75 @@
+"""Model Explorer export, loaded back through the ai-edge-model-explorer package's own types."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import transformers
+
+import torchatlas
+from tests._capture_helpers import load_coolcnn
+from torchatlas._render._html import with_analyses
+from torchatlas._render._model_explorer import to_model_explorer
+
+graph_builder = pytest.importorskip("model_explorer.graph_builder", reason="pip install ai-edge-model-explorer")
+dacite = pytest.importorskip("dacite")
+from model_explorer.utils import convert_adapter_response, remove_none  # noqa: E402
+
+
+def load_collection(doc: dict) -> graph_builder.GraphCollection:
+    """What Model Explorer's server does with a graph collection: typed dataclasses, strictly checked."""
+    return dacite.from_dict(graph_builder.GraphCollection, json.loads(json.dumps(doc)), config=dacite.Config(strict=True))
+
+
+@pytest.fixture(scope="module")
+def coolcnn_doc() -> dict:
+    coolcnn = load_coolcnn()
+    return to_model_explorer(with_analyses(torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input()).ir))
+
+
+def test_collection_loads_and_round_trips(coolcnn_doc: dict) -> None:
+    collection = load_collection(coolcnn_doc)
+    assert collection.label == "CoolCNN"
+    served = convert_adapter_response({"graphCollections": [collection]})
+    assert remove_none(served["graphCollections"][0]) == remove_none(coolcnn_doc)
+
+
+def test_namespaces_follow_module_calls_and_edges_resolve(coolcnn_doc: dict) -> None:
+    graph = load_collection(coolcnn_doc).graphs[0]
+    ids = {n.id for n in graph.nodes}
+    for node in graph.nodes:
+        for edge in node.incomingEdges:
+            assert edge.sourceNodeId in ids
+    convs = [n for n in graph.nodes if n.label == "conv2d"]
+    assert [n.namespace for n in convs] == ["CoolCNN/initial_conv", "CoolCNN/parallel_conv", "CoolCNN/secondary_conv"]
+    pools = sorted({n.namespace for n in graph.nodes if n.label == "max_pool2d"})
+    assert pools == ["CoolCNN/max_pool", "CoolCNN/max_pool#1", "CoolCNN/max_pool#2"]
+    attrs = {kv.key: kv.value for kv in convs[0].attrs}
+    assert attrs["target"] == "torch.conv2d" and attrs["module_class"].endswith("Conv2d")
+    assert attrs["source"].endswith("coolcnn.py:18") and int(attrs["flops"]) > 0
+    shape = {kv.key: kv.value for kv in convs[0].outputsMetadata[0].attrs}["tensor_shape"]
+    assert shape == "float32[1, 16, 32, 32]"
+    add = next(n for n in graph.nodes if n.label == "add")
+    sources = {e.sourceNodeId for e in add.incomingEdges}
+    assert {next(n for n in graph.nodes if n.id == s).namespace for s in sources} == {"CoolCNN/max_pool", "CoolCNN/max_pool#1"}
+    group = coolcnn_doc["graphs"][0]["groupNodeAttributes"]["CoolCNN/initial_conv"]
+    assert group["class"].endswith("Conv2d") and int(group["params"]) == 3 * 16 * 9 + 16
+
+
+def test_transformer_namespaces_nest_and_slashes_cannot_split_a_level() -> None:
+    cfg = transformers.AutoConfig.for_model(
+        "llama", num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+        num_attention_heads=4, num_key_value_heads=4, vocab_size=100,
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(cfg).eval()
+    graph = torchatlas.trace(model, (), kwargs={"input_ids": torch.randint(0, 100, (1, 5))})
+    doc = to_model_explorer(graph.ir)
+    namespaces = {n.namespace for n in load_collection(doc).graphs[0].nodes}
+    assert "LlamaModel/layers.1/self_attn/q_proj" in namespaces
+    renamed = graph.ir.with_meta()
+    renamed.scopes[1].path = "a/b"
+    assert all(ns.count("/") <= 4 for ns in {n["namespace"] for n in to_model_explorer(renamed)["graphs"][0]["nodes"]})
+    assert any("a∕b" in n["namespace"] for n in to_model_explorer(renamed)["graphs"][0]["nodes"])
