@@ -126,6 +126,7 @@ def vit() -> tuple[nn.Module, tuple, dict]:
     return model, (torch.randn(1, 3, 32, 32),), {}
 
 
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # raised inside torch.export
 @pytest.mark.parametrize(
     "make",
     [  # llama and t5 take 10-20 s each to export

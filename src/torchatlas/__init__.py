@@ -1,6 +1,7 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
-from ._api import Graph, load, trace, trace_shapes
+from ._api import Graph, diff, load, trace, trace_shapes
+from ._passes import GraphDiff
 from ._capture import TraceError
 from ._ir import GraphFormatError, GraphIR, Node, Scope, Source, TensorMeta
 from ._render._graphviz import GraphvizNotFoundError
@@ -9,6 +10,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Graph",
+    "GraphDiff",
     "GraphFormatError",
     "GraphIR",
     "GraphvizNotFoundError",
@@ -18,6 +20,7 @@ __all__ = [
     "TensorMeta",
     "TraceError",
     "__version__",
+    "diff",
     "load",
     "trace",
     "trace_shapes",

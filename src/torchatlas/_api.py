@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -13,6 +14,9 @@ import torch
 from . import _capture
 from ._io import write_atomic
 from ._ir import GraphFormatError, GraphIR
+from ._passes import GraphDiff, ensure_analyzed
+from ._passes import diff as diff_graphs
+from ._render import _summary
 from ._render._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, render_to_file, to_dot
 from ._render._dot import render as render_dot
 from ._render._graphviz import GraphvizNotFoundError, responsive_svg
@@ -25,9 +29,18 @@ class Graph:
     """One captured forward pass. ``graph.ir`` is the data; methods render it."""
 
     def __init__(self, ir: GraphIR, error: BaseException | None = None) -> None:
-        self.ir = ir
+        self._captured = ir
+        self._analyzed: GraphIR | None = None
         self.error = error
         """With ``trace(..., partial=True)``: the exception that stopped the forward pass."""
+
+    @property
+    def ir(self) -> GraphIR:
+        """The graph with every analysis in its ``meta`` (parameters, FLOPs, memory, repeated
+        blocks, dead code). Computed on first use, so ``trace`` costs one forward pass."""
+        if self._analyzed is None:
+            self._analyzed = ensure_analyzed(self._captured)
+        return self._analyzed
 
     # -- data -------------------------------------------------------------------
 
@@ -52,13 +65,23 @@ class Graph:
 
     # -- views ------------------------------------------------------------------
 
-    def tree(self, depth: int | None = None, ascii: bool | None = None) -> str:
+    def tree(self, depth: int | None = None, ascii: bool | None = None, source: bool = False) -> str:
         """The module hierarchy with ops in execution order; branches that fork and join
         show as sibling branches. ``depth`` collapses deeper module calls to one line;
-        ``ascii`` defaults to whatever stdout can encode."""
+        ``ascii`` defaults to whatever stdout can encode; ``source`` adds file:line."""
         if ascii is None:
             ascii = not _can_encode(sys.stdout, "├→×")
-        return render_tree(self.ir, depth=depth, ascii=ascii)
+        return render_tree(self.ir, depth=depth, ascii=ascii, source=source)
+
+    def summary(self, depth: int | None = None, fmt: str | None = None) -> str:
+        """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
+
+        ``fmt``: "rich" (the default on a terminal), "text" or "markdown".
+        """
+        tty = sys.stdout.isatty()
+        fmt = fmt or ("rich" if tty else "text")
+        width = shutil.get_terminal_size((160, 24)).columns if tty else 160
+        return _summary.summary(self.ir, depth=depth, fmt=fmt, width=width, color=tty and fmt == "rich")
 
     def to_dot(self, **options: Any) -> str:
         """Graphviz DOT text (needs no binary). Options as in ``render``."""
@@ -169,6 +192,12 @@ def _normalize_args(args: Any) -> tuple[Any, ...]:
     if isinstance(args, list):
         return tuple(args)
     return (args,)
+
+
+def diff(a: Graph | GraphIR, b: Graph | GraphIR) -> GraphDiff:
+    """What changed from ``a`` to ``b``: module calls added and removed, shapes, parameter
+    counts and FLOPs. Calls are matched by path, falling back to structure."""
+    return diff_graphs(a.ir if isinstance(a, Graph) else a, b.ir if isinstance(b, Graph) else b)
 
 
 def load(path: str | os.PathLike[str]) -> Graph:

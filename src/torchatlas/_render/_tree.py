@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._ir import GraphIR, Node, TensorMeta
+from .._ir import GraphIR, Node, Source, TensorMeta
 from ._flow import SINK, SOURCE, ScopeFlow, op_display, scope_flows
 from ._text import safe_text, to_ascii
 
@@ -23,9 +23,10 @@ class Line:
     children: list[Line] = field(default_factory=list)
 
 
-def render_tree(ir: GraphIR, depth: int | None = None, ascii: bool = False) -> str:
-    """The whole tree as text. ``depth`` collapses module calls deeper than it into one line."""
-    root = _TreeBuilder(ir, depth).build()
+def render_tree(ir: GraphIR, depth: int | None = None, ascii: bool = False, source: bool = False) -> str:
+    """The whole tree as text. ``depth`` collapses module calls deeper than it into one line;
+    ``source`` appends the user file:line of each op and call."""
+    root = _TreeBuilder(ir, depth, source).build()
     text = "\n".join(_draw(root, ASCII_GUIDES if ascii else UNICODE_GUIDES))
     return to_ascii(text) if ascii else text
 
@@ -41,6 +42,10 @@ def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
         n = len(line.children)
         stack.extend((c, child_prefix, i == n - 1) for i, c in reversed(list(enumerate(line.children))))
     return out
+
+
+def _short_source(src: Source) -> str:
+    return f"{src.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{src.line}"
 
 
 def format_shape(meta: TensorMeta | None, default_dtype: str | None = None) -> str:
@@ -61,9 +66,10 @@ def dominant_dtype(ir: GraphIR) -> str | None:
 
 
 class _TreeBuilder:
-    def __init__(self, ir: GraphIR, depth: int | None) -> None:
+    def __init__(self, ir: GraphIR, depth: int | None, source: bool = False) -> None:
         self.ir = ir
         self.depth = depth
+        self.show_source = source
         self.flows = scope_flows(ir)
         self.children = ir.children()
         self.dtype = dominant_dtype(ir)
@@ -84,7 +90,8 @@ class _TreeBuilder:
         io = ""
         if flow.inputs or outs:
             io = f"  {self.shapes(flow.inputs) if flow.inputs else '()'} → {self.shapes(outs) if outs else '()'}"
-        return safe_text(label) + io
+        where = f"  @ {_short_source(scope.source)}" if self.show_source and scope.source else ""
+        return safe_text(label + io + where)
 
     def op_label(self, node: Node) -> str:
         text = op_display(node)
@@ -97,8 +104,12 @@ class _TreeBuilder:
             text += "  [in-place]"
         if node.name:
             text = f"{node.name} = {text}"
+        if node.meta.get("dead"):
+            text += "  (unused)"
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"
+        if self.show_source and node.source:
+            text += f"  @ {_short_source(node.source)}"
         return safe_text(text)
 
     def item_label(self, item: str) -> str:
