@@ -74,7 +74,9 @@ def stage_cell(doc: Doc | None, stage: str) -> str:
         return f"{doc[f'{stage}_s']:.2f} s"
     if f"{stage}_error" in doc:
         return "fails"
-    return "n/a"
+    if f"{stage}_note" in doc:
+        return "n/a"
+    return "timeout" if "timeout" in doc.get("error", "") else "—"
 
 
 def _grid(runs: dict[tuple[str, str], Doc], tools: list[str], models: list[str], cell: Callable[[Doc | None], str]) -> str:
@@ -190,7 +192,7 @@ def plots(out: Path, tools: list[str], models: list[str], scale: list[str], runs
     fig.savefig(written[-1], dpi=110)
     plt.close(fig)
 
-    if scale:
+    if any("capture_s" in runs.get((t, m), {}) for t in tools for m in scale):
         fig, ax = plt.subplots(figsize=(7, 5))
         for tool in tools:
             got = [(_ops(m), runs[(tool, m)]["capture_s"]) for m in scale if "capture_s" in runs.get((tool, m), {})]

@@ -106,9 +106,33 @@ def _short(doc: dict[str, Any]) -> str:
     return doc.get("error", "no result")
 
 
-def main(argv: list[str] | None = None) -> int:
-    import models
+def write_results(
+    opts: argparse.Namespace,
+    available: dict[str, str],
+    tools: list[str],
+    zoo: list[str],
+    scale: list[str],
+    runs: dict[tuple[str, str], dict[str, Any]],
+    probes: dict[str, Any],
+) -> list[Path]:
+    import torch
 
+    env_doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "torch": torch.__version__,
+        "threads": opts.threads or next((d["threads"] for d in runs.values() if "threads" in d), "torch's default"),
+        "versions": available,
+    }
+    _write(opts.out / "compare.json", json.dumps({"env": env_doc, "probes": probes, "runs": list(runs.values())}, indent=1))
+    _write(opts.out / "compare.md", _report.markdown(env_doc, tools, zoo, scale, runs, probes))
+    try:
+        return [opts.out / "compare.md", opts.out / "compare.json", *_report.plots(opts.out, tools, zoo, scale, runs)]
+    except ImportError:
+        return [opts.out / "compare.md", opts.out / "compare.json"]
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="only the tiny models, no scale test")
     parser.add_argument("--models", help="comma-separated model names (default: all)")
@@ -116,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", help="interpreter for the workers (default: the comparison venv)")
     parser.add_argument("--out", type=Path, default=BENCH / "results", help="folder for the results")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per (tool, model) process")
+    parser.add_argument("--scale-timeout", type=float, default=300, help="seconds per (tool, synthetic chain) process")
     parser.add_argument("--budget", type=float, default=40, help="seconds of alternating rounds per (tool, model)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in the workers (0: torch's default; see _worker.THREADS)")
     opts = parser.parse_args(argv)
@@ -126,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             # Plots need the venv's matplotlib: run the whole orchestration there.
             os.execv(str(python), [str(python), __file__, *(argv if argv is not None else sys.argv[1:]), "--python", str(python)])
         opts.python = str(python)
+
+    import models  # needs torch: only once in an interpreter that has it
 
     env = worker_env(opts.threads, opts.budget)
     available = installed_tools(opts.python, env)
@@ -150,28 +177,17 @@ def main(argv: list[str] | None = None) -> int:
         probes[tool] = run_worker(opts.python, ["probe", tool], raw / f"probe-{tool}.json", opts.timeout, env)
         print(f"probe {tool}: " + ", ".join(f"{k}={'yes' if v['ok'] else 'no'}" for k, v in probes[tool].items() if isinstance(v, dict)), flush=True)
     runs: dict[tuple[str, str], dict[str, Any]] = {}
+    written = write_results(opts, available, tools, zoo, scale, runs, probes)
     for name in zoo + scale:
+        timeout = opts.scale_timeout if models.MODELS[name].scale else opts.timeout
         for tool in tools:
-            runs[(tool, name)] = run_worker(opts.python, ["run", tool, name], raw / f"{tool}-{name}.json", opts.timeout, env)
+            runs[(tool, name)] = run_worker(opts.python, ["run", tool, name], raw / f"{tool}-{name}.json", timeout, env)
             print(f"{name:>10} {tool:<11} {_short(runs[(tool, name)])}", flush=True)
-
-    import torch
-
-    env_doc = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
-        "torch": torch.__version__,
-        "threads": opts.threads or next((d["threads"] for d in runs.values() if "threads" in d), "torch's default"),
-        "versions": available,
-    }
-    _write(opts.out / "compare.json", json.dumps({"env": env_doc, "probes": probes, "runs": list(runs.values())}, indent=1))
-    _write(opts.out / "compare.md", _report.markdown(env_doc, tools, zoo, scale, runs, probes))
-    try:
-        written = _report.plots(opts.out, tools, zoo, scale, runs)
-    except ImportError:
-        written = []
+            # Rewritten after every run, so a long run can be read (or stopped) part-way.
+            written = write_results(opts, available, tools, zoo, scale, runs, probes)
+    if not written[2:]:
         print("matplotlib is not installed here: no plots (the comparison venv has it)")
-    print("wrote", ", ".join(str(p) for p in [opts.out / "compare.md", opts.out / "compare.json", *written]))
+    print("wrote", ", ".join(str(p) for p in written))
     return 0
 
 

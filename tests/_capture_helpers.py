@@ -7,21 +7,14 @@ op, ``op3.1`` its second output, ``input:args[0]``, ``param:l.weight``,
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from torchatlas import GraphIR
-
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
 def load_coolcnn():
-    """The bundled example module (``examples/coolcnn.py``)."""
-    if str(EXAMPLES) not in sys.path:
-        sys.path.insert(0, str(EXAMPLES))
-    import coolcnn
+    """The bundled example module (``CoolCNN`` and ``example_input``)."""
+    from torchatlas import _example
 
-    return coolcnn
+    return _example
 
 
 def op_ids(ir: GraphIR) -> dict[str, int]:

@@ -29,6 +29,7 @@ MAX_LINES = 650  # "no file over ~600 lines"
 
 PUBLIC_API = [
     "Graph",
+    "GraphDiff",
     "GraphFormatError",
     "GraphIR",
     "GraphvizNotFoundError",
@@ -38,6 +39,7 @@ PUBLIC_API = [
     "TensorMeta",
     "TraceError",
     "__version__",
+    "diff",
     "load",
     "trace",
     "trace_shapes",

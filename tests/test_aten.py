@@ -282,3 +282,23 @@ def test_tensor_attributes_the_model_does_not_register_keep_their_path():
     ir = aten(WithTable(), torch.ones(4))
     assert wiring(ir) == [("aten.add.Tensor", ("input:args[0]", "constant"))]
     assert [n.path for n in ir.nodes if n.kind == "constant"] == ["table"]
+
+
+def test_written_arguments_that_are_not_returned_become_extra_outputs():
+    class Norm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+
+        def forward(self, x):
+            return self.bn(x), self.bn.running_mean * 1
+
+    ir = aten(Norm().train(), torch.randn(4, 3))
+    norm = next(n for n in ir.ops() if "batch_norm" in n.target)
+    assert norm.inplace
+    # The running mean read after the call is the value batch norm wrote, not its result.
+    read = next(n for n in ir.ops() if n.target == "aten.mul.Tensor")
+    (producer,) = read.inputs
+    slot = read.input_slots[0]
+    assert producer == norm.id and slot >= 3
+    assert norm.outputs[slot].shape == (3,)

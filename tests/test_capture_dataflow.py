@@ -195,7 +195,6 @@ class WritesThroughData(nn.Module):
         return self.fc(y)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: writes through .data (own version counter) are not seen by readers of the tensor")
 def test_writes_through_data_reach_later_readers() -> None:
     ir = torchatlas.trace(WritesThroughData(), torch.randn(2, 4)).ir
     assert wiring(ir) == [
@@ -206,3 +205,23 @@ def test_writes_through_data_reach_later_readers() -> None:
         (T + "mul_", ("op3",)),
         ("torch.nn.functional.linear", ("op4", "op1", "param:fc.bias")),
     ]
+
+
+def test_batch_norm_in_training_writes_its_running_statistics() -> None:
+    class ReadsStats(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bn = nn.BatchNorm1d(4)
+
+        def forward(self, x):
+            y = self.bn(x)
+            return y, self.bn.running_mean * 1
+
+    ir = torchatlas.trace(ReadsStats().train(), torch.randn(3, 4)).ir
+    bn = next(n for n in ir.ops() if n.target == "torch.nn.functional.batch_norm")
+    assert bn.inplace and [tuple(m.shape) for m in bn.outputs] == [(3, 4), (4,), (4,)]
+    reader = next(n for n in ir.ops() if n.target == "torch.Tensor.__mul__")
+    assert (reader.inputs, reader.input_slots) == ([bn.id], [1])  # the updated running_mean
+    ir_eval = torchatlas.trace(ReadsStats().eval(), torch.randn(3, 4)).ir
+    bn_eval = next(n for n in ir_eval.ops() if n.target == "torch.nn.functional.batch_norm")
+    assert not bn_eval.inplace and len(bn_eval.outputs) == 1

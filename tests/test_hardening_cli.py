@@ -83,7 +83,6 @@ def test_cli_inputs_that_do_not_fit_name_where(capsys: pytest.CaptureFixture[str
     assert f"{user_file}:" in lines[1]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the bundled example lives under the package dir, so its lines count as internal ('unknown source')")
 def test_cli_bundled_example_failure_names_its_source_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, lines = run_cli(capsys, "--input", "1,3,5,5")
     assert code == 1 and "_example.py:" in lines[-1]

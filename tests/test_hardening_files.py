@@ -80,7 +80,6 @@ def test_malformed_file_names_the_problem(tmp_path: Path, data: bytes, expected:
     assert expected in load_error(write(tmp_path, data))
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: _api.load lets json's RecursionError escape")
 def test_deeply_nested_json_is_a_format_error(tmp_path: Path) -> None:
     load_error(write(tmp_path, "[" * 200_000 + "]" * 200_000))
 
@@ -123,8 +122,8 @@ MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "source-not-object": (_set(("nodes", 5, "source"), "file.py:3"), "source"),
 }
 
-# Found by these tests; each reaches the user as a bare TypeError/ValueError/... instead.
-BUGS = {
+# Wrongly typed fields (these once escaped as bare TypeError/ValueError/OverflowError).
+MISTYPED = {
     "scope-call-not-int": _set(("scopes", 1, "call"), "first"),
     "scope-call-huge": _set(("scopes", 1, "call"), 1e400),
     "scope-meta-not-object": _set(("scopes", 1, "meta"), 5),
@@ -135,13 +134,12 @@ BUGS = {
     "input-unhashable": _set(("nodes", 5, "inputs"), [["n0"]]),
     "source-line-huge": _set(("nodes", 5, "source", "line"), 1e400),
 }
-BUG_REASON = "BUG: _ir._graph_from_dict lets TypeError/ValueError/OverflowError escape for wrongly typed fields"
 
 
 @pytest.mark.parametrize(
     "mutate, expected",
     [pytest.param(*v, id=k) for k, v in MUTATIONS.items()]
-    + [pytest.param(m, "", id=k, marks=pytest.mark.xfail(strict=True, reason=BUG_REASON)) for k, m in BUGS.items()],
+    + [pytest.param(m, "", id=k) for k, m in MISTYPED.items()],
 )
 def test_broken_graph_is_refused_with_its_location(
     document: dict[str, Any], tmp_path: Path, mutate: Callable[[dict[str, Any]], None], expected: str

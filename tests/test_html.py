@@ -6,6 +6,7 @@ What the page does in a browser is tested in test_browser.py.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import re
 from html.parser import HTMLParser
 
@@ -14,6 +15,7 @@ import torch
 from torch import nn
 
 import torchatlas
+from torchatlas._ir import GraphIR
 from tests._capture_helpers import load_coolcnn
 from torchatlas._render import _html
 from torchatlas._render._categories import CATEGORIES, PALETTES
@@ -126,10 +128,11 @@ def test_repeated_blocks_become_fold_groups() -> None:
     assert len({r[0] for r in reps.values()}) == 1
 
 
-def test_graph_without_analyses_meta_still_renders() -> None:
-    ir = torchatlas.trace(nn.Linear(3, 2), torch.randn(1, 3)).ir
-    ir.meta.pop("parameters", None)
-    doc = embedded(to_html(ir))
+def test_graph_without_graph_meta_still_renders() -> None:
+    traced = torchatlas.trace(nn.Linear(3, 2), torch.randn(1, 3)).ir
+    bare = GraphIR([replace(s, meta={}) for s in traced.scopes], [replace(n, meta={}) for n in traced.nodes], {})
+    doc = embedded(to_html(bare))
+    assert doc["title"] == "Linear"
     assert [s.get("rep") for s in doc["scopes"]] == [None]
     assert "params" not in doc["scopes"][0]
 

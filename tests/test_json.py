@@ -12,7 +12,7 @@ import torchatlas
 from _capture_helpers import load_coolcnn
 
 COOLCNN_SCOPES = [  # (path, class, call, parent path)
-    ("", "coolcnn.CoolCNN", 0, None),
+    ("", "torchatlas._example.CoolCNN", 0, None),
     ("initial_conv", "torch.nn.modules.conv.Conv2d", 0, ""),
     ("max_pool", "torch.nn.modules.pooling.MaxPool2d", 0, ""),
     ("parallel_conv", "torch.nn.modules.conv.Conv2d", 0, ""),
@@ -77,7 +77,7 @@ def doc() -> dict:
 def test_header_and_meta(doc: dict) -> None:
     assert doc["format"] == "torchatlas-graph" and doc["version"] == 1
     meta = doc["meta"]
-    assert meta["model"] == "coolcnn.CoolCNN"
+    assert meta["model"] == "torchatlas._example.CoolCNN"
     assert meta["level"] == "python"
     assert meta["torch"] == torch.__version__
     params = {p["path"]: p for p in meta["parameters"]}

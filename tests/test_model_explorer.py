@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -33,7 +34,9 @@ def test_collection_loads_and_round_trips(coolcnn_doc: dict) -> None:
     collection = load_collection(coolcnn_doc)
     assert collection.label == "CoolCNN"
     served = convert_adapter_response({"graphCollections": [collection]})
-    assert remove_none(served["graphCollections"][0]) == remove_none(coolcnn_doc)
+    served_collection = remove_none(served["graphCollections"][0])
+    served_collection.pop("graphSorting")  # a viewer default the loader fills in
+    assert served_collection == remove_none(coolcnn_doc)
 
 
 def test_namespaces_follow_module_calls_and_edges_resolve(coolcnn_doc: dict) -> None:
@@ -48,7 +51,8 @@ def test_namespaces_follow_module_calls_and_edges_resolve(coolcnn_doc: dict) -> 
     assert pools == ["CoolCNN/max_pool", "CoolCNN/max_pool#1", "CoolCNN/max_pool#2"]
     attrs = {kv.key: kv.value for kv in convs[0].attrs}
     assert attrs["target"] == "torch.conv2d" and attrs["module_class"].endswith("Conv2d")
-    assert attrs["source"].endswith("coolcnn.py:18") and int(attrs["flops"]) > 0
+    assert re.search(r"\.py:\d+$", attrs["source"]) and "self.initial_conv(x)" in attrs["code"]
+    assert int(attrs["flops"]) > 0
     shape = {kv.key: kv.value for kv in convs[0].outputsMetadata[0].attrs}["tensor_shape"]
     assert shape == "float32[1, 16, 32, 32]"
     add = next(n for n in graph.nodes if n.label == "add")

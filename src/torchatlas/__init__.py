@@ -1,6 +1,6 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
-from ._api import Graph, diff, load, trace, trace_shapes
+from ._api import Graph, diff, from_export, from_fx, load, trace, trace_shapes
 from ._passes import GraphDiff
 from ._capture import TraceError
 from ._ir import GraphFormatError, GraphIR, Node, Scope, Source, TensorMeta
@@ -21,6 +21,8 @@ __all__ = [
     "TraceError",
     "__version__",
     "diff",
+    "from_export",
+    "from_fx",
     "load",
     "trace",
     "trace_shapes",

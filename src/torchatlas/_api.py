@@ -125,22 +125,53 @@ def trace(
     args: Any = (),
     kwargs: dict[str, Any] | None = None,
     *,
+    level: str = "python",
+    backward: bool = False,
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
     partial: bool = False,
     progress: bool | None = None,
 ) -> Graph:
     """Run ``model(*args, **kwargs)`` once and record every tensor op with its module call.
 
     ``args`` is a tuple of positional inputs or a single tensor. The model and torch are
-    left exactly as they were, whether the forward pass returns or raises. With
-    ``partial=True`` a forward pass that fails part-way still gives the graph up to the
-    failing op (marked in ``node.meta["error"]``) and ``graph.error``. ``progress`` shows
-    a live op counter on big traces (default: when stderr is a terminal).
+    left exactly as they were, whether the forward pass returns or raises.
+
+    * ``level="python"`` records torch functions, Tensor methods and operators as written;
+      ``level="aten"`` records the ops that reach the ATen dispatcher, each linked to the
+      Python op it came from (``node.meta["python_op"]``).
+    * ``backward=True`` also runs backward (of ``loss_fn(output)``, default: the sum of
+      the float outputs) and records its ATen ops (``node.meta["phase"]``).
+    * ``partial=True``: a forward pass that fails part-way still gives the graph up to
+      the failing op (marked in ``node.meta["error"]``) and ``graph.error``.
+    * ``progress`` shows a live op counter on big traces (default: when stderr is a terminal).
     """
+    if level not in ("python", "aten"):
+        raise ValueError(f"torchatlas: level must be 'python' or 'aten', not {level!r}")
+    if backward and partial:
+        raise ValueError("torchatlas: partial=True records a failing forward pass; it cannot run backward")
     args = _normalize_args(args)
     kwargs = dict(kwargs or {})
     with _progress_reporter(progress) as report:
-        ir, _output, error = _capture.capture_python(model, args, kwargs, progress=report, partial=partial)
+        if backward:
+            ir, _output = _capture.capture_backward(model, args, kwargs, loss_fn, progress=report)
+            return Graph(ir)
+        capture = _capture.capture_aten if level == "aten" else _capture.capture_python
+        ir, _output, error = capture(model, args, kwargs, progress=report, partial=partial)
     return Graph(ir, error)
+
+
+def from_fx(graph_module: torch.fx.GraphModule) -> Graph:
+    """The graph of a ``torch.fx.GraphModule`` (symbolic_trace, make_fx, a compile backend's
+    graph), with scopes from its ``call_module`` targets and ``nn_module_stack``."""
+    return Graph(_capture.from_fx(graph_module))
+
+
+def from_export(program: torch.export.ExportedProgram | str | os.PathLike[str]) -> Graph:
+    """The graph of a ``torch.export.ExportedProgram`` (or a ``.pt2`` file saved by
+    ``torch.export.save``), with one scope per module call from ``nn_module_stack``."""
+    if isinstance(program, (str, os.PathLike)):
+        program = _capture.load_exported(program)
+    return Graph(_capture.from_export(program))
 
 
 def trace_shapes(

@@ -93,9 +93,12 @@ export class Describer {
     return formatShape(this.meta(e.node, e.slot));
   }
 
+  /** An open module's title: its path below the enclosing module ("self_attn" inside "layers.0"). */
   containerTitle(sIdx) {
     const s = this.model.scopes[sIdx];
-    return `${s.path}${s.call ? " #" + s.call : ""}`;
+    const parent = this.model.scopes[s.p];
+    const path = parent && parent.path && s.path.startsWith(parent.path + ".") ? s.path.slice(parent.path.length + 1) : s.path;
+    return `${path}${s.call ? " #" + s.call : ""}`;
   }
 
   containerSubtitle(sIdx) {

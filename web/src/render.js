@@ -205,6 +205,26 @@ export class Renderer {
     }
     const frag = document.createDocumentFragment();
     const labelled = new Set(); // one shape label per point where edges leave a box
+    const placed = new Map(); // 40px grid cell -> label rects, so labels never overlap
+    const collides = (r) => {
+      for (let cx = Math.floor(r.x / 40); cx <= Math.floor((r.x + r.w) / 40); cx++) {
+        for (let cy = Math.floor(r.y / 40); cy <= Math.floor((r.y + r.h) / 40); cy++) {
+          for (const o of placed.get(`${cx},${cy}`) || []) {
+            if (r.x < o.x + o.w && o.x < r.x + r.w && r.y < o.y + o.h && o.y < r.y + r.h) return true;
+          }
+        }
+      }
+      return false;
+    };
+    const occupy = (r) => {
+      for (let cx = Math.floor(r.x / 40); cx <= Math.floor((r.x + r.w) / 40); cx++) {
+        for (let cy = Math.floor(r.y / 40); cy <= Math.floor((r.y + r.h) / 40); cy++) {
+          const key = `${cx},${cy}`;
+          if (!placed.has(key)) placed.set(key, []);
+          placed.get(key).push(r);
+        }
+      }
+    };
     for (const e of graph.drawn) {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
@@ -213,12 +233,14 @@ export class Renderer {
       const text = this.describer.edgeLabel(e);
       const start = points[0];
       const key = `${e.source}@${Math.round(start.x)},${Math.round(start.y)}`;
-      if (text && !labelled.has(key)) {
+      const width = text ? textWidth(text, FONT_EDGE) + 6 : 0;
+      const vertical = Math.abs(points[1].x - start.x) < 1;
+      const x = vertical ? start.x + 4 : start.x - width / 2;
+      const rect = { x, y: start.y + 3, w: width, h: 13 };
+      if (text && !labelled.has(key) && !collides(rect)) {
         labelled.add(key);
+        occupy(rect);
         // Just below the source box, beside the line: where the value leaves its producer.
-        const width = textWidth(text, FONT_EDGE) + 6;
-        const vertical = Math.abs(points[1].x - start.x) < 1;
-        const x = vertical ? start.x + 4 : start.x - width / 2;
         el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, g);
         const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, g);
         t.textContent = text;

@@ -147,6 +147,12 @@ export class Viewport {
     return Math.min(width / this.bounds.width, height / this.bounds.height);
   }
 
+  /** Where the graph's origin sits in the minimap: centred along its short side. */
+  minimapOffset() {
+    const s = this.minimapScale();
+    return { x: (this.minimap.width - this.bounds.width * s) / 2, y: (this.minimap.height - this.bounds.height * s) / 2 };
+  }
+
   drawMinimap() {
     const view = this.size();
     const big = this.bounds.width * this.k > view.width * 1.05 || this.bounds.height * this.k > view.height * 1.05;
@@ -154,8 +160,11 @@ export class Viewport {
     if (!big) return;
     const ctx = this.minimap.getContext("2d");
     const s = this.minimapScale();
+    const o = this.minimapOffset();
     const style = getComputedStyle(this.minimap);
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
     ctx.clearRect(0, 0, this.minimap.width, this.minimap.height);
+    ctx.translate(o.x, o.y);
     for (const [id, b] of this.boxes) {
       if (id === "c0") continue;
       ctx.fillStyle = id[0] === "c" ? style.getPropertyValue("--mm-cluster") : style.getPropertyValue("--mm-node");
@@ -171,8 +180,10 @@ export class Viewport {
     const go = (e) => {
       const r = this.minimap.getBoundingClientRect();
       const s = this.minimapScale() * (r.width / this.minimap.width);
-      const gx = (e.clientX - r.left) / s;
-      const gy = (e.clientY - r.top) / s;
+      const o = this.minimapOffset();
+      const px = r.width / this.minimap.width;
+      const gx = (e.clientX - r.left - o.x * px) / s;
+      const gy = (e.clientY - r.top - o.y * px) / s;
       const view = this.size();
       this.x = view.width / 2 - gx * this.k;
       this.y = view.height / 2 - gy * this.k;

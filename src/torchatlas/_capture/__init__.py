@@ -51,6 +51,11 @@ def unwrap_model(model: Any) -> Any:
     return model
 
 
+def load_exported(path: Any) -> Any:
+    """A ``.pt2`` file written by ``torch.export.save`` (torch's own loader; we never unpickle)."""
+    return torch.export.load(path)
+
+
 def capture_python(
     model: Any,
     args: tuple[Any, ...],

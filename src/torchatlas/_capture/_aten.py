@@ -50,6 +50,20 @@ def _written_arguments(func: Any) -> tuple[tuple[int, str, bool], ...]:
     )
 
 
+# Batch norm updates its running stats (arguments 3 and 4) in training, though its
+# schema does not mark them written.
+_BATCH_NORMS = {
+    torch.ops.aten.native_batch_norm.default, torch.ops.aten.cudnn_batch_norm.default,
+    torch.ops.aten.miopen_batch_norm.default,
+}
+
+
+def _unmarked_writes(func: Any, args: tuple) -> list[Tensor]:
+    if func in _BATCH_NORMS and len(args) > 5 and args[5] is True:
+        return [a for a in args[3:5] if isinstance(a, Tensor)]
+    return []
+
+
 class PythonSide(Recorder):
     """The Python-level recorder, telling the ATen store which Python op is running."""
 
@@ -147,6 +161,7 @@ class AtenStore(Recorder):
             tensors_flat(value, written)
             if kwarg_only:
                 write_only.add(name)
+        written += _unmarked_writes(func, args)
         reads: list[Tensor] = []
         template = [split_tensors(a, reads) for a in args]
         kw_template = {k: split_tensors(v, reads) for k, v in kwargs.items() if k not in write_only} or None
@@ -162,10 +177,10 @@ class AtenStore(Recorder):
         extra: dict[str, Any] = {"phase": self.phase}
         outs: list[Tensor] = []
         tensors_flat(result if isinstance(result, (tuple, list)) else [result], outs)
-        if not outs:
-            if result is not None:  # aten._local_scalar_dense (x.item()), aten.equal...
-                extra["returns"] = encode(result)
-            outs = list(written)
+        if not outs and result is not None:  # aten._local_scalar_dense (x.item()), aten.equal...
+            extra["returns"] = encode(result)
+        # A written argument that is not returned (batch norm's running stats) is one more output.
+        outs += [t for t in written if not any(t is o for o in outs)]
         user = self._user_frame()
         index = len(self.nodes)
         self.nodes.append(

@@ -174,14 +174,34 @@ _INPLACE_DUNDERS = {
 _NOT_DATA_WRITES = {"requires_grad_", "retain_grad", "share_memory_", "pin_memory", "record_stream"}
 
 
+# Ops that update running statistics inside themselves: (buffer positions, the "training" flag).
+_STATS_WRITERS: dict[Any, tuple[tuple[int, str], ...]] = {
+    torch.nn.functional.batch_norm: ((1, "running_mean"), (2, "running_var"), (5, "training")),
+    torch.nn.functional.instance_norm: ((1, "running_mean"), (2, "running_var"), (5, "use_input_stats")),
+}
+
+
+def stats_written(func: Callable[..., Any], args: tuple, kwargs: dict) -> list[torch.Tensor]:
+    """The running-statistics buffers a normalization call updates (training mode only)."""
+    *buffers, (flag_pos, flag_name) = _STATS_WRITERS[func]
+    flag = kwargs.get(flag_name, args[flag_pos] if len(args) > flag_pos else False)
+    if not flag:
+        return []
+    found = [kwargs.get(name, args[pos] if len(args) > pos else None) for pos, name in buffers]
+    return [t for t in found if isinstance(t, torch.Tensor)]
+
+
 @lru_cache(maxsize=4096)
 def mutation_spec(func: Callable[..., Any]) -> int | str | None:
     """How ``func`` writes into an argument.
 
     ``"self"``: the first argument (``add_``, ``x[i] = v``); an int: the position of an
     ``inplace`` parameter that, when true, makes it write its first argument
-    (``F.relu(x, inplace=True)``); ``None``: it writes nothing (``out=`` is checked per call).
+    (``F.relu(x, inplace=True)``); ``"stats"``: it may update running statistics
+    (:func:`stats_written`); ``None``: it writes nothing (``out=`` is checked per call).
     """
+    if func in _STATS_WRITERS:
+        return "stats"
     name = getattr(func, "__name__", "")
     if name in _NOT_DATA_WRITES:
         return None

@@ -64,12 +64,14 @@ class ScopeRecord:
 
 @dataclass(slots=True)
 class Failure:
-    """Where the forward pass raised."""
+    """An op that raised during the forward pass."""
 
     target: str | None
     scope: int | None
     code: Any
     line: int
+    record: int
+    exc: BaseException | None
 
 
 class Recorder(TorchFunctionMode):
@@ -80,11 +82,12 @@ class Recorder(TorchFunctionMode):
         self.nodes: list[NodeRecord] = []
         self.scopes: list[ScopeRecord] = []
         self.timeline: list[int] = []  # op index, or -(scope index + 1) when a scope returns
-        self.failure: Failure | None = None
+        self.failure: Failure | None = None  # the failure that escaped forward, once it returned
+        self._failures: list[Failure] = []
         self._progress = progress
         self._next_progress = 1024
         self._stack: list[tuple[int, Any]] = []  # (scope index, module)
-        self._producer: dict[int, tuple[Any, int, int, int]] = {}  # id(t) -> (weakref, record, slot, version)
+        self._producer: dict[int, tuple[Any, int, int]] = {}  # id(t) -> (weakref, record, slot)
         self._writes: dict[int, Ref] = {}  # storage key -> last writer
         self._calls: dict[str, int] = {}
         self._model = model
@@ -135,6 +138,24 @@ class Recorder(TorchFunctionMode):
             super().__exit__(exc_type, exc, tb)
         finally:
             self._uninstall()
+            self._settle_failures(exc)
+
+    def _settle_failures(self, escaped: BaseException | None) -> None:
+        """Keep as *the* failure the op whose error escaped forward; errors the model
+        caught itself only mark their op (``caught_error``)."""
+        chain = set()
+        while escaped is not None and id(escaped) not in chain:
+            chain.add(id(escaped))
+            escaped = escaped.__cause__ or escaped.__context__
+        for failure in self._failures:
+            if failure.exc is not None and id(failure.exc) in chain:
+                self.failure = failure
+            else:
+                record = self.nodes[failure.record]
+                record.extra = {**(record.extra or {}), "caught_error": record.error}
+                record.error = None
+            failure.exc = None  # drop the traceback and the frames it holds
+        self._failures = []
 
     def _uninstall(self) -> None:
         for handle in self._hooks:
@@ -180,8 +201,11 @@ class Recorder(TorchFunctionMode):
         )
         self._stack.append((len(self.scopes) - 1, module))
         if self._pending_inputs:
+            seen: set[int] = set()
             for input_path, t in self._pending_inputs:
-                self._new_leaf("input", input_path, t)
+                if id(t) not in seen:  # one tensor passed twice is one input, under its first path
+                    seen.add(id(t))
+                    self._new_leaf("input", input_path, t)
             self._pending_inputs = []
 
     def _on_module_enter(self, module: Any, args: Any) -> None:
@@ -211,8 +235,7 @@ class Recorder(TorchFunctionMode):
         return self._stack[-1][0] if self._stack else 0
 
     def _register(self, t: Tensor, record: int, slot: int) -> None:
-        version = -1 if t.is_inference() else t._version
-        self._producer[id(t)] = (weakref.ref(t), record, slot, version)
+        self._producer[id(t)] = (weakref.ref(t), record, slot)
 
     def _new_leaf(self, kind: str, path: str | None, t: Tensor) -> Ref:
         index = len(self.nodes)
@@ -244,7 +267,8 @@ class Recorder(TorchFunctionMode):
             if named is not None:
                 return self._new_leaf(named[0], named[1], t)
             return self._new_leaf(*self._attribute_of_running_module(t), t)
-        if self._writes and (entry[3] == -1 or t._version != entry[3]):
+        if self._writes:
+            # Not only when t._version moved: writes through ``.data`` bump another counter.
             written = self._writes.get(_storage_key(t))
             if written is not None and written[0] > entry[1]:
                 return written
@@ -276,21 +300,24 @@ class Recorder(TorchFunctionMode):
                 return result
             written: list[Tensor] = []
         else:
-            written = self._written(spec, args, kwargs)
+            written = self._written(func, spec, args, kwargs)
             if not written:
                 if not outs or (len(outs) == 1 and any(a is result for a in args)):
                     return result
-            elif not outs:
-                outs = list(written)
+            else:
+                # A written tensor the op does not return (x[i] = v, running stats) is an extra output.
+                outs = outs + [t for t in written if not any(t is o for o in outs)]
         self._record_op(func, args, kwargs, outs, written, sys._getframe(1))
         return result
 
-    def _written(self, spec: int | str | None, args: tuple, kwargs: dict) -> list[Tensor]:
+    def _written(self, func: Any, spec: int | str | None, args: tuple, kwargs: dict) -> list[Tensor]:
         out = kwargs.get("out")
         if out is not None:
             found: list[Tensor] = []
             tensors_flat(out, found)
             return found
+        if spec == "stats":
+            return _naming.stats_written(func, args, kwargs)
         if spec is None or not args or not isinstance(args[0], Tensor):
             return []
         if spec == "self" or kwargs.get("inplace") or (len(args) > spec and args[spec] is True):
@@ -341,8 +368,6 @@ class Recorder(TorchFunctionMode):
             self._progress(index)
 
     def _record_failure(self, func: Any, args: tuple, kwargs: dict, exc: BaseException, caller: Any) -> None:
-        if self.failure is not None:  # an inner op already failed; keep the innermost
-            return
         user = _source.user_frame(caller)
         target = _naming.operator_name(func, caller) or _naming.target_name(func)
         tensors, template, kw_template = self._split_call(args, kwargs)
@@ -354,7 +379,12 @@ class Recorder(TorchFunctionMode):
                 error=f"{type(exc).__name__}: {exc}".splitlines()[0][:300],
             )
         )
-        self.failure = Failure(target, self.current_scope, user.f_code if user else None, user.f_lineno if user else 0)
+        self._failures.append(
+            Failure(
+                target, self.current_scope, user.f_code if user else None, user.f_lineno if user else 0,
+                len(self.nodes) - 1, exc,
+            )
+        )
 
 
 def _meta(t: Tensor) -> tuple[Any, Any, Any]:

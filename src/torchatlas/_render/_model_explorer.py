@@ -51,7 +51,8 @@ def _attrs(pairs: list[tuple[str, Any]]) -> list[dict[str, str]]:
 def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     """A Model Explorer graph collection for ``ir``; save it as ``.json`` and open it in Model Explorer."""
     namespaces = _namespaces(ir)
-    label = title or str(ir.meta.get("model") or (ir.scopes[0].class_name if ir.scopes else "graph"))
+    model = ir.meta.get("model")
+    label = title or (str(model).rsplit(".", 1)[-1] if model else ir.scopes[0].class_name if ir.scopes else "graph")
     nodes = []
     for n in ir.nodes:
         scope = ir.scope(n.scope)

@@ -1,0 +1,79 @@
+"""The side-by-side benchmark runs end to end on its tiny models and writes well-formed tables.
+
+Timings are printed for the curious and never asserted: they depend on the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+RATIO = re.compile(r"^\*{0,2}\d+\.\d\d×\*{0,2}")
+
+
+def _tables(markdown: str) -> dict[str, list[list[str]]]:
+    """Each ``## heading`` -> the rows (header first) of the pipe table under it."""
+    tables: dict[str, list[list[str]]] = {}
+    heading = ""
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+        elif line.startswith("|") and not line.startswith("|---"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+            tables.setdefault(heading, []).append(cells)
+    return tables
+
+
+def _bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run([sys.executable, str(BENCH / script), *args], capture_output=True, text=True, timeout=600)
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    _bench("compare.py", "--smoke", "--python", sys.executable, "--out", str(out), "--budget", "0.5", "--timeout", "300")
+    return out
+
+
+def test_compare_writes_one_row_per_smoke_model_and_a_column_per_tool(smoke: Path) -> None:
+    tables = _tables((smoke / "compare.md").read_text(encoding="utf-8"))
+    ratios = tables["Capture time, as a multiple of a plain forward pass"]
+    header, rows = ratios[0], ratios[1:]
+    assert header[0] == "model" and "torchatlas" in header
+    assert [r[0] for r in rows] == ["coolcnn", "tiny-gpt2"]
+    assert all(len(r) == len(header) for r in rows)
+    column = header.index("torchatlas")
+    assert all(RATIO.match(r[column]) for r in rows), rows
+    for title, table in tables.items():
+        assert all(len(r) == len(table[0]) for r in table), title
+
+
+def test_compare_json_holds_the_measurements_behind_the_table(smoke: Path) -> None:
+    doc = json.loads((smoke / "compare.json").read_text(encoding="utf-8"))
+    ours = {r["model"]: r for r in doc["runs"] if r["tool"] == "torchatlas"}
+    assert set(ours) == {"coolcnn", "tiny-gpt2"}
+    for run in ours.values():
+        assert run["capture_s"] > 0 and run["forward_median_s"] > 0 and run["rounds"] >= 3
+        assert run["nodes"] > 10 and run["edges"] > 10
+        assert "html_s" in run and "json_s" in run
+    assert all(doc["probes"]["torchatlas"][k]["ok"] for k in ("no_grad", "meta", "kwargs", "dict_input"))
+
+
+def test_bench_trace_reports_the_ratio_and_the_target(tmp_path: Path) -> None:
+    out = tmp_path / "trace.md"
+    _bench("bench_trace.py", "--models", "coolcnn", "--budget", "0.5", "--out", str(out))
+    rows = _tables("## t\n" + out.read_text(encoding="utf-8"))["t"]
+    header, (row,) = rows[0], rows[1:]
+    assert row[0] == "coolcnn"
+    assert RATIO.match(row[header.index("trace / forward")])
+    assert row[header.index("target")] in ("meets aim", "within limit", "over the 1.3x limit")

@@ -1,0 +1,228 @@
+"""The HTML viewer in real headless Chromium, driven by Playwright.
+
+Needs Debian's ``chromium`` (/usr/bin/chromium), ``pip install playwright`` (no
+``playwright install``: the system browser is used) and the built viewer bundle.
+Screenshots land in ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from torch import nn
+
+import torchatlas
+from tests._capture_helpers import load_coolcnn
+from torchatlas._render import _html
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+HOSTILE = "</script><script>alert(1)</script>"
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)")
+    if not (_html.BUNDLE_DIR / "viewer.js").is_file():
+        pytest.skip("viewer bundle not built: run `cd web && npm ci && npm run build`")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+class Viewer:
+    """One opened page, with the console watched for errors and dialogs."""
+
+    def __init__(self, browser, ir, tmp_path: Path, name: str) -> None:
+        path = tmp_path / f"{name}.html"
+        path.write_text(_html.to_html(ir), encoding="utf-8")
+        self.context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.goto(path.as_uri())
+        self.page.wait_for_function("window.__atlas && (window.__atlas.ready || window.__atlas.error)", timeout=60_000)
+        assert self.page.evaluate("window.__atlas.error") is None
+
+    def count(self, selector: str) -> int:
+        return self.page.locator(selector).count()
+
+    def click_and_relayout(self, selector: str) -> None:
+        before = self.page.evaluate("window.__atlas.layoutCount")
+        self.page.locator(selector).first.click()
+        self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
+        self.page.wait_for_timeout(400)  # let the re-layout animation settle
+
+    def search(self, text: str) -> None:
+        before = self.page.evaluate("window.__atlas.layoutCount")
+        self.page.fill(".search input", text)
+        self.page.locator(".search-results li").first.click()
+        self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
+
+    def details(self) -> dict[str, str]:
+        """The details panel's rows (label -> value) and its tensor lists."""
+        rows = self.page.eval_on_selector_all(
+            ".details dl", "els => els.flatMap(dl => [...dl.querySelectorAll('dt')].map(dt => [dt.textContent, dt.nextElementSibling.textContent]))"
+        )
+        return dict(rows)
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(exist_ok=True)
+        out = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(out))
+        return out
+
+    def close(self) -> None:
+        assert self.errors == [], self.errors
+        assert self.dialogs == []
+        self.context.close()
+
+
+@pytest.fixture(scope="module")
+def coolcnn_ir():
+    coolcnn = load_coolcnn()
+    torch.manual_seed(0)
+    return torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input()).ir
+
+
+@pytest.fixture(scope="module")
+def llama_ir():
+    cfg = transformers.AutoConfig.for_model(
+        "llama", num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+        num_attention_heads=4, num_key_value_heads=4, vocab_size=1000,
+    )
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(cfg).eval()
+    return torchatlas.trace(model, (), kwargs={"input_ids": torch.randint(0, 1000, (1, 8))}).ir
+
+
+def test_coolcnn_expand_collapse_search_and_details(browser, coolcnn_ir, tmp_path: Path) -> None:
+    v = Viewer(browser, coolcnn_ir, tmp_path, "coolcnn")
+    # Opens with the top level laid out; single-op modules stay closed boxes.
+    assert v.count(".cluster") == 0
+    modules = v.count(".unit.module")
+    ops = v.count(".unit.op")
+    assert modules == 8 and v.page.locator(".unit.module .title", has_text="initial_conv").count() == 1
+    # Both branches reach the add: two edges end at it.
+    add_id = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text=re.compile("^add$"))).get_attribute("data-id")
+    assert v.count(f'.edge[data-id$=">{add_id}"]') == 2
+
+    v.click_and_relayout('.unit.module[data-id="s1"]')  # open initial_conv
+    assert v.count(".cluster") == 1 and v.count(".unit.module") == modules - 1 and v.count(".unit.op") == ops + 1
+    assert v.page.locator(".cluster .title").first.text_content().startswith("initial_conv")
+    v.click_and_relayout(".cluster .header")  # and close it again
+    assert v.count(".cluster") == 0 and v.count(".unit.module") == modules and v.count(".unit.op") == ops
+
+    v.search("parallel_conv")
+    rows = v.details()
+    assert rows["class"] == "torch.nn.modules.conv.Conv2d" and rows["parameters"].endswith("(448)")
+
+    v.search("conv2d")  # the first conv2d op: inside initial_conv, which the jump opens
+    rows = v.details()
+    assert rows["target"] == "torch.conv2d" and rows["module"] == "initial_conv"
+    tensors = [" ".join(t.split()) for t in v.page.locator(".details .tensor-list li").all_text_contents()]
+    assert any(t.startswith("args[0]") and "1×3×32×32 float32 cpu" in t for t in tensors)
+    assert any(t.startswith("initial_conv.weight") and "16×3×3×3" in t for t in tensors)
+    assert any("1×16×32×32 float32 cpu" in t for t in tensors[-1:])
+    assert re.search(r"\.py:\d+$", v.page.locator(".details .source-loc").text_content())
+    assert "self.initial_conv(x)" in v.page.locator(".details .source-code").text_content()
+    # Selecting highlights the path through the node and dims the rest.
+    assert v.count(".unit.selected") == 1 and v.count(".unit.lit") > 5
+    assert v.page.evaluate("document.querySelector('svg.graph').classList.contains('has-selection')")
+    v.screenshot("viewer-coolcnn")
+
+    with v.page.expect_download() as download:
+        v.page.click("button.export-svg")
+    svg = ET.parse(download.value.path()).getroot()
+    assert svg.tag.endswith("svg") and "conv2d" in "".join(svg.itertext())
+    with v.page.expect_download() as download:
+        v.page.click("button.export-png")
+    assert Path(download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    theme = v.page.evaluate("document.documentElement.dataset.theme")
+    v.page.click("button.theme")
+    assert v.page.evaluate("document.documentElement.dataset.theme") != theme
+    v.screenshot("viewer-coolcnn-theme")
+    v.close()
+
+
+def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_path: Path) -> None:
+    v = Viewer(browser, llama_ir, tmp_path, "llama")
+    fold = v.page.locator(".unit.module[data-id^=g]")
+    assert fold.count() == 1 and fold.locator(".badge-text").text_content() == "×2"
+    assert "layers.0–1" in fold.locator(".title").text_content()
+    boxes = v.page.evaluate("window.__atlas.visibleBoxes")
+    v.click_and_relayout(".unit.module[data-id^=g]")  # unfold: one box per layer
+    assert v.count(".unit.module[data-id^=g]") == 0
+    assert v.page.evaluate("window.__atlas.visibleBoxes") == boxes + 1
+    layer = v.page.locator(".unit.module", has=v.page.locator("text.title", has_text=re.compile(r"^1$")))
+    layer_id = layer.get_attribute("data-id")
+    v.click_and_relayout(f'.unit.module[data-id="{layer_id}"]')  # open layers.1
+    opened = v.page.evaluate("window.__atlas.visibleBoxes")
+    assert opened > boxes + 5
+    assert v.page.locator(".cluster .title", has_text="layers.1").count() >= 1
+    v.search("scaled_dot_product_attention")
+    rows = v.details()
+    assert rows["class"].endswith("LlamaAttention") and rows["target"].endswith("scaled_dot_product_attention")
+    assert any("1×4×8×16" in t for t in v.page.locator(".details .tensor-list li").all_text_contents())
+    v.page.click("button.expand-all")
+    v.page.wait_for_function(f"window.__atlas.visibleBoxes > {opened}", timeout=60_000)
+    v.screenshot("viewer-llama")
+    v.close()
+
+
+class Hostile(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_module(HOSTILE, nn.Linear(4, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self, HOSTILE)(x).relu()
+
+
+def test_hostile_module_name_shows_literally_and_never_runs(browser, tmp_path: Path) -> None:
+    ir = torchatlas.trace(Hostile(), torch.randn(1, 4)).ir
+    v = Viewer(browser, ir, tmp_path, "hostile")
+    titles = v.page.locator(".unit .title").all_text_contents()
+    assert HOSTILE in titles
+    v.search("alert")
+    assert v.page.locator(".details h3").first.text_content() == HOSTILE
+    assert v.page.evaluate("document.querySelectorAll('script').length") == 2
+    v.close()  # asserts no dialog opened and no console error
+
+
+def test_notebook_iframe_runs_the_viewer(browser, coolcnn_ir, tmp_path: Path) -> None:
+    host = tmp_path / "notebook.html"
+    host.write_text(f"<!DOCTYPE html><html><body>{_html.notebook_html(coolcnn_ir)}</body></html>", encoding="utf-8")
+    context = browser.new_context()
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(host.as_uri())
+    frame = page.frame_locator("iframe")
+    frame.locator(".unit.module").first.wait_for(timeout=60_000)
+    assert frame.locator(".unit").count() > 10
+    assert errors == []
+    context.close()
