@@ -133,6 +133,8 @@ def render_html(graph: Any) -> str | None:
 
 def render_summary(graph: Any, fmt: str) -> str | None:
     """The summary table as text (``"text"``, ``"markdown"`` or ``"rich"``), or ``None`` when absent."""
+    if hasattr(graph, "summary"):
+        return str(graph.summary(fmt=fmt))
     try:
         from torchatlas._render._summary import summary
     except ImportError:

@@ -40,6 +40,8 @@ PUBLIC_API = [
     "TraceError",
     "__version__",
     "diff",
+    "from_export",
+    "from_fx",
     "load",
     "trace",
     "trace_shapes",

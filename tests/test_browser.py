@@ -73,7 +73,7 @@ class Viewer:
         before = self.page.evaluate("window.__atlas.layoutCount")
         self.page.locator(selector).first.click()
         self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
-        self.page.wait_for_timeout(400)  # let the re-layout animation settle
+        self.page.wait_for_timeout(600)  # let the re-layout animation settle
 
     def search(self, text: str) -> None:
         before = self.page.evaluate("window.__atlas.layoutCount")
@@ -91,6 +91,7 @@ class Viewer:
     def screenshot(self, name: str) -> Path:
         ARTIFACTS.mkdir(exist_ok=True)
         out = ARTIFACTS / f"{name}.png"
+        self.page.wait_for_timeout(700)  # boxes glide and edges fade in after a re-layout
         self.page.screenshot(path=str(out))
         return out
 
@@ -174,14 +175,22 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     assert fold.count() == 1 and fold.locator(".badge-text").text_content() == "×2"
     assert "layers.0–1" in fold.locator(".title").text_content()
     boxes = v.page.evaluate("window.__atlas.visibleBoxes")
-    v.click_and_relayout(".unit.module[data-id^=g]")  # unfold: one box per layer
-    assert v.count(".unit.module[data-id^=g]") == 0
-    assert v.page.evaluate("window.__atlas.visibleBoxes") == boxes + 1
-    layer = v.page.locator(".unit.module", has=v.page.locator("text.title", has_text=re.compile(r"^1$")))
-    layer_id = layer.get_attribute("data-id")
+    v.click_and_relayout(".unit.module[data-id^=g]")  # opens layers.0 in place, still marked ×2
+    frame = v.page.locator(".cluster", has=v.page.locator(".fold-badge"))
+    assert frame.count() == 1 and "layers.0–1" in frame.locator(".title").first.text_content()
+    frame_id = frame.get_attribute("data-id")
+    inside_fold = v.page.evaluate("window.__atlas.visibleBoxes")
+    assert inside_fold > boxes + 5
+    v.click_and_relayout(".cluster .fold-badge")  # unfold: layers.1 gets its own box
+    assert v.count(".fold-badge") == 0 and v.count(".unit.module[data-id^=g]") == 0
+    assert v.page.evaluate("window.__atlas.visibleBoxes") == inside_fold + 1
+    layer_id = v.page.locator(".unit.module", has=v.page.locator("text.title", has_text=re.compile(r"^1$"))).get_attribute("data-id")
+    v.click_and_relayout(f'.cluster[data-id="{frame_id}"] .header')  # close layers.0 again
+    v.page.click("button.fit")
+    v.page.wait_for_timeout(500)
     v.click_and_relayout(f'.unit.module[data-id="{layer_id}"]')  # open layers.1
     opened = v.page.evaluate("window.__atlas.visibleBoxes")
-    assert opened > boxes + 5
+    assert opened == inside_fold + 1
     assert v.page.locator(".cluster .title", has_text="layers.1").count() >= 1
     v.search("scaled_dot_product_attention")
     rows = v.details()

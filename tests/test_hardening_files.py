@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import pickle
+import re
 from pathlib import Path
 from typing import Any, Callable
 
@@ -93,6 +94,9 @@ def test_future_version_asks_for_an_upgrade(document: dict[str, Any], tmp_path: 
 # -- well-formed JSON, broken graph ------------------------------------------------
 
 
+_DELETE = object()
+
+
 def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
     def apply(doc: dict[str, Any]) -> None:
         target = doc
@@ -106,7 +110,6 @@ def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
     return apply
 
 
-_DELETE = object()
 MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "node-input-from-the-future": (_set(("nodes", 1, "inputs"), ["n99"]), "not an earlier node"),
     "node-unknown-kind": (_set(("nodes", 1, "kind"), "lambda"), "unknown kind"),
@@ -135,11 +138,17 @@ MISTYPED = {
     "source-line-huge": _set(("nodes", 5, "source", "line"), 1e400),
 }
 
+NO_LOCATION_YET = {"scope-call-not-int", "scope-call-huge", "input-unhashable", "source-line-huge"}
+NO_LOCATION = "BUG: _ir._graph_from_dict's catch-all message does not say which scope/node field is wrong"
+
 
 @pytest.mark.parametrize(
     "mutate, expected",
     [pytest.param(*v, id=k) for k, v in MUTATIONS.items()]
-    + [pytest.param(m, "", id=k) for k, m in MISTYPED.items()],
+    + [  # the location is checked below
+        pytest.param(m, "", id=k, marks=[pytest.mark.xfail(strict=True, reason=NO_LOCATION)] if k in NO_LOCATION_YET else [])
+        for k, m in MISTYPED.items()
+    ],
 )
 def test_broken_graph_is_refused_with_its_location(
     document: dict[str, Any], tmp_path: Path, mutate: Callable[[dict[str, Any]], None], expected: str
@@ -149,6 +158,7 @@ def test_broken_graph_is_refused_with_its_location(
     text = json.dumps(doc).replace("Infinity", "1e400")  # json writes inf as Infinity
     message = load_error(write(tmp_path, text))
     assert expected in message
+    assert re.search(r"(nodes|scopes)\[\d+\]|scope s\d+", message), f"no location in {message!r}"
 
 
 JSON_VALUES = st.recursive(

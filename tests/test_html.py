@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import torchatlas
-from torchatlas._ir import GraphIR
+from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
 from tests._capture_helpers import load_coolcnn
 from torchatlas._render import _html
 from torchatlas._render._categories import CATEGORIES, PALETTES
@@ -177,3 +177,18 @@ def test_missing_bundle_says_how_to_build_it(tmp_path, monkeypatch, coolcnn_grap
     monkeypatch.setattr(_html, "BUNDLE_DIR", tmp_path)
     with pytest.raises(ViewerBundleMissing, match="npm ci && npm run build"):
         to_html(coolcnn_graph.ir)
+
+
+def test_graph_with_two_roots_gets_one_synthetic_root() -> None:
+    meta = [TensorMeta((2,), "float32", "cpu")]
+    ir = GraphIR(
+        [Scope("s0", None, "", "m.A", 0), Scope("s1", None, "", "m.B", 0), Scope("s2", "s1", "inner", "m.C", 0)],
+        [
+            Node("n0", "input", "s0", path="args[0]", outputs=meta),
+            Node("n1", "op", "s2", ["n0"], [0], target="torch.relu", outputs=meta),
+        ],
+        {},
+    )
+    doc = viewer_document(ir)
+    assert [s["p"] for s in doc["scopes"]] == [-1, 0, 0, 2]
+    assert [doc["scopes"][n["s"]]["cls"] for n in doc["nodes"]] == ["m.A", "m.C"]

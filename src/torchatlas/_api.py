@@ -20,6 +20,9 @@ from ._render import _summary
 from ._render._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, render_to_file, to_dot
 from ._render._dot import render as render_dot
 from ._render._graphviz import GraphvizNotFoundError, responsive_svg
+from ._render._html import ViewerBundleMissing, notebook_html
+from ._render._html import to_html as html_page
+from ._render._model_explorer import to_model_explorer
 from ._render._tree import render_tree
 
 Shape = Sequence[int]
@@ -96,6 +99,39 @@ class Graph:
         """
         with _status(f"rendering {Path(path).name}"):
             return render_to_file(self.ir, path, DotOptions(**options), format)
+
+    def to_html(self, path: str | os.PathLike[str] | None = None, title: str | None = None) -> str | Path:
+        """The interactive viewer as one self-contained HTML file (works offline, no server).
+
+        Returns the page, or writes it to ``path`` (atomically) and returns the path.
+        """
+        page = html_page(self.ir, title)
+        return page if path is None else write_atomic(path, page)
+
+    def show(self, title: str | None = None) -> Path:
+        """Open the interactive viewer in the default web browser."""
+        import tempfile
+        import webbrowser
+
+        path = Path(tempfile.mkdtemp(prefix="torchatlas-")) / "graph.html"
+        write_atomic(path, html_page(self.ir, title))
+        webbrowser.open(path.as_uri())
+        return path
+
+    def to_model_explorer(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any] | Path:
+        """Google Model Explorer's graph JSON (module calls as namespaces, shapes as metadata).
+
+        Returns the document, or writes it to ``path`` and returns the path.
+        """
+        doc = to_model_explorer(self.ir)
+        return doc if path is None else write_atomic(path, json.dumps(doc))
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter and VS Code notebooks show the interactive viewer inline (an iframe)."""
+        try:
+            return notebook_html(self.ir)
+        except ViewerBundleMissing:
+            return None  # falls back to _repr_svg_
 
     def _repr_svg_(self) -> str | None:
         """Jupyter shows the diagram; too big a graph or no ``dot`` falls back to the text repr."""

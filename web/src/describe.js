@@ -93,9 +93,20 @@ export class Describer {
     return formatShape(this.meta(e.node, e.slot));
   }
 
+  /** The "×N" of an open fold's first member, or "". */
+  containerBadge(sIdx) {
+    const s = this.model.scopes[sIdx];
+    return this.model.foldedGroupOf(s) !== null ? `×${this.model.groups.get(s.rep[0]).length}` : "";
+  }
+
   /** An open module's title: its path below the enclosing module ("self_attn" inside "layers.0"). */
   containerTitle(sIdx) {
     const s = this.model.scopes[sIdx];
+    if (this.containerBadge(sIdx)) {
+      const members = this.model.groups.get(s.rep[0]);
+      const last = this.model.scopes[members[members.length - 1]];
+      return foldedPath(s.path, last.path);
+    }
     const parent = this.model.scopes[s.p];
     const path = parent && parent.path && s.path.startsWith(parent.path + ".") ? s.path.slice(parent.path.length + 1) : s.path;
     return `${path}${s.call ? " #" + s.call : ""}`;

@@ -8,6 +8,8 @@ import workerSource from "elk-worker-source";
 export const HEADER = 30; // room for an expanded module's title bar
 const PAD = 12;
 const BIG_GRAPH = 60; // leaf boxes
+const CACHE_SIZE = 24; // layouts kept, most recently used last
+const cache = new Map(); // ELK input as JSON -> ELK output
 
 /** ELK's own in-thread stand-in for its worker, for pages where workers are refused. */
 function inThreadWorker() {
@@ -95,15 +97,22 @@ export async function layout(graph, sizeOf, minWidthOf) {
   // ELK retries crossing minimisation `thoroughness` times; with model order
   // already guiding it, big graphs lose little and lay out about twice as fast.
   root.layoutOptions = { ...ROOT_OPTIONS, "elk.layered.thoroughness": leaves.size > BIG_GRAPH ? "1" : "7" };
+  const endChain = (id) => (id[0] === "c" ? containerChain(Number(id.slice(1))) : containerChain(leaves.get(id).container));
   for (const e of edges) {
-    const a = containerChain(leaves.get(e.source).container);
-    const b = containerChain(leaves.get(e.target).container);
+    const a = endChain(e.source);
+    const b = endChain(e.target);
     let k = 0;
     while (k + 1 < a.length && k + 1 < b.length && a[k + 1] === b[k + 1]) k++;
     elkNodes.get(a[k]).edges.push({ id: e.id, sources: [e.source], targets: [e.target] });
   }
   const t0 = performance.now();
-  const out = await engine().layout(root);
+  // Going back to a view seen before (collapse after expand) reuses its layout.
+  const key = JSON.stringify(root);
+  let out = cache.get(key);
+  if (out) cache.delete(key);
+  else out = await engine().layout(root);
+  cache.set(key, out);
+  if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
   const ms = performance.now() - t0;
   const boxes = new Map();
   const routes = new Map();

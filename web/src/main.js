@@ -12,7 +12,7 @@ import { DetailsPanel, SearchBox } from "./panel.js";
 import { exportPng, exportSvg } from "./export.js";
 
 const START_BUDGET = 80; // boxes on screen when the page opens
-const EXPAND_ALL_BUDGET = 3000; // more than this stops being readable or fast
+const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
 
 function h(tag, attrs = {}, children = []) {
   const e = document.createElement(tag);
@@ -100,17 +100,13 @@ class App {
     this.renderer = new Renderer(svg, this.describer, {
       onToggle: (id) => this.toggle(id),
       onSelect: (id) => this.selectUnit(id),
+      onUnfold: (sIdx) => this.toggleFold(this.model.scopes[sIdx].rep[0]),
     });
     this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap);
     svg.addEventListener("click", () => this.select(null));
     this.details = new DetailsPanel(this.panel, this.model, this.describer, {
       onToggleScope: (sIdx) => this.toggle(this.model.expanded.has(sIdx) ? "c" + sIdx : "s" + sIdx),
-      onToggleFold: (group) => {
-        const m = this.model;
-        if (m.folded.has(group)) m.folded.delete(group);
-        else m.folded.add(group);
-        this.relayout({ animate: true }).then(() => this.showSelection());
-      },
+      onToggleFold: (group) => this.toggleFold(group),
     });
     this.details.clear();
     this.search = new SearchBox(this.searchInput, this.searchList, this.model, (kind, idx) => this.jumpTo(kind, idx));
@@ -149,19 +145,25 @@ class App {
     const m = this.model;
     const sIdx = Model.unitScope(id);
     let anchor = id;
-    if (id[0] === "g") {
-      m.folded.delete(m.scopes[sIdx].rep[0]);
-      anchor = "s" + sIdx;
-    } else if (id[0] === "s") {
+    if (id[0] === "g" || id[0] === "s") {
+      // Opening a fold opens its first member in place; the ×N stays on its frame.
       m.expanded.add(sIdx);
       anchor = "c" + sIdx;
     } else {
       m.expanded.delete(sIdx);
-      anchor = "s" + sIdx;
+      anchor = (m.foldedGroupOf(m.scopes[sIdx]) !== null ? "g" : "s") + sIdx;
     }
     this.selection = { kind: "s", idx: sIdx };
     this.syncDepthSelect();
     return this.relayout({ animate: true, anchor: [id, anchor] }).then(() => this.showSelection());
+  }
+
+  /** Show a repeat group as one box, or as one box per member. */
+  toggleFold(group) {
+    const m = this.model;
+    if (m.folded.has(group)) m.folded.delete(group);
+    else m.folded.add(group);
+    return this.relayout({ animate: true }).then(() => this.showSelection());
   }
 
   collapseToDepth(depth) {
@@ -281,11 +283,18 @@ class App {
     const t0 = performance.now();
     const graph = this.model.visibleGraph();
     const r = this.renderer;
-    const result = await layout(
-      graph,
-      (id) => r.sizeOf(id),
-      (c) => r.containerMinWidth(c),
-    );
+    let result;
+    try {
+      result = await layout(
+        graph,
+        (id) => r.sizeOf(id),
+        (c) => r.containerMinWidth(c),
+      );
+    } catch (err) {
+      // Keep the last good picture; say why this change could not be shown.
+      this.flash(`Layout failed: ${err && err.message ? err.message : err}`);
+      throw err;
+    }
     if (token !== this.layoutToken) return; // a newer request replaced this one
     const before = anchor && this.result ? this.result.boxes.get(anchor[0]) : null;
     this.graph = graph;

@@ -55,8 +55,12 @@ export class Model {
       if (s.p < 0) continue;
       const up = units[s.p];
       if (up !== null) units[s.idx] = up;
-      else if (this.foldedGroupOf(s) !== null) units[s.idx] = "g" + this.groups.get(s.rep[0])[0];
-      else if (!this.expanded.has(s.idx)) units[s.idx] = "s" + s.idx;
+      else if (this.foldedGroupOf(s) !== null) {
+        // A fold is one box; opened, it shows its first member and hides the rest.
+        const first = this.groups.get(s.rep[0])[0];
+        if (!this.expanded.has(first)) units[s.idx] = "g" + first;
+        else if (s.idx !== first) units[s.idx] = "c" + first;
+      } else if (!this.expanded.has(s.idx)) units[s.idx] = "s" + s.idx;
     }
     return units;
   }
@@ -85,7 +89,7 @@ export class Model {
     for (const n of this.nodes) {
       if (!this.isVisibleKind(n)) continue;
       const u = this.unitOfNode(n, units);
-      if (leaves.has(u)) continue;
+      if (leaves.has(u) || u[0] === "c") continue;
       let container;
       if (u[0] === "n") container = n.s;
       else container = this.scopes[Model.unitScope(u)].p;
@@ -102,16 +106,25 @@ export class Model {
     };
     for (const leaf of leaves.values()) ensure(leaf.container).children.push(leaf.id);
 
+    const chainOf = (id) => {
+      const chain = new Set();
+      for (let c = id[0] === "c" ? Number(id.slice(1)) : leaves.get(id).container; c >= 0; c = containers.get(c).parent) chain.add(c);
+      return chain;
+    };
     const edges = new Map();
     for (const n of this.nodes) {
       if (!this.isVisibleKind(n)) continue;
       const v = this.unitOfNode(n, units);
+      // Reads by the hidden members of an open fold are shown by its first member's.
+      if (v[0] === "c") continue;
       const ins = n.i || [];
       for (let j = 0; j < ins.length; j++) {
         const src = this.nodes[ins[j]];
         if (!this.isVisibleKind(src)) continue;
         const u = this.unitOfNode(src, units);
         if (u === v) continue;
+        // What leaves an open fold comes from its last, hidden member: the edge starts at the fold's frame.
+        if (u[0] === "c" && (!containers.has(Number(u.slice(1))) || chainOf(v).has(Number(u.slice(1))))) continue;
         const key = u + ">" + v;
         const e = edges.get(key);
         if (e) e.count++;

@@ -117,7 +117,8 @@ export class DetailsPanel {
       ["FLOPs", s.f != null ? formatCount(s.f) : null],
     ]);
     const bar = h("div", "actions");
-    const open = m.expanded.has(sIdx) && m.foldedGroupOf(s) === null;
+    const hidden = m.foldedGroupOf(s) !== null && m.groups.get(s.rep[0])[0] !== sIdx;
+    const open = m.expanded.has(sIdx) && !hidden;
     const toggle = h("button", null, open ? "Collapse" : "Expand");
     toggle.addEventListener("click", () => this.actions.onToggleScope(sIdx));
     bar.appendChild(toggle);

@@ -62,7 +62,11 @@ export class Renderer {
   }
 
   containerMinWidth(sIdx) {
-    const w = textWidth(this.describer.containerTitle(sIdx), FONT_TITLE) + textWidth(this.describer.containerSubtitle(sIdx), FONT_SMALL);
+    const badge = this.describer.containerBadge(sIdx);
+    const w =
+      textWidth(this.describer.containerTitle(sIdx), FONT_TITLE) +
+      textWidth(this.describer.containerSubtitle(sIdx), FONT_SMALL) +
+      (badge ? textWidth(`${badge} ⤢`, FONT_TITLE) + 8 : 0);
     return Math.ceil(w + 56);
   }
 
@@ -111,6 +115,7 @@ export class Renderer {
       const fresh = !g;
       if (fresh) g = this.makeCluster(cIdx);
       g.dataset.depth = String(this.describer.model.scopes[cIdx].depth % 4);
+      this.titleCluster(g, cIdx);
       this.layerClusters.appendChild(g);
       place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
     }
@@ -138,16 +143,28 @@ export class Renderer {
     g.headerHit = el("rect", { class: "header-hit", x: "0", y: "0", height: String(HEADER) }, header);
     const toggle = el("text", { class: "toggle", x: "12", y: "19" }, header);
     toggle.textContent = "−";
-    const title = el("text", { class: "title", x: "26", y: "19" }, header);
-    title.textContent = this.describer.containerTitle(cIdx);
-    const sub = el("tspan", { class: "subtitle", dx: "8" }, title);
-    sub.textContent = this.describer.containerSubtitle(cIdx);
+    g.titleEl = el("text", { class: "title", x: "26", y: "19" }, header);
     header.addEventListener("click", (ev) => {
       ev.stopPropagation();
-      this.handlers.onToggle("c" + cIdx);
+      if (ev.target.classList.contains("fold-badge")) this.handlers.onUnfold(cIdx);
+      else this.handlers.onToggle("c" + cIdx);
     });
     this.elements.set("c" + cIdx, g);
     return g;
+  }
+
+  /** Title, class and (for an open fold) a clickable "×N" that unfolds it; redone each layout. */
+  titleCluster(g, cIdx) {
+    const d = this.describer;
+    g.titleEl.replaceChildren();
+    g.titleEl.appendChild(document.createTextNode(d.containerTitle(cIdx)));
+    const badge = d.containerBadge(cIdx);
+    if (badge) {
+      const b = el("tspan", { class: "fold-badge", dx: "8" }, g.titleEl);
+      b.textContent = `${badge} ⤢`;
+      b.appendChild(el("title")).textContent = "Unfold: one box per repeat";
+    }
+    el("tspan", { class: "subtitle", dx: "8" }, g.titleEl).textContent = d.containerSubtitle(cIdx);
   }
 
   makeLeaf(id) {

@@ -31,6 +31,7 @@ export class Viewport {
     this.group.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.k})`);
     this.svg.classList.toggle("lod-far", this.k < 0.55);
     this.svg.classList.toggle("lod-tiny", this.k < 0.22);
+    this.svg.style.setProperty("--zoom", String(this.k));
     this.drawMinimap();
     this.onChange?.();
   }
