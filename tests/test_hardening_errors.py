@@ -78,7 +78,6 @@ def test_failure_note_names_op_module_and_line() -> None:
     assert f"{__file__}:{line_of(Block.forward, 'FAILS')}" in note
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: a Python-level raise (no torch op) gets no module path in the note")
 def test_python_error_note_names_module_and_line() -> None:
     with pytest.raises(ValueError, match="not a tensor problem") as info:
         torchatlas.trace(PythonError(), torch.randn(2, 4))
@@ -139,7 +138,6 @@ def small() -> nn.Module:
     return nn.Sequential(nn.Linear(3, 4), nn.ReLU()).eval()
 
 
-COMPILED_FN_BUG = "BUG: unwrap_model does not see through torch.compile(function) (_torchdynamo_orig_callable)"
 
 
 def forward_fn(x: torch.Tensor) -> torch.Tensor:
@@ -156,7 +154,7 @@ def structure(graph: torchatlas.Graph) -> list[tuple]:
 
 @pytest.mark.parametrize(
     "original",
-    [small(), pytest.param(forward_fn, marks=pytest.mark.xfail(strict=True, reason=COMPILED_FN_BUG))],
+    [small(), forward_fn],
     ids=["module", "function"],
 )
 def test_compiled_model_is_traced_as_its_original(original) -> None:
@@ -165,7 +163,7 @@ def test_compiled_model_is_traced_as_its_original(original) -> None:
     compiled = torch.compile(original)
     try:
         got = torchatlas.trace(compiled, x)
-    except Exception as e:  # let the xfail below see a plain failure, not dynamo's long report
+    except Exception as e:  # a plain failure, not dynamo's long report
         pytest.fail(f"trace(torch.compile(m)) raised {type(e).__name__}: {str(e).splitlines()[0]}")
     assert structure(got) == expected
 

@@ -138,15 +138,13 @@ MISTYPED = {
     "source-line-huge": _set(("nodes", 5, "source", "line"), 1e400),
 }
 
-NO_LOCATION_YET = {"scope-call-not-int", "scope-call-huge", "input-unhashable", "source-line-huge"}
-NO_LOCATION = "BUG: _ir._graph_from_dict's catch-all message does not say which scope/node field is wrong"
 
 
 @pytest.mark.parametrize(
     "mutate, expected",
     [pytest.param(*v, id=k) for k, v in MUTATIONS.items()]
     + [  # the location is checked below
-        pytest.param(m, "", id=k, marks=[pytest.mark.xfail(strict=True, reason=NO_LOCATION)] if k in NO_LOCATION_YET else [])
+        pytest.param(m, "", id=k)
         for k, m in MISTYPED.items()
     ],
 )

@@ -32,19 +32,12 @@ from _hostile import (
     strings_in,
 )
 
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("dot-controls", "line-separator"): "BUG: _graphviz._visible leaves U+2028/U+2029 (categories Zl/Zp) raw in DOT labels",
-}
-
-
 def cases(renderer: str, *extra: object) -> list:
-    """One test case per hostile name; known bugs are strict xfails."""
-    out = []
-    for case_id, name, marker in HOSTILE_NAMES:
-        reason = KNOWN_BUGS.get((renderer, case_id))
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        out.append(pytest.param(name, marker, *extra, id=f"{case_id}-{renderer}" if extra else case_id, marks=marks))
-    return out
+    """One test case per hostile name."""
+    return [
+        pytest.param(name, marker, *extra, id=f"{case_id}-{renderer}" if extra else case_id)
+        for case_id, name, marker in HOSTILE_NAMES
+    ]
 
 
 @lru_cache(maxsize=None)

@@ -271,7 +271,6 @@ def test_trace_inside_a_trace_is_refused(reference: dict[str, Any]) -> None:
     assert_clean_and_working(before, reference)
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the refused inner trace adds its own 'torchatlas: forward failed' note")
 def test_refused_nested_trace_has_one_note_naming_the_line() -> None:
     with pytest.raises(RuntimeError) as info:
         torchatlas.trace(TracesItself(), torch.randn(2, 4))
@@ -304,11 +303,6 @@ def test_outer_user_mode_still_sees_the_ops_and_stays_on_the_stack(reference: di
     assert comparable(graph) == reference
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an outer user mode also sees torchatlas's own bookkeeping (t.shape/dtype/_version "
-    "in _record_op, the module hooks and build_graph)",
-)
 def test_outer_user_mode_sees_exactly_the_model_ops() -> None:
     model, x = coolcnn()
     with CountingMode() as plain:

@@ -282,8 +282,8 @@ def _load_source(raw: Any, where: str) -> Source | None:
         return None
     _require(isinstance(raw, dict), f"{where}.source must be an object")
     try:
-        return Source(str(raw["file"]), int(raw["line"]), str(raw.get("code", "")))
-    except (KeyError, TypeError, ValueError) as e:
+        return Source(str(raw["file"]), _count(raw["line"], f"{where}.source.line"), str(raw.get("code", "")))
+    except (KeyError, TypeError, ValueError, OverflowError) as e:
         raise GraphFormatError(f"{where}.source is malformed: {e}") from None
 
 
@@ -296,6 +296,11 @@ def _load_meta(raw: Any, where: str) -> TensorMeta:
         f"{where}.shape must hold integers (or symbolic sizes as strings)",
     )
     return TensorMeta(tuple(shape), _opt_str(raw.get("dtype", ""), f"{where}.dtype") or "", _opt_str(raw.get("device", ""), f"{where}.device") or "")
+
+
+def _count(value: Any, where: str) -> int:
+    _require(isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63, f"{where} must be a non-negative integer")
+    return value
 
 
 def _opt_str(value: Any, where: str) -> str | None:
@@ -342,6 +347,7 @@ def _parse_graph(doc: Any) -> GraphIR:
         _require(isinstance(raw, dict), f"{where} must be an object")
         try:
             sid, parent = _opt_str(raw["id"], f"{where}.id") or "", raw["parent"]
+            _require(parent is None or isinstance(parent, str), f"{where}.parent must be a scope id or null")
             _require(parent is None or parent in scope_ids, f"{where}.parent {parent!r} is not an earlier scope")
             scopes.append(
                 Scope(
@@ -349,7 +355,7 @@ def _parse_graph(doc: Any) -> GraphIR:
                     parent=parent,
                     path=_opt_str(raw["path"], f"{where}.path") or "",
                     cls=_opt_str(raw["class"], f"{where}.class") or "",
-                    call=int(raw["call"]),
+                    call=_count(raw["call"], f"{where}.call"),
                     source=_load_source(raw.get("source"), where),
                     outputs=[str(o) for o in _list(raw.get("outputs", []), f"{where}.outputs")],
                     meta=_obj(raw.get("meta", {}), f"{where}.meta"),
@@ -370,11 +376,11 @@ def _parse_graph(doc: Any) -> GraphIR:
             inputs = raw["inputs"]
         except KeyError as e:
             raise GraphFormatError(f"{where} lacks field {e}") from None
-        _require(kind in NODE_KINDS, f"{where}: unknown kind {kind!r}")
-        _require(scope in scope_ids, f"{where}: unknown scope {scope!r}")
+        _require(isinstance(kind, str) and kind in NODE_KINDS, f"{where}: unknown kind {kind!r}")
+        _require(isinstance(scope, str) and scope in scope_ids, f"{where}: unknown scope {scope!r}")
         _require(isinstance(inputs, list), f"{where}.inputs must be a list")
         for ref in inputs:
-            _require(ref in node_ids, f"{where}: input {ref!r} is not an earlier node")
+            _require(isinstance(ref, str) and ref in node_ids, f"{where}: input {ref!r} is not an earlier node")
         slots = raw.get("input_slots", [0] * len(inputs))
         _require(isinstance(slots, list) and len(slots) == len(inputs), f"{where}.input_slots must match inputs")
         _require(

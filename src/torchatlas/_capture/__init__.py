@@ -10,7 +10,7 @@ import torch
 from .._ir import GraphIR
 from . import _source
 from ._build import build_graph
-from ._recorder import Recorder
+from ._recorder import Recorder, active_recorder
 from ._values import iter_tensors
 
 __all__ = ["TraceError", "capture_aten", "capture_backward", "capture_python", "from_export", "from_fx", "unwrap_model"]
@@ -30,7 +30,23 @@ def _describe_failure(rec: Recorder, exc: BaseException) -> str:
         return f"torchatlas: forward failed at {f.target}{module}, {where}"
     frames = [fs for fs in traceback.extract_tb(exc.__traceback__) if not fs.filename.startswith(_source._INTERNAL_PREFIXES)]
     where = f", {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    module = _raising_module(exc)
+    if module is not None:
+        path = rec.module_path_of(module)
+        return f"torchatlas: forward failed in module '{path or '<root>'}' ({type(module).__name__}){where}"
     return f"torchatlas: forward failed{where}"
+
+
+def _raising_module(exc: BaseException) -> Any:
+    """The innermost module whose call the exception passed through (read from the
+    traceback, so an error the model caught earlier cannot mislead it)."""
+    module, tb = None, exc.__traceback__
+    call_impl = torch.nn.Module._call_impl.__code__
+    while tb is not None:
+        if tb.tb_frame.f_code is call_impl:
+            module = tb.tb_frame.f_locals.get("self")
+        tb = tb.tb_next
+    return module
 
 
 def unwrap_model(model: Any) -> Any:
@@ -48,7 +64,7 @@ def unwrap_model(model: Any) -> Any:
         return orig  # torch.compile wraps the eager module; its forward computes the same thing
     if not callable(model):
         raise TraceError(f"torchatlas: cannot trace a {type(model).__name__}; pass an nn.Module or a callable")
-    return model
+    return getattr(model, "_torchdynamo_orig_callable", model)  # torch.compile(function)
 
 
 def load_exported(path: Any) -> Any:
@@ -70,6 +86,8 @@ def capture_python(
     exception that stopped the forward pass. Without ``partial`` an exception
     propagates unchanged, with a note naming where it happened.
     """
+    if active_recorder() is not None:
+        raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
     model = unwrap_model(model)
     rec = Recorder(model, progress=progress)
     inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
@@ -92,7 +110,8 @@ def capture_python(
         error = exc
     if not rec.scopes:
         raise TraceError("torchatlas: the model recorded no module call; is it an nn.Module or a callable?")
-    return build_graph(rec, output, model), output, error
+    with torch._C.DisableTorchFunction():  # a user's own TorchFunctionMode must not see our bookkeeping
+        return build_graph(rec, output, model), output, error
 
 
 # Other capture levels; imported last because they build on the python-level pieces above.

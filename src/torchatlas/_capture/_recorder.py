@@ -99,6 +99,7 @@ class Recorder(TorchFunctionMode):
         if isinstance(model, torch.nn.Module):
             self._index_model(model)
         self._hooks: list[Any] = []
+        self._quiet = False
 
     # -- set-up -------------------------------------------------------------
 
@@ -122,10 +123,12 @@ class Recorder(TorchFunctionMode):
         if active_recorder() is not None:
             raise RuntimeError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
         _tls.recorder = self
+        # Under a user's own TorchFunctionMode, our bookkeeping (t.shape, ...) must not reach it.
+        self._quiet = torch._C._len_torch_function_stack() > 0
         try:
             self._hooks = [
-                torch.nn.modules.module.register_module_forward_pre_hook(self._on_module_enter),
-                torch.nn.modules.module.register_module_forward_hook(self._on_module_exit, always_call=True),
+                torch.nn.modules.module.register_module_forward_pre_hook(self._module_enter_hook),
+                torch.nn.modules.module.register_module_forward_hook(self._module_exit_hook, always_call=True),
             ]
             super().__enter__()
         except BaseException:
@@ -208,15 +211,25 @@ class Recorder(TorchFunctionMode):
                     self._new_leaf("input", input_path, t)
             self._pending_inputs = []
 
+    def _module_enter_hook(self, module: Any, args: Any) -> None:
+        if active_recorder() is self:
+            with torch._C.DisableTorchFunction():  # no mode may see the hook's own tensor queries
+                self._on_module_enter(module, args)
+
+    def _module_exit_hook(self, module: Any, args: Any, output: Any) -> None:
+        if active_recorder() is self:
+            with torch._C.DisableTorchFunction():
+                self._on_module_exit(module, args, output)
+
+    def module_path_of(self, module: Any) -> str:
+        """The qualified path of a module of this model (as in ``named_modules()``)."""
+        return self._module_path(module)
+
     def _on_module_enter(self, module: Any, args: Any) -> None:
-        if active_recorder() is not self:
-            return
         cls = type(module)
         self._push_scope(module, self._module_path(module), f"{cls.__module__}.{cls.__qualname__}", sys._getframe(1))
 
     def _on_module_exit(self, module: Any, args: Any, output: Any) -> None:
-        if active_recorder() is not self:
-            return
         while self._stack:  # unwinds scopes left open by an exception
             index, top = self._stack.pop()
             if top is module:
@@ -283,7 +296,11 @@ class Recorder(TorchFunctionMode):
             result = func(*args, **kwargs)
         except BaseException as exc:
             if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                self._record_failure(func, args, kwargs, exc, sys._getframe(1))
+                if self._quiet:
+                    with torch._C.DisableTorchFunction():
+                        self._record_failure(func, args, kwargs, exc, sys._getframe(1))
+                else:
+                    self._record_failure(func, args, kwargs, exc, sys._getframe(1))
             raise
         if isinstance(result, Tensor):
             outs = [result]
@@ -307,7 +324,11 @@ class Recorder(TorchFunctionMode):
             else:
                 # A written tensor the op does not return (x[i] = v, running stats) is an extra output.
                 outs = outs + [t for t in written if not any(t is o for o in outs)]
-        self._record_op(func, args, kwargs, outs, written, sys._getframe(1))
+        if self._quiet:
+            with torch._C.DisableTorchFunction():
+                self._record_op(func, args, kwargs, outs, written, sys._getframe(1))
+        else:
+            self._record_op(func, args, kwargs, outs, written, sys._getframe(1))
         return result
 
     def _written(self, func: Any, spec: int | str | None, args: tuple, kwargs: dict) -> list[Tensor]:

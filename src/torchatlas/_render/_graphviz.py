@@ -28,7 +28,7 @@ def visible(text: str, limit: int | None = None) -> str:
     """Control characters, surrogates and bidi overrides spelled out (``\\n``), long text cut."""
     out = []
     for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Cs") or ch in _BIDI_CONTROLS or ch in "\ufffe\uffff":
+        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI_CONTROLS or ch in "\ufffe\uffff":
             out.append(ascii(ch)[1:-1])
         else:
             out.append(ch)
