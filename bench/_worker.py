@@ -19,12 +19,12 @@ import os
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
-
-import torch
+from typing import Any
 
 import models
+import torch
 from _measure import alternate, peak_rss_mb, reset_peak_rss, rounds_for, timed
 from tools import TOOLS, NotSupported, Tool, model_device
 

@@ -21,9 +21,8 @@ import platform
 import sys
 from pathlib import Path
 
-import torch
-
 import _report
+import torch
 from compare import BENCH, run_worker, worker_env
 
 MODELS = ["resnet50", "bert-base", "gpt2", "llama-1b", "llama-70b"]

@@ -167,7 +167,10 @@ class TorchInfo(Tool):
     def capture(self, model, args, kwargs, workdir):
         from torchinfo import summary
 
-        return summary(model, input_data=list(args) or None, verbose=0, device=model_device(model), **kwargs)
+        # Without input_data torchinfo lists modules without running the model; a dict runs it as kwargs.
+        data = list(args) if args else kwargs
+        extra = kwargs if args else {}
+        return summary(model, input_data=data, verbose=0, device=model_device(model), **extra)
 
     def size(self, stats):
         return len(stats.summary_list), None

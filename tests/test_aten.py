@@ -5,14 +5,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from _capture_helpers import load_coolcnn, outputs, targets, wiring
+from _fx_compare import make_fx_wiring
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from torchatlas._capture import capture_aten, capture_python
 from torchatlas._ir import GraphIR
-
-from _capture_helpers import load_coolcnn, outputs, targets, wiring
-from _fx_compare import make_fx_wiring
 
 
 def aten(model, *args, **kwargs) -> GraphIR:

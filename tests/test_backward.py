@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _capture_helpers import load_coolcnn, wiring
+from _fx_compare import make_fx_wiring
 from torch import nn
 
 from torchatlas._capture import TraceError, capture_backward
 from torchatlas._capture._backward import default_loss
 from torchatlas._ir import GraphIR
-
-from _capture_helpers import load_coolcnn, wiring
-from _fx_compare import make_fx_wiring
 
 
 def mlp() -> nn.Module:

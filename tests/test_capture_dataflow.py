@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 import torch.nn as nn
+from _capture_helpers import outputs, wiring
 
 import torchatlas
-from _capture_helpers import outputs, wiring
 
 T = "torch.Tensor."
 

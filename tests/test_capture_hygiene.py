@@ -8,10 +8,10 @@ import weakref
 import pytest
 import torch
 import torch.nn as nn
+from _capture_helpers import load_coolcnn
 from torch.nn.modules import module as nn_module
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 
 def torch_global_state() -> dict:

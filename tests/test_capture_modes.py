@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from _capture_helpers import wiring
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import torchatlas
-from _capture_helpers import wiring
 
 
 class Block(nn.Module):

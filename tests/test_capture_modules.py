@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from _capture_helpers import targets, wiring
 
 import torchatlas
-from _capture_helpers import targets, wiring
 
 LINEAR = "torch.nn.functional.linear"
 

@@ -6,9 +6,9 @@ import inspect
 
 import torch
 import torch.nn as nn
+from _capture_helpers import load_coolcnn
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 
 def _line_of(obj, text: str) -> int:

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 import torch
 import torch.nn as nn
+from _capture_helpers import outputs, wiring
 
 import torchatlas
-from _capture_helpers import outputs, wiring
 
 T = "torch.Tensor."
 

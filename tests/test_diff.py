@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _passes_builder import IRBuilder, linear_layer
+
 from torchatlas._passes import GraphDiff, ScopeChange, diff
 
 
@@ -79,8 +79,9 @@ def test_hostile_names_are_escaped():
 
 def test_real_model_with_one_layer_changed():
     torch = pytest.importorskip("torch")
-    import torchatlas
     from torch import nn
+
+    import torchatlas
 
     def model(width: int) -> nn.Module:
         return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, width), nn.Tanh())

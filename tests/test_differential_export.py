@@ -10,7 +10,8 @@ The ops themselves differ (ATen vs Python API), the flow between leaf modules mu
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch

@@ -14,9 +14,9 @@ import pytest
 import torch
 import torch.fx as fx
 import torch.nn as nn
+from _capture_helpers import load_coolcnn
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 OPERATORS = {
     operator.add: "__add__", operator.sub: "__sub__", operator.mul: "__mul__", operator.truediv: "__truediv__",
@@ -64,7 +64,7 @@ def fx_ops(model: nn.Module) -> list[tuple[object, tuple[str, ...], str]]:
             labels[node] = ("param:" if node.target in params else "buffer:") + node.target
         elif node.op in ("call_function", "call_method"):
             reads: list[str] = []
-            fx.node.map_arg((node.args, node.kwargs), lambda n: reads.append(labels[n]))
+            fx.node.map_arg((node.args, node.kwargs), lambda n: reads.append(labels[n]))  # noqa: B023 (called at once)
             stack = node.meta.get("nn_module_stack") or {}
             path = list(stack.values())[-1][0] if stack else ""
             labels[node] = f"op{len(ops)}"

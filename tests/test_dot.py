@@ -8,13 +8,13 @@ import subprocess
 import warnings
 
 import pytest
-
 from _dot_helpers import IRBuilder, coolcnn_ir, label_text, loop_ir, parse_dot, residual_ir, shared_ir
+
 from torchatlas._ir import GraphIR
 from torchatlas._render import _dot
 from torchatlas._render._categories import CATEGORIES, LEGEND, PALETTES, category
 from torchatlas._render._dot import DotOptions, diagram_size, render, render_to_file, to_dot
-from torchatlas._render._graphviz import GraphvizNotFoundError, run_dot
+from torchatlas._render._graphviz import GraphvizNotFoundError
 
 # pydot's parser calls pyparsing names that newer pyparsing deprecates
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -329,8 +329,9 @@ def test_a_value_read_in_many_calls_gets_reference_boxes_instead_of_long_edges()
 
 def test_real_coolcnn_capture_draws_the_two_branches():
     torch = pytest.importorskip("torch")
-    import torchatlas
     from _capture_helpers import load_coolcnn
+
+    import torchatlas
 
     model = load_coolcnn().CoolCNN()
     d = parse_dot(to_dot(torchatlas.trace(model, (torch.randn(1, 3, 32, 32),)).ir))

@@ -21,14 +21,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from _capture_helpers import outputs, wiring
+from _hostile import HOSTILE_NAMES, RAW_CONTROL, html_data_document, render_dot, render_html
+from _randmodels import KINDS, Program, RandomModel, Step, TrueGraph, build, programs
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
 import torchatlas
-from _capture_helpers import outputs, wiring
-from _hostile import HOSTILE_NAMES, RAW_CONTROL, html_data_document, render_dot, render_html
-from _randmodels import KINDS, Program, RandomModel, Step, TrueGraph, build, programs
 
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "30"))
 FUZZ = settings(

@@ -9,9 +9,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _capture_helpers import load_coolcnn
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 cli = pytest.importorskip("torchatlas._cli", reason="the CLI (torchatlas._cli) is not written yet")
 

@@ -10,16 +10,17 @@ import json
 import os
 import pickle
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
+from _capture_helpers import load_coolcnn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 SRC = Path(torchatlas.__file__).resolve().parent
 

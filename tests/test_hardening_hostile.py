@@ -19,8 +19,6 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
-
-import torchatlas
 from _hostile import (
     HOSTILE_NAMES,
     RAW_CONTROL,
@@ -31,6 +29,9 @@ from _hostile import (
     render_summary,
     strings_in,
 )
+
+import torchatlas
+
 
 def cases(renderer: str, *extra: object) -> list:
     """One test case per hostile name."""

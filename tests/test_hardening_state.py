@@ -10,16 +10,17 @@ import time
 import types
 import weakref
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
+from _capture_helpers import load_coolcnn
 from torch import nn
 from torch.nn.modules import module as nn_module
 from torch.overrides import TorchFunctionMode
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 COOL = load_coolcnn()
 

@@ -6,8 +6,8 @@ What the page does in a browser is tested in test_browser.py.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 import torchatlas
-from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
 from tests._capture_helpers import load_coolcnn
+from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
 from torchatlas._render import _html
 from torchatlas._render._categories import CATEGORIES, PALETTES
 from torchatlas._render._html import ViewerBundleMissing, notebook_html, script_json, to_html, viewer_document

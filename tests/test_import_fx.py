@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _capture_helpers import load_coolcnn, outputs, targets, wiring
 from torch import nn
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.shape_prop import ShapeProp
 
 from torchatlas._capture import capture_python, from_export, from_fx
 from torchatlas._ir import GraphIR
-
-from _capture_helpers import load_coolcnn, outputs, targets, wiring
 
 
 class Block(nn.Module):

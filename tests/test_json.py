@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 import torch.nn as nn
+from _capture_helpers import load_coolcnn
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 COOLCNN_SCOPES = [  # (path, class, call, parent path)
     ("", "torchatlas._example.CoolCNN", 0, None),

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _passes_builder import IRBuilder
+
 from torchatlas._ir import Node
 from torchatlas._passes import dead_code
 
@@ -58,8 +58,9 @@ def test_failed_capture_is_not_judged():
 
 def test_real_model_with_unused_computation():
     torch = pytest.importorskip("torch")
-    import torchatlas
     from torch import nn
+
+    import torchatlas
 
     class Wasteful(nn.Module):
         def __init__(self):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _passes_builder import IRBuilder, linear_layer
+
 from torchatlas._passes import flops
 from torchatlas._passes._flops import CONTRACTION_CATEGORIES
 
@@ -175,8 +175,9 @@ def _contraction_flops(ir) -> int:
 
 def _compare_with_flop_counter(model, args, skip_categories=frozenset()):
     torch = pytest.importorskip("torch")
-    import torchatlas
     from torch.utils.flop_counter import FlopCounterMode
+
+    import torchatlas
 
     with torch.no_grad():
         ir = flops(torchatlas.trace(model, args).ir)

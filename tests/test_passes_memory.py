@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _passes_builder import IRBuilder, param_entry
+
 from torchatlas._passes import memory
 from torchatlas._passes._common import dtype_bytes
 
@@ -92,8 +92,9 @@ def test_scope_activation_bytes_are_inclusive_and_state_bytes_reported():
 
 def test_real_capture_peak_is_bounded_by_total():
     torch = pytest.importorskip("torch")
-    import torchatlas
     from torch import nn
+
+    import torchatlas
 
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8))
     ir = memory(torchatlas.trace(model, (torch.randn(4, 16),)).ir)

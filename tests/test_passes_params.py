@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from _passes_builder import IRBuilder, linear_layer, param_entry
+
 from torchatlas._passes import parameters
 
 

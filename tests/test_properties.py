@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
+from _capture_helpers import outputs, wiring
+from _randmodels import Program, Step, build, programs
 from hypothesis import HealthCheck, given, settings
 
 import torchatlas
-from _capture_helpers import outputs, wiring
-from _randmodels import Program, Step, build, programs
 
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

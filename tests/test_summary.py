@@ -7,8 +7,8 @@ import re
 import time
 
 import pytest
-
 from _passes_builder import IRBuilder, linear_layer, param_entry
+
 from torchatlas._passes import analyze
 from torchatlas._render._summary import COLUMNS, summary
 
@@ -134,8 +134,9 @@ def test_unanalysed_graph_is_analysed_on_the_fly():
 
 def test_coolcnn_summary():
     torch = pytest.importorskip("torch")
-    import torchatlas
     from torch import nn
+
+    import torchatlas
 
     class CoolCNN(nn.Module):
         def __init__(self):

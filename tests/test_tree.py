@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn as nn
+from _capture_helpers import load_coolcnn
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 
 UNICODE = ("├── ", "└── ", "│   ", "    ")
 ASCII = ("|-- ", "`-- ", "|   ", "    ")
@@ -45,7 +45,7 @@ def parse_tree(text: str, guides: tuple[str, str, str, str]) -> list[tuple[int, 
             rest, depth = rest[4:], depth + 1
         assert rest.startswith((branch, last)), f"no guide in {line!r}"
         parsed.append((depth, rest[4:], rest.startswith(last)))
-    for k, (depth, label, is_last) in enumerate(parsed[1:], start=1):
+    for k, (_depth, label, is_last) in enumerate(parsed[1:], start=1):
         assert is_last == (not _has_next_sibling(parsed, k)), f"wrong corner guide on {label!r}"
     return [(d, label) for d, label, _ in parsed]
 

@@ -1,9 +1,9 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
 from ._api import Graph, diff, from_export, from_fx, load, trace, trace_shapes
-from ._passes import GraphDiff
 from ._capture import TraceError
 from ._ir import GraphFormatError, GraphIR, Node, Scope, Source, TensorMeta
+from ._passes import GraphDiff
 from ._render._graphviz import GraphvizNotFoundError
 
 __version__ = "0.1.0"

@@ -11,8 +11,9 @@ passes read it, renderers draw it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 FORMAT = "torchatlas-graph"
 VERSION = 1

@@ -13,9 +13,10 @@ scope of the Python recorder and remembers the Python op it came from.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -23,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._ir import GraphIR
 from . import _naming, _source
 from ._build import build_graph
-from ._recorder import NodeRecord, Recorder, Ref, _meta, _storage_key
+from ._recorder import NodeRecord, Recorder, Ref, _meta
 from ._values import encode, iter_tensors, split_tensors, tensors_flat
 
 Tensor = torch.Tensor
@@ -191,15 +192,7 @@ class AtenStore(Recorder):
                 extra=extra,
             )
         )
-        self.timeline.append(index)
-        for slot, t in enumerate(outs):
-            self._register(t, index, slot)
-        for t in written:
-            slot = next((i for i, o in enumerate(outs) if o is t), 0)
-            key = _storage_key(t)
-            if key is not None:
-                self._writes[key] = (index, slot)
-            self._register(t, index, slot)
+        self.produced(index, outs, written)
         return index
 
     def record_failure(self, func: Any, args: tuple, kwargs: dict, exc: BaseException) -> None:

@@ -6,8 +6,9 @@ import dis
 import inspect
 import sys
 import types
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

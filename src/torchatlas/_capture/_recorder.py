@@ -12,8 +12,9 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -375,6 +376,13 @@ class Recorder(TorchFunctionMode):
                 user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
             )
         )
+        self.produced(index, outs, written)
+        if self._progress is not None and index >= self._next_progress:
+            self._next_progress += 1024
+            self._progress(index)
+
+    def produced(self, index: int, outs: list[Tensor], written: list[Tensor]) -> None:
+        """Record ``index`` as the producer of ``outs`` and the last writer of ``written``."""
         self.timeline.append(index)
         for slot, t in enumerate(outs):
             self._register(t, index, slot)
@@ -384,9 +392,6 @@ class Recorder(TorchFunctionMode):
             if key is not None:
                 self._writes[key] = (index, slot)
             self._register(t, index, slot)
-        if self._progress is not None and index >= self._next_progress:
-            self._next_progress += 1024
-            self._progress(index)
 
     def _record_failure(self, func: Any, args: tuple, kwargs: dict, exc: BaseException, caller: Any) -> None:
         user = _source.user_frame(caller)

@@ -7,6 +7,7 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Node, TensorMeta
 
+
 @dataclass
 class MetaUpdate:
     """What a pass adds to node, scope and graph meta, before it is applied.

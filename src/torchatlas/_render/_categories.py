@@ -8,8 +8,8 @@ guessing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from torchatlas._passes._common import op_name
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._ir import GraphIR, Node, Source, TensorMeta
-from ._flow import SINK, SOURCE, ScopeFlow, op_display, scope_flows
+from ._flow import ScopeFlow, op_display, scope_flows
 from ._text import safe_text, to_ascii
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
