@@ -30,11 +30,11 @@ def _failure(doc: Doc | None) -> str | None:
     """Why there is no number: the tool failed, timed out, or was not run."""
     if doc is None:
         return "—"
-    if "error" in doc and "capture_s" not in doc:
-        return "fails" if "timeout" not in doc["error"] else "timeout"
-    if "capture_s" not in doc and "first_capture_s" not in doc:
-        return "—"
-    return None
+    if "first_capture_s" in doc:  # at least one capture: sizes and memory are known
+        return None
+    if "error" in doc:
+        return "timeout" if "timeout" in doc["error"] else "fails"
+    return "—"
 
 
 def ratio_cell(doc: Doc | None) -> str:
@@ -97,7 +97,8 @@ def _notes(runs: dict[tuple[str, str], Doc]) -> list[str]:
     for (tool, model), doc in sorted(runs.items()):
         for key, value in sorted(doc.items()):
             if key == "error" or key.endswith("_error"):
-                out.append(f"- {tool} on {model}, {key.removesuffix('_error') or 'capture'}: `{value}`")
+                stage = "run" if key == "error" else key.removesuffix("_error")
+                out.append(f"- {tool} on {model}, {stage}: `{value}`")
     return out
 
 

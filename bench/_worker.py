@@ -28,7 +28,7 @@ import torch
 from _measure import alternate, peak_rss_mb, reset_peak_rss, rounds_for, timed
 from tools import TOOLS, NotSupported, Tool, model_device
 
-BUDGET_S = float(os.environ.get("BENCH_BUDGET_S", "40"))
+BUDGET_S = float(os.environ.get("BENCH_BUDGET_S", "15"))
 """Seconds of alternating rounds to aim for per tool and model (3 rounds at least)."""
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 """Intra-op threads; 0 leaves torch's default. One by default: on a busy 2-core

@@ -12,6 +12,7 @@ and ``scale.png`` (plots, when matplotlib is there).
     python bench/compare.py                 # everything (about an hour on 2 cores)
     python bench/compare.py --smoke         # CoolCNN and a tiny GPT-2, seconds
     python bench/compare.py --models gpt2,llama-70b --tools torchatlas,torchview
+    python bench/compare.py --update --models t5-small --tools torchinfo   # redo one cell
     python bench/compare.py --python "$(which python)"   # use this interpreter, no venv
 """
 
@@ -106,6 +107,15 @@ def _short(doc: dict[str, Any]) -> str:
     return doc.get("error", "no result")
 
 
+def previous_results(out: Path) -> tuple[dict[tuple[str, str], dict[str, Any]], dict[str, Any]]:
+    """Runs and probes of an earlier ``compare.json`` in ``out``, for ``--update``."""
+    path = out / "compare.json"
+    if not path.exists():
+        return {}, {}
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    return {(r["tool"], r["model"]): r for r in doc["runs"]}, dict(doc["probes"])
+
+
 def write_results(
     opts: argparse.Namespace,
     available: dict[str, str],
@@ -139,9 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", help="comma-separated tool names (default: every installed one)")
     parser.add_argument("--python", help="interpreter for the workers (default: the comparison venv)")
     parser.add_argument("--out", type=Path, default=BENCH / "results", help="folder for the results")
-    parser.add_argument("--timeout", type=float, default=900, help="seconds per (tool, model) process")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per (tool, model) process")
     parser.add_argument("--scale-timeout", type=float, default=300, help="seconds per (tool, synthetic chain) process")
-    parser.add_argument("--budget", type=float, default=40, help="seconds of alternating rounds per (tool, model)")
+    parser.add_argument("--budget", type=float, default=15, help="seconds of alternating rounds per (tool, model)")
+    parser.add_argument("--update", action="store_true", help="keep the other results already in --out/compare.json; re-measure only the chosen tools and models")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in the workers (0: torch's default; see _worker.THREADS)")
     opts = parser.parse_args(argv)
 
@@ -167,24 +178,32 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in models.MODELS]
     if unknown:
         parser.error(f"unknown models: {', '.join(unknown)}; known: {', '.join(models.MODELS)}")
-    zoo = [n for n in names if not models.MODELS[n].scale]
-    scale = [n for n in names if models.MODELS[n].scale]
 
     raw = opts.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    probes = {}
+    runs, probes = previous_results(opts.out) if opts.update else ({}, {})
     for tool in tools:
         probes[tool] = run_worker(opts.python, ["probe", tool], raw / f"probe-{tool}.json", opts.timeout, env)
         print(f"probe {tool}: " + ", ".join(f"{k}={'yes' if v['ok'] else 'no'}" for k, v in probes[tool].items() if isinstance(v, dict)), flush=True)
-    runs: dict[tuple[str, str], dict[str, Any]] = {}
-    written = write_results(opts, available, tools, zoo, scale, runs, probes)
-    for name in zoo + scale:
+
+    def report() -> list[Path]:
+        # Table order: tools as the worker lists them, models as bench/models.py does.
+        shown_tools = [t for t in available if t in tools or t in probes]
+        shown = [n for n in models.MODELS if n in names or any(m == n for _, m in runs)]
+        zoo = [n for n in shown if not models.MODELS[n].scale]
+        scale = [n for n in shown if models.MODELS[n].scale]
+        return write_results(opts, available, shown_tools, zoo, scale, runs, probes)
+
+    written = report()
+    ordered = [n for n in names if not models.MODELS[n].scale] + [n for n in names if models.MODELS[n].scale]
+    for name in ordered:
         timeout = opts.scale_timeout if models.MODELS[name].scale else opts.timeout
         for tool in tools:
-            runs[(tool, name)] = run_worker(opts.python, ["run", tool, name], raw / f"{tool}-{name}.json", timeout, env)
-            print(f"{name:>10} {tool:<11} {_short(runs[(tool, name)])}", flush=True)
+            doc = run_worker(opts.python, ["run", tool, name], raw / f"{tool}-{name}.json", timeout, env)
+            runs[(tool, name)] = {"tool": tool, "model": name, **doc}
+            print(f"{name:>10} {tool:<11} {_short(doc)}", flush=True)
             # Rewritten after every run, so a long run can be read (or stopped) part-way.
-            written = write_results(opts, available, tools, zoo, scale, runs, probes)
+            written = report()
     if not written[2:]:
         print("matplotlib is not installed here: no plots (the comparison venv has it)")
     print("wrote", ", ".join(str(p) for p in written))

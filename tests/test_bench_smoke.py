@@ -77,3 +77,23 @@ def test_bench_trace_reports_the_ratio_and_the_target(tmp_path: Path) -> None:
     assert row[0] == "coolcnn"
     assert RATIO.match(row[header.index("trace / forward")])
     assert row[header.index("target")] in ("meets aim", "within limit", "over the 1.3x limit")
+
+
+def test_report_says_why_a_cell_has_no_number() -> None:
+    sys.path.insert(0, str(BENCH))
+    import _report
+
+    base = {"forward_s": 0.01, "forward_peak_rss_mb": 200.0, "capture_peak_rss_mb": 210.0, "nodes": 5, "edges": 4}
+    runs = {
+        ("a", "m"): {**base, "first_capture_s": 0.02, "capture_s": 0.02, "ratio": 2.0, "svg_s": 0.5, "html_note": "no HTML output"},
+        ("b", "m"): {"error": "KeyError: '1'"},
+        ("c", "m"): {**base, "first_capture_s": 0.3, "error": "timeout after 600 s"},
+        ("d", "m"): {**base, "first_capture_s": 0.02, "capture_s": 0.02, "ratio": 1.5, "error": "timeout after 600 s"},
+    }
+    env = {"date": "today", "machine": "test", "torch": "x", "threads": 1, "versions": {t: "1" for t in "abcd"}}
+    tables = _tables(_report.markdown(env, list("abcd"), ["m"], [], runs, {}))
+    assert tables["Capture time, as a multiple of a plain forward pass"][1] == ["m", "2.00×", "fails", "~30.0× (1 run)", "1.50×"]
+    assert tables["Drawing: SVG through Graphviz `dot`"][1] == ["m", "0.50 s", "fails", "timeout", "timeout"]
+    assert tables["Graph size: nodes / edges (torchinfo: module rows)"][1][1] == "5 / 4"
+    failures = _report.markdown(env, list("abcd"), ["m"], [], runs, {}).split("## Failures")[1]
+    assert "b on m, run: `KeyError: '1'`" in failures

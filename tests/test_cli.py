@@ -379,3 +379,15 @@ def test_progress_flag_reaches_the_trace(capsys, monkeypatch, flag, expected):
     monkeypatch.setattr(torchatlas, "trace", recording_trace)
     code, _, _ = run_cli(capsys, *flag)
     assert code == 0 and seen == [expected]
+
+
+def test_aten_level_and_backward_from_the_command_line(tmp_path) -> None:
+    out = tmp_path / "aten.json"
+    assert main(["--level", "aten", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    targets = {n.get("target") for n in doc["nodes"] if n["kind"] == "op"}
+    assert "aten.convolution.default" in targets and "torch.conv2d" not in targets
+    out = tmp_path / "backward.json"
+    assert main(["--backward", "-o", str(out)]) == 0
+    phases = {n.get("meta", {}).get("phase") for n in json.loads(out.read_text())["nodes"] if n["kind"] == "op"}
+    assert phases == {"forward", "backward"}

@@ -131,6 +131,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--device", help="build and run the model here, e.g. cpu, cuda, meta (no memory, shapes only)")
     parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")
     parser.add_argument(
+        "--level", choices=("python", "aten"), default="python",
+        help="record torch calls as written (python) or the ops that reach the ATen dispatcher (aten)",
+    )
+    parser.add_argument(
+        "--backward", action="store_true",
+        help="also run backward (of the sum of the outputs) and record its ATen ops",
+    )
+    parser.add_argument(
         "-f", "--format", choices=list(FORMATS), help="output format (default: from -o's suffix, else tree)"
     )
     parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
@@ -244,8 +252,10 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
     inputs = _models.build_inputs(loaded, input_specs, tokens, device)
     _models.check_signature(model, inputs, loaded.spec)
     try:
-        with torch.no_grad():
-            return torchatlas.trace(model, inputs.args, inputs.kwargs, progress=opts.progress)
+        with torch.enable_grad() if opts.backward else torch.no_grad():
+            return torchatlas.trace(
+                model, inputs.args, inputs.kwargs, level=opts.level, backward=opts.backward, progress=opts.progress
+            )
     except torchatlas.TraceError:
         raise
     except Exception as e:

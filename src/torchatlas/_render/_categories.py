@@ -119,67 +119,56 @@ class Palette:
     """Fill of the ``×N`` badge on folded repeats."""
 
 
+# category -> {theme: (fill, border)}; one row per category keeps every theme complete
+_CATEGORY_COLOURS: Mapping[str, Mapping[str, tuple[str, str]]] = {
+    "compute": {"light": ("#d6e6ff", "#4a78c2"), "dark": ("#1f3b66", "#6f9de6")},
+    "elementwise": {"light": ("#dcf2d9", "#4f9a4a"), "dark": ("#244a2a", "#6fbf68")},
+    "shape": {"light": ("#eeeeee", "#9a9a9a"), "dark": ("#3a3d42", "#8e939a")},
+    "reduction": {"light": ("#fde3c8", "#cc7f2e"), "dark": ("#5a3a1a", "#e09a52")},
+    "normalization": {"light": ("#eadcf8", "#8a63b8"), "dark": ("#3f2d5a", "#a987d6")},
+    "io": {"light": ("#fff0b3", "#c9a227"), "dark": ("#5a4a12", "#d9b53c")},
+    "param": {"light": ("#f7dede", "#b46a6a"), "dark": ("#5a2e2e", "#cf8787")},
+    "module": {"light": ("#ffffff", "#51627a"), "dark": ("#2a303a", "#8aa0be")},
+    "other": {"light": ("#e6ebf0", "#8892a0"), "dark": ("#333a44", "#8892a0")},
+}
+
+
+def _palette(
+    theme: str, *, background: str, text: str, muted: str, edge: str,
+    cluster_fills: tuple[str, ...], cluster_border: str, badge: str,
+) -> Palette:
+    return Palette(
+        background=background,
+        text=text,
+        muted=muted,
+        edge=edge,
+        cluster_fills=cluster_fills,
+        cluster_border=cluster_border,
+        fill={cat: colours[theme][0] for cat, colours in _CATEGORY_COLOURS.items()},
+        border={cat: colours[theme][1] for cat, colours in _CATEGORY_COLOURS.items()},
+        badge=badge,
+    )
+
+
 PALETTES: Mapping[str, Palette] = {
-    "light": Palette(
+    "light": _palette(
+        "light",
         background="#ffffff",
         text="#1f2430",
         muted="#5f6b7a",
         edge="#7d8794",
         cluster_fills=("#f5f7fb", "#eaeff7", "#e0e7f2", "#d6dfed"),
         cluster_border="#b8c3d4",
-        fill={
-            "compute": "#d6e6ff",
-            "elementwise": "#dcf2d9",
-            "shape": "#eeeeee",
-            "reduction": "#fde3c8",
-            "normalization": "#eadcf8",
-            "io": "#fff0b3",
-            "param": "#f7dede",
-            "module": "#ffffff",
-            "other": "#e6ebf0",
-        },
-        border={
-            "compute": "#4a78c2",
-            "elementwise": "#4f9a4a",
-            "shape": "#9a9a9a",
-            "reduction": "#cc7f2e",
-            "normalization": "#8a63b8",
-            "io": "#c9a227",
-            "param": "#b46a6a",
-            "module": "#51627a",
-            "other": "#8892a0",
-        },
         badge="#ffd166",
     ),
-    "dark": Palette(
+    "dark": _palette(
+        "dark",
         background="#16191f",
         text="#e6e9ef",
         muted="#a3acb9",
         edge="#8b95a3",
         cluster_fills=("#1f242c", "#262c36", "#2d3440", "#343c4a"),
         cluster_border="#48526180",
-        fill={
-            "compute": "#1f3b66",
-            "elementwise": "#244a2a",
-            "shape": "#3a3d42",
-            "reduction": "#5a3a1a",
-            "normalization": "#3f2d5a",
-            "io": "#5a4a12",
-            "param": "#5a2e2e",
-            "module": "#2a303a",
-            "other": "#333a44",
-        },
-        border={
-            "compute": "#6f9de6",
-            "elementwise": "#6fbf68",
-            "shape": "#8e939a",
-            "reduction": "#e09a52",
-            "normalization": "#a987d6",
-            "io": "#d9b53c",
-            "param": "#cf8787",
-            "module": "#8aa0be",
-            "other": "#8892a0",
-        },
         badge="#b8860b",
     ),
 }

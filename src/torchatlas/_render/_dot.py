@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path, PurePath
-from typing import Literal
 
 from torchatlas._io import write_atomic
 from torchatlas._ir import GraphIR, Node, Scope, Source, TensorMeta
-from torchatlas._passes._repeats import find_repeats
 from torchatlas._render._categories import LEGEND, PALETTES, Palette, category, op_name
+from torchatlas._render._dot_view import DotOptions, Edge, Layout, Unit, build_layout, with_repeats
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 
 FONT = "Helvetica,Arial,sans-serif"
@@ -27,221 +26,8 @@ FONT = "Helvetica,Arial,sans-serif"
 MAX_DOT_ELEMENTS = 4000
 """Nodes plus edges above which ``dot`` takes more than ~30 s (see bench/bench_render.py)."""
 
-_HIDDEN_KINDS = ("param", "buffer")
-# A value read inside this many different module calls (Llama's rotary cos/sin,
-# attention masks) keeps its edges into the first call only; the other calls
-# get a small reference box. Long edges through many clusters are what makes
-# dot slow: Llama-32L at depth 2 took over 150 s with them, under 1 s without.
-_BROADCAST_CALLS = 3
-_LEAF_PREFIX = "torch.nn."
 # Leaf boxes take the colour of their most telling op: a Conv2d box is compute, a ReLU box elementwise.
 _BOX_PRIORITY = ("compute", "normalization", "reduction", "elementwise", "shape", "other")
-
-
-@dataclass(frozen=True)
-class DotOptions:
-    """What a diagram shows; every field is also a keyword of ``Graph.render``."""
-
-    depth: int | None = None
-    """Module nesting to expand (the model is depth 0); deeper calls collapse into one box. None: all."""
-    expand_leaf_modules: bool = False
-    """Draw the ops inside standard ``torch.nn`` leaf modules (Conv2d, Linear...) instead of one box."""
-    show_tensors: bool = False
-    """Draw each tensor as its own node instead of a shape label on the edge."""
-    show_params: bool = False
-    """Draw parameters and buffers and the edges from them."""
-    fold_repeats: bool = False
-    """Fold runs of identical sibling blocks (``layers.0`` ... ``layers.79``) into one ``×80`` box."""
-    direction: Literal["TB", "LR"] = "TB"
-    theme: Literal["light", "dark"] = "light"
-    legend: bool = True
-    """Add the model name and a colour legend under the diagram."""
-
-    def __post_init__(self) -> None:
-        if self.depth is not None and (not isinstance(self.depth, int) or self.depth < 0):
-            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
-        if self.direction not in ("TB", "LR"):
-            raise ValueError(f"direction must be 'TB' or 'LR', not {self.direction!r}")
-        if self.theme not in PALETTES:
-            raise ValueError(f"theme must be one of {', '.join(PALETTES)}, not {self.theme!r}")
-
-
-# -- layout: which units (nodes or boxes) exist, where they sit, what connects them --
-
-
-@dataclass
-class _Unit:
-    """One drawn DOT node: an IR node, a collapsed module call, a folded run, or a reference to a far value."""
-
-    id: str
-    kind: Literal["node", "box", "fold", "ref"]
-    container: str | None
-    """The expanded scope whose cluster holds this unit; None for the top level."""
-    first: int
-    """Execution index of its first node, for ordering."""
-    node: Node | None = None
-    scope: Scope | None = None
-    """Box: the collapsed scope. Fold: the first member."""
-    members: list[Scope] = field(default_factory=list)
-    nodes: list[Node] = field(default_factory=list)
-    source: str | None = None
-    """Ref: the unit the referenced value comes from (``node`` is its producer, ``slot`` which output)."""
-    slot: int = 0
-
-
-@dataclass
-class _Edge:
-    """All values flowing between two units, drawn as one edge."""
-
-    values: list[tuple[str, int]] = field(default_factory=list)
-    from_param: bool = False
-
-
-@dataclass
-class _Layout:
-    units: dict[str, _Unit]
-    edges: dict[tuple[str, str], _Edge]
-    root: str | None
-
-    def size(self) -> int:
-        return len(self.units) + len(self.edges)
-
-
-def _fold_runs(ir: GraphIR, children: dict[str | None, list[str]]) -> dict[str, list[str]]:
-    """First member id -> member ids, for runs of ``meta["repeat"]`` siblings (index 0, 1, 2...)."""
-    runs: dict[str, list[str]] = {}
-    for kids in children.values():
-        current: list[str] = []
-        group = None
-        for sid in kids:
-            rep = ir.scope(sid).meta.get("repeat")
-            if not isinstance(rep, dict):
-                current = []
-                continue
-            if rep.get("index") == 0:
-                current, group = [sid], rep.get("group")
-                runs[sid] = current
-            elif current and rep.get("group") == group and rep.get("index") == len(current):
-                current.append(sid)
-            else:
-                current = []
-    return {first: members for first, members in runs.items() if len(members) > 1}
-
-
-def _reader_branches(
-    ir: GraphIR, units: dict[str, _Unit], readers: dict[tuple[str, int], list[str]]
-) -> dict[tuple[str, int, str], str | None]:
-    """(value, reader unit) -> the module call, below the scope shared with the producer, that holds the reader.
-
-    None when the reader is an op directly in that shared scope.
-    """
-    chains: dict[str, list[str]] = {}
-
-    def chain(scope_id: str) -> list[str]:
-        if scope_id not in chains:
-            chains[scope_id] = ir.ancestry(scope_id)
-        return chains[scope_id]
-
-    out: dict[tuple[str, int, str], str | None] = {}
-    for (src_id, slot), value_readers in readers.items():
-        src_chain = chain(ir.node(src_id).scope)
-        for reader in value_readers:
-            unit = units[reader]
-            dst_chain = chain(unit.scope.id if unit.scope is not None else unit.node.scope)
-            shared = 0
-            while shared < min(len(src_chain), len(dst_chain)) and src_chain[shared] == dst_chain[shared]:
-                shared += 1
-            out[(src_id, slot, reader)] = dst_chain[shared] if shared < len(dst_chain) else None
-    return out
-
-
-def _layout(ir: GraphIR, options: DotOptions) -> _Layout:
-    children = ir.children()
-    runs = _fold_runs(ir, children) if options.fold_repeats else {}
-    fold_of = {m: first for first, members in runs.items() for m in members}
-    # scope id -> id of the box it is drawn in (absent: drawn as a cluster)
-    box_of: dict[str, str] = {}
-    depth: dict[str, int] = {}
-    boxes: dict[str, _Unit] = {}
-    root = next((s.id for s in ir.scopes if s.parent is None), None)
-    for s in ir.scopes:
-        container = None if s.parent == root else s.parent
-        depth[s.id] = 0 if s.parent is None else depth[s.parent] + 1
-        if s.parent is not None and s.parent in box_of:
-            box_of[s.id] = box_of[s.parent]
-        elif s.id in fold_of:
-            first = fold_of[s.id]
-            box_of[s.id] = f"fold_{first}"
-            if s.id == first:
-                members = [ir.scope(m) for m in runs[first]]
-                boxes[box_of[s.id]] = _Unit(box_of[s.id], "fold", container, 0, scope=s, members=members)
-        elif (options.depth is not None and depth[s.id] >= options.depth) or (
-            s.parent is not None
-            and not options.expand_leaf_modules
-            and s.cls.startswith(_LEAF_PREFIX)
-            and not children[s.id]
-        ):
-            box_of[s.id] = s.id
-            boxes[s.id] = _Unit(s.id, "box", container, 0, scope=s, members=[s])
-
-    units: dict[str, _Unit] = {}
-    unit_of: dict[str, str] = {}
-    for index, n in enumerate(ir.nodes):
-        if n.kind in ("input", "output"):
-            uid = n.id
-            units[uid] = _Unit(uid, "node", None, index, node=n, nodes=[n])
-        elif n.scope in box_of:
-            uid = box_of[n.scope]
-            if uid not in units:
-                units[uid] = boxes[uid]
-                boxes[uid].first = index
-            units[uid].nodes.append(n)
-        elif n.kind in _HIDDEN_KINDS and not options.show_params:
-            continue
-        else:
-            uid = n.id
-            container = None if n.scope == root else n.scope
-            units[uid] = _Unit(uid, "node", container, index, node=n, nodes=[n])
-        unit_of[n.id] = uid
-
-    reads: list[tuple[str, int, str, str, bool]] = []
-    readers: dict[tuple[str, int], list[str]] = {}
-    for n in ir.nodes:
-        dst = unit_of.get(n.id)
-        for src_id, slot in zip(n.inputs, n.input_slots):
-            from_param = ir.node(src_id).kind in _HIDDEN_KINDS
-            src = unit_of.get(src_id)
-            if dst is None or src is None or src == dst or (from_param and not options.show_params):
-                continue
-            reads.append((src_id, slot, src, dst, from_param))
-            value_readers = readers.setdefault((src_id, slot), [])
-            if dst not in value_readers:
-                value_readers.append(dst)
-
-    branch = _reader_branches(ir, units, readers)
-    # value -> the one module call that keeps real edges, for values read in many calls
-    kept_call: dict[tuple[str, int], str] = {}
-    for (src_id, slot), value_readers in readers.items():
-        calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in value_readers) if b))
-        if len(calls) >= _BROADCAST_CALLS:
-            kept_call[(src_id, slot)] = calls[0]
-    refs: dict[str, _Unit] = {}
-    edges: dict[tuple[str, str], _Edge] = {}
-    for src_id, slot, src, dst, from_param in reads:
-        kept = kept_call.get((src_id, slot))
-        if kept is not None and branch[(src_id, slot, dst)] not in (None, kept):
-            ref = f"ref_{src_id}_{slot}_{dst}"
-            target = units[dst]
-            refs.setdefault(
-                ref, _Unit(ref, "ref", target.container, target.first, node=ir.node(src_id), source=src, slot=slot)
-            )
-            src = ref
-        edge = edges.setdefault((src, dst), _Edge(from_param=from_param))
-        if (src_id, slot) not in edge.values:
-            edge.values.append((src_id, slot))
-    units.update(refs)
-
-    return _Layout(units, edges, root)
 
 
 # -- labels --------------------------------------------------------------------
@@ -275,7 +61,7 @@ def _count_text(n: int) -> str:
     return str(n)
 
 
-def _param_count(ir: GraphIR, unit: _Unit) -> int:
+def _param_count(ir: GraphIR, unit: Unit) -> int:
     """Parameters owned by the unit's modules (from the model's parameter list when captured)."""
     declared = ir.meta.get("parameters")
     if isinstance(declared, list):
@@ -331,7 +117,7 @@ def _input_label(path: str | None) -> str:
 
 
 class _Writer:
-    def __init__(self, ir: GraphIR, options: DotOptions, layout: _Layout) -> None:
+    def __init__(self, ir: GraphIR, options: DotOptions, layout: Layout) -> None:
         self.ir, self.options, self.layout = ir, options, layout
         self.children = ir.children()
         self.palette: Palette = PALETTES[options.theme]
@@ -348,7 +134,7 @@ class _Writer:
                 if layout.units[src].kind != "ref":
                     self.out_values.setdefault(src, []).extend(edge.values)
                 self.in_values.setdefault(dst, []).extend(edge.values)
-        self.units_in: dict[str | None, list[_Unit]] = {}
+        self.units_in: dict[str | None, list[Unit]] = {}
         for unit in layout.units.values():
             self.units_in.setdefault(unit.container, []).append(unit)
         self.cluster_first = self._first_per_cluster()
@@ -409,7 +195,7 @@ class _Writer:
         self._container(scope_id, indent + 1)
         self.lines.append(f"{pad}}}")
 
-    def _unit(self, unit: _Unit, indent: int) -> None:
+    def _unit(self, unit: Unit, indent: int) -> None:
         pad = "  " * indent
         if unit.kind == "node":
             attrs = self._node_attrs(unit.node)
@@ -456,7 +242,7 @@ class _Writer:
         extra = ", penwidth=2" if n.inplace else ""
         return f"label=<{label}>, {self._colors(cat)}, tooltip={tip}{extra}"
 
-    def _box_attrs(self, unit: _Unit) -> str:
+    def _box_attrs(self, unit: Unit) -> str:
         p, scope = self.palette, unit.scope
         if unit.kind == "fold":
             name = _fold_name(unit.members[0], unit.members[-1])
@@ -487,13 +273,13 @@ class _Writer:
         width = 2.0 if self.children[scope.id] else 1.6
         return f"label=<{label}>, {self._colors(cat)}, penwidth={width}, tooltip={tip}"
 
-    def _box_category(self, unit: _Unit) -> str:
+    def _box_category(self, unit: Unit) -> str:
         if self.children[unit.scope.id]:
             return "module"
         cats = {category(n.target, n.kind) for n in unit.nodes if n.kind == "op"}
         return next((c for c in _BOX_PRIORITY if c in cats), "module")
 
-    def _ref_attrs(self, ref: _Unit) -> str:
+    def _ref_attrs(self, ref: Unit) -> str:
         """A stand-in for a far-away value: where it comes from and its shape."""
         source = self.layout.units[ref.source]
         if source.kind == "fold":
@@ -512,7 +298,7 @@ class _Writer:
             f" fontsize=9, tooltip={tooltip(f'value drawn in full at {name}')}"
         )
 
-    def _edge(self, src: str, dst: str, edge: _Edge) -> None:
+    def _edge(self, src: str, dst: str, edge: Edge) -> None:
         p = self.palette
         style = f', style=dashed, color="{p.border["param"]}"' if edge.from_param else ""
         if self.layout.units[src].kind == "ref":
@@ -547,38 +333,21 @@ class _Writer:
 # -- entry points ----------------------------------------------------------------
 
 
-def _with_repeats(ir: GraphIR, options: DotOptions) -> GraphIR:
-    """Folding reads ``meta["repeat"]``; find the runs unless a pass already did."""
-    if options.fold_repeats and not any("repeat" in s.meta for s in ir.scopes):
-        return find_repeats(ir)
-    return ir
-
-
 def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     """The graph as Graphviz DOT text (deterministic; needs no Graphviz install)."""
     options = options or DotOptions()
-    ir = _with_repeats(ir, options)
-    return _Writer(ir, options, _layout(ir, options)).write()
-
-
-def _size(layout: _Layout, options: DotOptions) -> int:
-    if options.show_tensors:
-        # each value becomes a node with one edge from its producer and one to each reader
-        drawn = [e for (src, _), e in layout.edges.items() if layout.units[src].kind != "ref"]
-        values = {v for e in drawn for v in e.values}
-        reads = sum(len(e.values) for e in drawn)
-        return len(layout.units) + len(layout.edges) - len(drawn) + 2 * len(values) + reads
-    return layout.size()
+    ir = with_repeats(ir, options)
+    return _Writer(ir, options, build_layout(ir, options)).write()
 
 
 def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
     """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
     options = options or DotOptions()
-    return _size(_layout(_with_repeats(ir, options), options), options)
+    return build_layout(with_repeats(ir, options), options).element_count(options.show_tensors)
 
 
 def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:
-    ir = _with_repeats(ir, replace(options, fold_repeats=True))
+    ir = with_repeats(ir, replace(options, fold_repeats=True))
     deepest = max((ir.depth(s.id) for s in ir.scopes), default=0)
     limit = options.depth if options.depth is not None else deepest + 1
     fitting = [d for d in range(limit) if diagram_size(ir, replace(options, depth=d)) <= MAX_DOT_ELEMENTS]
@@ -604,12 +373,12 @@ def render(ir: GraphIR, options: DotOptions | None = None, fmt: str = "svg") -> 
     options = options or DotOptions()
     if fmt != "dot" and fmt not in FORMATS:
         raise ValueError(f"unknown image format {fmt!r}; expected one of {', '.join(FORMATS)} or 'dot'")
-    ir = _with_repeats(ir, options)
-    layout = _layout(ir, options)
+    ir = with_repeats(ir, options)
+    layout = build_layout(ir, options)
     source = _Writer(ir, options, layout).write()
     if fmt == "dot":
         return source.encode("utf-8")
-    size = _size(layout, options)
+    size = layout.element_count(options.show_tensors)
     if size > MAX_DOT_ELEMENTS:
         warnings.warn(_size_advice(ir, options, size), RuntimeWarning, stacklevel=2)
     return run_dot(source, fmt)

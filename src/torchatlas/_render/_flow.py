@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._ir import GraphIR, Node
+from .._passes._common import op_name
 
 SOURCE = "<source>"
 SINK = "<sink>"
@@ -84,13 +85,11 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
 
 
 def op_display(node: Node) -> str:
-    """``conv2d``, ``view``, ``add (+)`` for an op's target."""
+    """``conv2d``, ``view``, ``add (+)``, ``addmm`` (for ``aten.addmm.default``)."""
     target = node.target or node.kind
-    short = target.rsplit(".", 1)[-1]
-    symbol = _OPERATOR_SYMBOLS.get(short)
-    if symbol:
-        return f"{short.strip('_').removeprefix('i') if short.startswith('__i') else short.strip('_')} ({symbol})"
-    return short
+    symbol = _OPERATOR_SYMBOLS.get(target.rsplit(".", 1)[-1])
+    name = op_name(target)
+    return f"{name} ({symbol})" if symbol else name
 
 
 _OPERATOR_SYMBOLS = {

@@ -1,0 +1,245 @@
+"""What a DOT diagram draws, before any text is written.
+
+Each drawn DOT node is a unit: an IR node, a module call collapsed into one
+box, a folded run of repeated blocks, or a small reference box standing in for
+a value read far from where it was made. Scopes that are not boxed become
+clusters. Edges gather every value flowing between two units. ``_dot`` turns
+this view into DOT text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from torchatlas._ir import GraphIR, Node, Scope
+from torchatlas._passes._repeats import find_repeats
+from torchatlas._render._categories import PALETTES
+
+_HIDDEN_KINDS = ("param", "buffer")
+# A value read inside this many different module calls (Llama's rotary cos/sin,
+# attention masks) keeps its edges into the first call only; the other calls
+# get a small reference box. Long edges through many clusters are what makes
+# dot slow: Llama-32L at depth 2 took over 150 s with them, under 1 s without.
+_BROADCAST_CALLS = 3
+_LEAF_PREFIX = "torch.nn."
+
+
+@dataclass(frozen=True)
+class DotOptions:
+    """What a diagram shows; every field is also a keyword of ``Graph.render``."""
+
+    depth: int | None = None
+    """Module nesting to expand (the model is depth 0); deeper calls collapse into one box. None: all."""
+    expand_leaf_modules: bool = False
+    """Draw the ops inside standard ``torch.nn`` leaf modules (Conv2d, Linear...) instead of one box."""
+    show_tensors: bool = False
+    """Draw each tensor as its own node instead of a shape label on the edge."""
+    show_params: bool = False
+    """Draw parameters and buffers and the edges from them."""
+    fold_repeats: bool = False
+    """Fold runs of identical sibling blocks (``layers.0`` ... ``layers.79``) into one ``×80`` box."""
+    direction: Literal["TB", "LR"] = "TB"
+    theme: Literal["light", "dark"] = "light"
+    legend: bool = True
+    """Add the model name and a colour legend under the diagram."""
+
+    def __post_init__(self) -> None:
+        if self.depth is not None and (not isinstance(self.depth, int) or self.depth < 0):
+            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
+        if self.direction not in ("TB", "LR"):
+            raise ValueError(f"direction must be 'TB' or 'LR', not {self.direction!r}")
+        if self.theme not in PALETTES:
+            raise ValueError(f"theme must be one of {', '.join(PALETTES)}, not {self.theme!r}")
+
+
+@dataclass
+class Unit:
+    """One drawn DOT node: an IR node, a collapsed module call, a folded run, or a reference to a far value."""
+
+    id: str
+    kind: Literal["node", "box", "fold", "ref"]
+    container: str | None
+    """The expanded scope whose cluster holds this unit; None for the top level."""
+    first: int
+    """Execution index of its first node, for ordering."""
+    node: Node | None = None
+    scope: Scope | None = None
+    """Box: the collapsed scope. Fold: the first member."""
+    members: list[Scope] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    source: str | None = None
+    """Ref: the unit the referenced value comes from (``node`` is its producer, ``slot`` which output)."""
+    slot: int = 0
+
+
+@dataclass
+class Edge:
+    """All values flowing between two units, drawn as one edge."""
+
+    values: list[tuple[str, int]] = field(default_factory=list)
+    from_param: bool = False
+
+
+@dataclass
+class Layout:
+    """Every unit and edge of one diagram; ``root`` is the model's own scope, drawn as the page, not a cluster."""
+
+    units: dict[str, Unit]
+    edges: dict[tuple[str, str], Edge]
+    root: str | None
+
+    def element_count(self, show_tensors: bool) -> int:
+        """Nodes plus edges once written out: what ``dot``'s layout time grows with."""
+        if show_tensors:
+            # each value becomes a node with one edge from its producer and one to each reader
+            drawn = [e for (src, _), e in self.edges.items() if self.units[src].kind != "ref"]
+            values = {v for e in drawn for v in e.values}
+            reads = sum(len(e.values) for e in drawn)
+            return len(self.units) + len(self.edges) - len(drawn) + 2 * len(values) + reads
+        return len(self.units) + len(self.edges)
+
+
+def _fold_runs(ir: GraphIR, children: dict[str | None, list[str]]) -> dict[str, list[str]]:
+    """First member id -> member ids, for runs of ``meta["repeat"]`` siblings (index 0, 1, 2...)."""
+    runs: dict[str, list[str]] = {}
+    for kids in children.values():
+        current: list[str] = []
+        group = None
+        for sid in kids:
+            rep = ir.scope(sid).meta.get("repeat")
+            if not isinstance(rep, dict):
+                current = []
+                continue
+            if rep.get("index") == 0:
+                current, group = [sid], rep.get("group")
+                runs[sid] = current
+            elif current and rep.get("group") == group and rep.get("index") == len(current):
+                current.append(sid)
+            else:
+                current = []
+    return {first: members for first, members in runs.items() if len(members) > 1}
+
+
+def _reader_branches(
+    ir: GraphIR, units: dict[str, Unit], readers: dict[tuple[str, int], list[str]]
+) -> dict[tuple[str, int, str], str | None]:
+    """(value, reader unit) -> the module call, below the scope shared with the producer, that holds the reader.
+
+    None when the reader is an op directly in that shared scope.
+    """
+    chains: dict[str, list[str]] = {}
+
+    def chain(scope_id: str) -> list[str]:
+        if scope_id not in chains:
+            chains[scope_id] = ir.ancestry(scope_id)
+        return chains[scope_id]
+
+    out: dict[tuple[str, int, str], str | None] = {}
+    for (src_id, slot), value_readers in readers.items():
+        src_chain = chain(ir.node(src_id).scope)
+        for reader in value_readers:
+            unit = units[reader]
+            dst_chain = chain(unit.scope.id if unit.scope is not None else unit.node.scope)
+            shared = 0
+            while shared < min(len(src_chain), len(dst_chain)) and src_chain[shared] == dst_chain[shared]:
+                shared += 1
+            out[(src_id, slot, reader)] = dst_chain[shared] if shared < len(dst_chain) else None
+    return out
+
+
+def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
+    """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding."""
+    children = ir.children()
+    runs = _fold_runs(ir, children) if options.fold_repeats else {}
+    fold_of = {m: first for first, members in runs.items() for m in members}
+    # scope id -> id of the box it is drawn in (absent: drawn as a cluster)
+    box_of: dict[str, str] = {}
+    depth: dict[str, int] = {}
+    boxes: dict[str, Unit] = {}
+    root = next((s.id for s in ir.scopes if s.parent is None), None)
+    for s in ir.scopes:
+        container = None if s.parent == root else s.parent
+        depth[s.id] = 0 if s.parent is None else depth[s.parent] + 1
+        if s.parent is not None and s.parent in box_of:
+            box_of[s.id] = box_of[s.parent]
+        elif s.id in fold_of:
+            first = fold_of[s.id]
+            box_of[s.id] = f"fold_{first}"
+            if s.id == first:
+                members = [ir.scope(m) for m in runs[first]]
+                boxes[box_of[s.id]] = Unit(box_of[s.id], "fold", container, 0, scope=s, members=members)
+        elif (options.depth is not None and depth[s.id] >= options.depth) or (
+            s.parent is not None
+            and not options.expand_leaf_modules
+            and s.cls.startswith(_LEAF_PREFIX)
+            and not children[s.id]
+        ):
+            box_of[s.id] = s.id
+            boxes[s.id] = Unit(s.id, "box", container, 0, scope=s, members=[s])
+
+    units: dict[str, Unit] = {}
+    unit_of: dict[str, str] = {}
+    for index, n in enumerate(ir.nodes):
+        if n.kind in ("input", "output"):
+            uid = n.id
+            units[uid] = Unit(uid, "node", None, index, node=n, nodes=[n])
+        elif n.scope in box_of:
+            uid = box_of[n.scope]
+            if uid not in units:
+                units[uid] = boxes[uid]
+                boxes[uid].first = index
+            units[uid].nodes.append(n)
+        elif n.kind in _HIDDEN_KINDS and not options.show_params:
+            continue
+        else:
+            uid = n.id
+            container = None if n.scope == root else n.scope
+            units[uid] = Unit(uid, "node", container, index, node=n, nodes=[n])
+        unit_of[n.id] = uid
+
+    reads: list[tuple[str, int, str, str, bool]] = []
+    readers: dict[tuple[str, int], list[str]] = {}
+    for n in ir.nodes:
+        dst = unit_of.get(n.id)
+        for src_id, slot in zip(n.inputs, n.input_slots):
+            from_param = ir.node(src_id).kind in _HIDDEN_KINDS
+            src = unit_of.get(src_id)
+            if dst is None or src is None or src == dst or (from_param and not options.show_params):
+                continue
+            reads.append((src_id, slot, src, dst, from_param))
+            value_readers = readers.setdefault((src_id, slot), [])
+            if dst not in value_readers:
+                value_readers.append(dst)
+
+    branch = _reader_branches(ir, units, readers)
+    # value -> the one module call that keeps real edges, for values read in many calls
+    kept_call: dict[tuple[str, int], str] = {}
+    for (src_id, slot), value_readers in readers.items():
+        calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in value_readers) if b))
+        if len(calls) >= _BROADCAST_CALLS:
+            kept_call[(src_id, slot)] = calls[0]
+    refs: dict[str, Unit] = {}
+    edges: dict[tuple[str, str], Edge] = {}
+    for src_id, slot, src, dst, from_param in reads:
+        kept = kept_call.get((src_id, slot))
+        if kept is not None and branch[(src_id, slot, dst)] not in (None, kept):
+            ref = f"ref_{src_id}_{slot}_{dst}"
+            target = units[dst]
+            refs.setdefault(
+                ref, Unit(ref, "ref", target.container, target.first, node=ir.node(src_id), source=src, slot=slot)
+            )
+            src = ref
+        edge = edges.setdefault((src, dst), Edge(from_param=from_param))
+        if (src_id, slot) not in edge.values:
+            edge.values.append((src_id, slot))
+    units.update(refs)
+
+    return Layout(units, edges, root)
+
+
+def with_repeats(ir: GraphIR, options: DotOptions) -> GraphIR:
+    """Folding reads ``meta["repeat"]``; find the runs unless a pass already did."""
+    if options.fold_repeats and not any("repeat" in s.meta for s in ir.scopes):
+        return find_repeats(ir)
+    return ir
