@@ -54,13 +54,23 @@ def _image(device: str, size: int = IMAGE_SIZE) -> torch.Tensor:
     return torch.randn(1, 3, size, size, generator=generator).to(device)
 
 
-def _hf(model_cls_name: str, config: Any, device: str) -> torch.nn.Module:
+def _hf(model_cls_name: str, config_cls_name: str, device: str, **config: Any) -> torch.nn.Module:
     import transformers
 
+    cfg = getattr(transformers, config_cls_name)(**config)
     torch.manual_seed(0)
     with torch.device(device):
-        model = getattr(transformers, model_cls_name)(config)
+        model = getattr(transformers, model_cls_name)(cfg)
     return model.eval()
+
+
+def _hf_on_tokens(model_cls_name: str, config_cls_name: str, device: str, length: int = SEQ_LEN, **config: Any) -> Built:
+    model = _hf(model_cls_name, config_cls_name, device, **config)
+    return model, (_tokens(model.config.vocab_size, device, length),), {}
+
+
+def _hf_on_image(model_cls_name: str, config_cls_name: str, device: str, **config: Any) -> Built:
+    return _hf(model_cls_name, config_cls_name, device, **config), (_image(device),), {}
 
 
 def build_coolcnn(device: str) -> Built:
@@ -71,77 +81,44 @@ def build_coolcnn(device: str) -> Built:
 
 
 def build_tiny_gpt2(device: str) -> Built:
-    import transformers
-
-    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=SEQ_LEN, bos_token_id=0, eos_token_id=0)
-    return _hf("GPT2LMHeadModel", cfg, device), (_tokens(cfg.vocab_size, device, 32),), {}
+    sizes = {"n_layer": 2, "n_embd": 64, "n_head": 4, "vocab_size": 1000, "n_positions": SEQ_LEN}
+    return _hf_on_tokens("GPT2LMHeadModel", "GPT2Config", device, 32, bos_token_id=0, eos_token_id=0, **sizes)
 
 
 def build_resnet50(device: str) -> Built:
-    import transformers
-
-    return _hf("ResNetForImageClassification", transformers.ResNetConfig(num_labels=1000), device), (_image(device),), {}
+    return _hf_on_image("ResNetForImageClassification", "ResNetConfig", device, num_labels=1000)
 
 
 def build_vit_base(device: str) -> Built:
-    import transformers
-
-    return _hf("ViTForImageClassification", transformers.ViTConfig(num_labels=1000), device), (_image(device),), {}
+    return _hf_on_image("ViTForImageClassification", "ViTConfig", device, num_labels=1000)
 
 
 def build_bert_base(device: str) -> Built:
-    import transformers
-
-    cfg = transformers.BertConfig()
-    return _hf("BertModel", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+    return _hf_on_tokens("BertModel", "BertConfig", device)
 
 
 def build_gpt2(device: str) -> Built:
-    import transformers
-
-    cfg = transformers.GPT2Config()
-    return _hf("GPT2LMHeadModel", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+    return _hf_on_tokens("GPT2LMHeadModel", "GPT2Config", device)
 
 
 def build_t5_small(device: str) -> Built:
-    import transformers
-
-    cfg = transformers.T5Config()  # the defaults are t5-small: d_model 512, 6+6 layers, 8 heads
-    ids = _tokens(cfg.vocab_size, device)
-    return _hf("T5ForConditionalGeneration", cfg, device), (), {"input_ids": ids, "decoder_input_ids": ids[:, :32]}
-
-
-def _llama_config(**sizes: int) -> Any:
-    import transformers
-
-    return transformers.LlamaConfig(**sizes)
+    # the T5Config defaults are t5-small: d_model 512, 6+6 layers, 8 heads
+    model = _hf("T5ForConditionalGeneration", "T5Config", device)
+    ids = _tokens(model.config.vocab_size, device)
+    return model, (), {"input_ids": ids, "decoder_input_ids": ids[:, :32]}
 
 
 def build_llama_1b(device: str) -> Built:
     # TinyLlama-1.1B's shape: about 1.1e9 parameters, 4.4 GB in float32.
-    cfg = _llama_config(
-        hidden_size=2048,
-        num_hidden_layers=22,
-        intermediate_size=5632,
-        num_attention_heads=32,
-        num_key_value_heads=4,
-        vocab_size=32000,
-    )
-    return _hf("LlamaForCausalLM", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+    sizes = {"hidden_size": 2048, "num_hidden_layers": 22, "intermediate_size": 5632, "num_attention_heads": 32}
+    return _hf_on_tokens("LlamaForCausalLM", "LlamaConfig", device, num_key_value_heads=4, vocab_size=32000, **sizes)
 
 
 def build_llama_70b(device: str) -> Built:
     if device != "meta":
         raise ValueError("llama-70b is only built on the meta device (280 GB in float32)")
-    cfg = _llama_config(
-        hidden_size=8192,
-        num_hidden_layers=80,
-        intermediate_size=28672,
-        num_attention_heads=64,
-        num_key_value_heads=8,
-        vocab_size=128256,
-    )
-    return _hf("LlamaForCausalLM", cfg, device), (_tokens(cfg.vocab_size, device),), {}
+    sizes = {"hidden_size": 8192, "num_hidden_layers": 80, "intermediate_size": 28672, "num_attention_heads": 64}
+    return _hf_on_tokens("LlamaForCausalLM", "LlamaConfig", device, num_key_value_heads=8, vocab_size=128256, **sizes)
 
 
 class _ChainBlock(torch.nn.Module):

@@ -133,32 +133,12 @@ def test_unanalysed_graph_is_analysed_on_the_fly():
 
 
 def test_coolcnn_summary():
-    torch = pytest.importorskip("torch")
-    from torch import nn
-
+    pytest.importorskip("torch")
     import torchatlas
-
-    class CoolCNN(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.initial_conv = nn.Conv2d(3, 16, 3, padding=1)
-            self.parallel_conv = nn.Conv2d(3, 16, 3, padding=1)
-            self.secondary_conv = nn.Conv2d(16, 32, 3, padding=1)
-            self.max_pool = nn.MaxPool2d(2, 2)
-            self.fully_connected1 = nn.Linear(32 * 8 * 8, 128)
-            self.output_layer = nn.Linear(128, 10)
-
-        def forward(self, x):
-            main_path = self.max_pool(torch.relu(self.initial_conv(x)))
-            parallel_path = self.max_pool(torch.relu(self.parallel_conv(x)))
-            x = (main_path + parallel_path) / 2
-            x = self.max_pool(torch.relu(self.secondary_conv(x)))
-            x = x.view(-1, 32 * 8 * 8)
-            x = torch.relu(self.fully_connected1(x))
-            return self.output_layer(x)
+    from torchatlas._example import CoolCNN, example_input
 
     model = CoolCNN()
-    rows = _parse_text(summary(torchatlas.trace(model, (torch.randn(1, 3, 32, 32),)).ir, fmt="text"))
+    rows = _parse_text(summary(torchatlas.trace(model, (example_input(),)).ir, fmt="text"))
     by_module = {r["Module"]: r for r in rows}
     assert by_module["max_pool#2 (MaxPool2d)"]["Input shapes"] == "1×32×16×16"
     assert by_module["secondary_conv (Conv2d)"]["Params"] == "4,640"

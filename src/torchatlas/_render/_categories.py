@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from torchatlas._passes._common import op_name
 
@@ -119,7 +120,20 @@ class Palette:
     """Fill of the ``×N`` badge on folded repeats."""
 
 
-# category -> {theme: (fill, border)}; one row per category keeps every theme complete
+# Both themes side by side, one row per Palette field and per category, so neither theme can miss one.
+_CANVAS: Mapping[str, Mapping[str, Any]] = {
+    "background": {"light": "#ffffff", "dark": "#16191f"},
+    "text": {"light": "#1f2430", "dark": "#e6e9ef"},
+    "muted": {"light": "#5f6b7a", "dark": "#a3acb9"},
+    "edge": {"light": "#7d8794", "dark": "#8b95a3"},
+    "cluster_fills": {
+        "light": ("#f5f7fb", "#eaeff7", "#e0e7f2", "#d6dfed"),
+        "dark": ("#1f242c", "#262c36", "#2d3440", "#343c4a"),
+    },
+    "cluster_border": {"light": "#b8c3d4", "dark": "#48526180"},
+    "badge": {"light": "#ffd166", "dark": "#b8860b"},
+}
+# category -> {theme: (fill, border)}
 _CATEGORY_COLOURS: Mapping[str, Mapping[str, tuple[str, str]]] = {
     "compute": {"light": ("#d6e6ff", "#4a78c2"), "dark": ("#1f3b66", "#6f9de6")},
     "elementwise": {"light": ("#dcf2d9", "#4f9a4a"), "dark": ("#244a2a", "#6fbf68")},
@@ -133,42 +147,12 @@ _CATEGORY_COLOURS: Mapping[str, Mapping[str, tuple[str, str]]] = {
 }
 
 
-def _palette(
-    theme: str, *, background: str, text: str, muted: str, edge: str,
-    cluster_fills: tuple[str, ...], cluster_border: str, badge: str,
-) -> Palette:
+def _palette(theme: str) -> Palette:
     return Palette(
-        background=background,
-        text=text,
-        muted=muted,
-        edge=edge,
-        cluster_fills=cluster_fills,
-        cluster_border=cluster_border,
+        **{name: values[theme] for name, values in _CANVAS.items()},
         fill={cat: colours[theme][0] for cat, colours in _CATEGORY_COLOURS.items()},
         border={cat: colours[theme][1] for cat, colours in _CATEGORY_COLOURS.items()},
-        badge=badge,
     )
 
 
-PALETTES: Mapping[str, Palette] = {
-    "light": _palette(
-        "light",
-        background="#ffffff",
-        text="#1f2430",
-        muted="#5f6b7a",
-        edge="#7d8794",
-        cluster_fills=("#f5f7fb", "#eaeff7", "#e0e7f2", "#d6dfed"),
-        cluster_border="#b8c3d4",
-        badge="#ffd166",
-    ),
-    "dark": _palette(
-        "dark",
-        background="#16191f",
-        text="#e6e9ef",
-        muted="#a3acb9",
-        edge="#8b95a3",
-        cluster_fills=("#1f242c", "#262c36", "#2d3440", "#343c4a"),
-        cluster_border="#48526180",
-        badge="#b8860b",
-    ),
-}
+PALETTES: Mapping[str, Palette] = {theme: _palette(theme) for theme in ("light", "dark")}
