@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,40 +38,42 @@ def _failure(doc: Doc | None) -> str | None:
     return "—"
 
 
-def ratio_cell(doc: Doc | None) -> str:
-    failed = _failure(doc)
-    if failed:
-        return failed
-    assert doc is not None
+def _or_why_not(describe: Callable[..., str]) -> Callable[..., str]:
+    """A cell for one run: ``describe(doc, ...)`` when the run has numbers, otherwise why it has none."""
+
+    @functools.wraps(describe)
+    def cell(doc: Doc | None, *args: str) -> str:
+        failed = _failure(doc)
+        if failed:
+            return failed
+        assert doc is not None
+        return describe(doc, *args)
+
+    return cell
+
+
+@_or_why_not
+def ratio_cell(doc: Doc) -> str:
     if "ratio" not in doc:  # timed out during the rounds: only the first capture is known
         return f"~{doc['first_capture_s'] / doc['forward_s']:.1f}× (1 run)"
     return f"{doc['ratio']:.2f}×"
 
 
-def memory_cell(doc: Doc | None) -> str:
-    failed = _failure(doc)
-    if failed:
-        return failed
-    assert doc is not None
+@_or_why_not
+def memory_cell(doc: Doc) -> str:
     extra = doc["capture_peak_rss_mb"] - doc["forward_peak_rss_mb"]
     return f"{doc['capture_peak_rss_mb']:.0f} ({extra:+.0f})"
 
 
-def size_cell(doc: Doc | None) -> str:
-    failed = _failure(doc)
-    if failed:
-        return failed
-    assert doc is not None
+@_or_why_not
+def size_cell(doc: Doc) -> str:
     if doc.get("edges") is None:
         return f"{doc['nodes']} {doc.get('size_unit', 'rows')}"
     return f"{doc['nodes']} / {doc['edges']}"
 
 
-def stage_cell(doc: Doc | None, stage: str) -> str:
-    failed = _failure(doc)
-    if failed:
-        return failed
-    assert doc is not None
+@_or_why_not
+def stage_cell(doc: Doc, stage: str) -> str:
     if f"{stage}_s" in doc:
         return f"{doc[f'{stage}_s']:.2f} s"
     if f"{stage}_error" in doc:

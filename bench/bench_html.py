@@ -35,15 +35,9 @@ from playwright.sync_api import Page, sync_playwright
 from torchatlas._ir import GraphIR, Node, Scope, Source, TensorMeta
 from torchatlas._render._html import to_html
 
-CHROMIUM = "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+# The Chromium setup is the browser tests' own, so the numbers come from the browser they check.
+sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
+from _viewer import VIEWPORT, launch_chromium, open_viewer
 
 
 def llama70b_ir() -> GraphIR:
@@ -87,12 +81,9 @@ def synthetic_ir(blocks: int = 40, subs: int = 25, ops: int = 100) -> GraphIR:
 
 def open_page(page: Page, path: Path) -> dict[str, Any]:
     start = time.perf_counter()
-    page.goto(path.as_uri())
-    page.wait_for_function("window.__atlas && (window.__atlas.ready || window.__atlas.error)", timeout=120_000)
+    open_viewer(page, path, timeout_ms=120_000)
     wall = (time.perf_counter() - start) * 1000
-    state = page.evaluate("({err: __atlas.error, fp: __atlas.firstPaintMs, boxes: __atlas.visibleBoxes})")
-    if state["err"]:
-        raise RuntimeError(state["err"])
+    state = page.evaluate("({fp: __atlas.firstPaintMs, boxes: __atlas.visibleBoxes})")
     return {"first_paint_ms": round(state["fp"]), "open_wall_ms": round(wall), "boxes": state["boxes"]}
 
 
@@ -174,11 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        browser = launch_chromium(p)
         for name, fn in (("llama70b", bench_llama), ("synthetic100k", bench_synthetic)):
             if args.only and args.only != name:
                 continue
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page = browser.new_page(viewport=VIEWPORT)
             results[name] = fn(page, Path(tmp))
             page.close()
             print(name, json.dumps(results[name], indent=2), flush=True)

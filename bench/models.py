@@ -64,7 +64,9 @@ def _hf(model_cls_name: str, config_cls_name: str, device: str, **config: Any) -
     return model.eval()
 
 
-def _hf_on_tokens(model_cls_name: str, config_cls_name: str, device: str, length: int = SEQ_LEN, **config: Any) -> Built:
+def _hf_on_tokens(
+    model_cls_name: str, config_cls_name: str, device: str, length: int = SEQ_LEN, **config: Any
+) -> Built:
     model = _hf(model_cls_name, config_cls_name, device, **config)
     return model, (_tokens(model.config.vocab_size, device, length),), {}
 

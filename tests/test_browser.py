@@ -8,32 +8,21 @@ Screenshots land in ``test-artifacts/``.
 from __future__ import annotations
 
 import re
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 import torch
 import transformers
-from torch import nn
+from _capture_helpers import load_coolcnn
+from _viewer import CHROMIUM, HOSTILE, VIEWPORT, Hostile, launch_chromium, open_viewer
 
 import torchatlas
-from tests._capture_helpers import load_coolcnn
 from torchatlas._render import _html
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-HOSTILE = "</script><script>alert(1)</script>"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +33,7 @@ def browser():
     if not (_html.BUNDLE_DIR / "viewer.js").is_file():
         pytest.skip("viewer bundle not built: run `cd web && npm ci && npm run build`")
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        b = launch_chromium(p)
         yield b
         b.close()
 
@@ -55,16 +44,14 @@ class Viewer:
     def __init__(self, browser, ir, tmp_path: Path, name: str) -> None:
         path = tmp_path / f"{name}.html"
         path.write_text(_html.to_html(ir), encoding="utf-8")
-        self.context = browser.new_context(viewport={"width": 1400, "height": 900}, accept_downloads=True)
+        self.context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.dialogs: list[str] = []
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-        self.page.goto(path.as_uri())
-        self.page.wait_for_function("window.__atlas && (window.__atlas.ready || window.__atlas.error)", timeout=60_000)
-        assert self.page.evaluate("window.__atlas.error") is None
+        open_viewer(self.page, path, timeout_ms=60_000)
 
     def count(self, selector: str) -> int:
         return self.page.locator(selector).count()
@@ -200,15 +187,6 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     v.page.wait_for_function(f"window.__atlas.visibleBoxes > {opened}", timeout=60_000)
     v.screenshot("viewer-llama")
     v.close()
-
-
-class Hostile(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.add_module(HOSTILE, nn.Linear(4, 4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return getattr(self, HOSTILE)(x).relu()
 
 
 def test_hostile_module_name_shows_literally_and_never_runs(browser, tmp_path: Path) -> None:

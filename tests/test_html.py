@@ -12,16 +12,15 @@ from html.parser import HTMLParser
 
 import pytest
 import torch
+from _capture_helpers import load_coolcnn
+from _viewer import HOSTILE, Hostile
 from torch import nn
 
 import torchatlas
-from tests._capture_helpers import load_coolcnn
 from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
 from torchatlas._render import _html
 from torchatlas._render._categories import CATEGORIES, PALETTES
 from torchatlas._render._html import ViewerBundleMissing, notebook_html, script_json, to_html, viewer_document
-
-HOSTILE = "</script><script>alert(1)</script>"
 
 pytestmark = pytest.mark.skipif(
     not (_html.BUNDLE_DIR / "viewer.js").is_file(),
@@ -72,15 +71,6 @@ def coolcnn_graph() -> torchatlas.Graph:
     coolcnn = load_coolcnn()
     torch.manual_seed(0)
     return torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input())
-
-
-class Hostile(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.add_module(HOSTILE, nn.Linear(4, 4))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return getattr(self, HOSTILE)(x).relu()
 
 
 def test_page_is_self_contained(coolcnn_graph: torchatlas.Graph) -> None:

@@ -95,6 +95,7 @@ class Recorder(TorchFunctionMode):
         self._module_paths: dict[int, str] = {}
         self._unregistered: dict[int, tuple[Any, str]] = {}
         self._unregistered_count: dict[str, int] = {}
+        self._class_names: dict[type, str] = {}
         self._named: dict[int, tuple[str, str]] = {}  # id(param or buffer) -> (kind, path)
         self._pending_inputs: list[tuple[str, Tensor]] = []
         if isinstance(model, torch.nn.Module):
@@ -213,14 +214,22 @@ class Recorder(TorchFunctionMode):
             self._pending_inputs = []
 
     def _module_enter_hook(self, module: Any, args: Any) -> None:
-        if active_recorder() is self:
-            with torch._C.DisableTorchFunction():  # no mode may see the hook's own tensor queries
+        if active_recorder() is not self:
+            return
+        if self._quiet:
+            with torch._C.DisableTorchFunction():  # a user's mode must not see our tensor queries
                 self._on_module_enter(module, args)
+        else:
+            self._on_module_enter(module, args)
 
     def _module_exit_hook(self, module: Any, args: Any, output: Any) -> None:
-        if active_recorder() is self:
+        if active_recorder() is not self:
+            return
+        if self._quiet:
             with torch._C.DisableTorchFunction():
                 self._on_module_exit(module, args, output)
+        else:
+            self._on_module_exit(module, args, output)
 
     def module_path_of(self, module: Any) -> str:
         """The qualified path of a module of this model (as in ``named_modules()``)."""
@@ -228,7 +237,10 @@ class Recorder(TorchFunctionMode):
 
     def _on_module_enter(self, module: Any, args: Any) -> None:
         cls = type(module)
-        self._push_scope(module, self._module_path(module), f"{cls.__module__}.{cls.__qualname__}", sys._getframe(1))
+        name = self._class_names.get(cls)
+        if name is None:
+            name = self._class_names[cls] = f"{cls.__module__}.{cls.__qualname__}"
+        self._push_scope(module, self._module_path(module), name, sys._getframe(1))
 
     def _on_module_exit(self, module: Any, args: Any, output: Any) -> None:
         while self._stack:  # unwinds scopes left open by an exception
@@ -238,7 +250,9 @@ class Recorder(TorchFunctionMode):
         else:
             return
         scope = self.scopes[index]
-        if output is not None:
+        if isinstance(output, Tensor):
+            scope.outputs = [self.ref(output)]
+        elif output is not None:
             scope.outputs = [self.ref(t) for _, t in iter_tensors(output, "")]
         self.timeline.append(-(index + 1))
 
