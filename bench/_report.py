@@ -175,7 +175,17 @@ def plots(out: Path, tools: list[str], models: list[str], scale: list[str], runs
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
+    written: list[Path] = []
+
+    def save(fig: Any, ax: Any, name: str, title: str, ylabel: str) -> None:
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        written.append(out / name)
+        fig.savefig(written[-1], dpi=110)
+        plt.close(fig)
+
     fig, ax = plt.subplots(figsize=(11, 5))
     width = 0.8 / max(len(tools), 1)
     for i, tool in enumerate(tools):
@@ -189,32 +199,25 @@ def plots(out: Path, tools: list[str], models: list[str], scale: list[str], runs
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_yscale("log")
     ax.set_xticks([j + 0.4 - width / 2 for j in range(len(models))], models, rotation=20)
-    ax.set_ylabel("capture time / plain forward (log)")
-    ax.set_title("Capture cost per model (missing bar: the tool failed or timed out)")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    written.append(out / "compare.png")
-    fig.savefig(written[-1], dpi=110)
-    plt.close(fig)
+    title = "Capture cost per model (missing bar: the tool failed or timed out)"
+    save(fig, ax, "compare.png", title, "capture time / plain forward (log)")
 
-    if any("capture_s" in runs.get((t, m), {}) for t in tools for m in scale):
+    def series(tool: str, key: str) -> list[tuple[int, float]]:
+        """(op count, seconds) for each scale model the tool has ``key`` for."""
+        return [(_ops(m), runs[(tool, m)][key]) for m in scale if key in runs.get((tool, m), {})]
+
+    if any(series(tool, "capture_s") for tool in tools):
         fig, ax = plt.subplots(figsize=(7, 5))
         for tool in tools:
-            got = [(_ops(m), runs[(tool, m)]["capture_s"]) for m in scale if "capture_s" in runs.get((tool, m), {})]
+            got = series(tool, "capture_s")
             if got:
                 ax.plot(*zip(*got), marker="o", label=f"{tool} capture")
         for stage in ("passes", "json", "tree", "html"):
-            got = [(_ops(m), runs[("torchatlas", m)][f"{stage}_s"]) for m in scale if f"{stage}_s" in runs.get(("torchatlas", m), {})]
+            got = series("torchatlas", f"{stage}_s")
             if got:
                 ax.plot(*zip(*got), marker="s", linestyle="--", label=f"torchatlas {stage}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("ops in the graph")
-        ax.set_ylabel("seconds")
-        ax.set_title("Time vs graph size")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        written.append(out / "scale.png")
-        fig.savefig(written[-1], dpi=110)
-        plt.close(fig)
+        save(fig, ax, "scale.png", "Time vs graph size", "seconds")
     return written

@@ -10,7 +10,7 @@ import torch
 import transformers
 
 import torchatlas
-from tests._capture_helpers import load_coolcnn
+from _capture_helpers import load_coolcnn
 from torchatlas._render._html import with_analyses
 from torchatlas._render._model_explorer import to_model_explorer
 
