@@ -79,11 +79,18 @@ def stage_cell(doc: Doc, stage: str) -> str:
     if f"{stage}_error" in doc:
         return "fails"
     if f"{stage}_note" in doc:
-        return "n/a"
+        return "skipped" if doc[f"{stage}_note"].startswith("not drawn") else "n/a"
     return "timeout" if "timeout" in doc.get("error", "") else "—"
 
 
-def _grid(runs: dict[tuple[str, str], Doc], tools: list[str], models: list[str], cell: Callable[[Doc | None], str]) -> str:
+@_or_why_not
+def capture_seconds(doc: Doc) -> str:
+    return f"{doc.get('capture_s', doc['first_capture_s']):.2f} s"
+
+
+def _grid(
+    runs: dict[tuple[str, str], Doc], tools: list[str], models: list[str], cell: Callable[[Doc | None], str]
+) -> str:
     rows = [[m] + [cell(runs.get((t, m))) for t in tools] for m in models]
     return table(["model"] + tools, rows)
 
@@ -105,7 +112,14 @@ def _notes(runs: dict[tuple[str, str], Doc]) -> list[str]:
     return out
 
 
-def markdown(env: Doc, tools: list[str], models: list[str], scale: list[str], runs: dict[tuple[str, str], Doc], probes: dict[str, Doc]) -> str:
+def markdown(
+    env: Doc,
+    tools: list[str],
+    models: list[str],
+    scale: list[str],
+    runs: dict[tuple[str, str], Doc],
+    probes: dict[str, Doc],
+) -> str:
     versions = ", ".join(f"{t} {env['versions'][t]}" for t in tools)
     parts = [
         "# torchatlas and the other PyTorch graph tools, side by side",
@@ -141,20 +155,30 @@ def markdown(env: Doc, tools: list[str], models: list[str], scale: list[str], ru
         "device; GPT-2 called as `model(**{'input_ids': ..., 'attention_mask': ...})`; a model whose forward takes "
         "and returns a dict.",
         "",
-        table(["tool"] + [title for _, title in CAPABILITIES], [[t] + [_probe_cell(probes.get(t), key) for key, _ in CAPABILITIES] for t in tools]),
+        table(
+            ["tool"] + [title for _, title in CAPABILITIES],
+            [[t] + [_probe_cell(probes.get(t), key) for key, _ in CAPABILITIES] for t in tools],
+        ),
     ]
     if scale:
         parts += [
             "",
             "## Scale: synthetic chains of 1k, 10k and 100k ops (seconds per capture)",
             "",
-            _grid(runs, tools, scale, lambda d: "—" if _failure(d) else f"{d.get('capture_s', d.get('first_capture_s', 0)):.2f} s"),
+            _grid(runs, tools, scale, capture_seconds),
             "",
             "torchatlas stages on the same graphs (seconds):",
             "",
             table(
                 ["model", "capture", "all passes", "JSON", "text tree", "HTML"],
-                [[m] + [stage_cell(runs.get(("torchatlas", m)), s) for s in ("capture", "passes", "json", "tree", "html")] for m in scale],
+                [
+                    [m]
+                    + [
+                        stage_cell(runs.get(("torchatlas", m)), s)
+                        for s in ("capture", "passes", "json", "tree", "html")
+                    ]
+                    for m in scale
+                ],
             ),
         ]
     notes = _notes(runs)
@@ -168,7 +192,9 @@ def _ops(scale_model: str) -> int:
     return int(scale_model.split("-")[1].removesuffix("k")) * 1000
 
 
-def plots(out: Path, tools: list[str], models: list[str], scale: list[str], runs: dict[tuple[str, str], Doc]) -> list[Path]:
+def plots(
+    out: Path, tools: list[str], models: list[str], scale: list[str], runs: dict[tuple[str, str], Doc]
+) -> list[Path]:
     """compare.png (ratios per model) and scale.png (time vs op count); needs matplotlib."""
     import matplotlib
 

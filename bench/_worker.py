@@ -93,13 +93,22 @@ def run(tool_name: str, model_name: str, out: Path, outputs: bool = True) -> Non
 
         rounds = rounds_for(doc["forward_s"] + doc["first_capture_s"], BUDGET_S)
         result = alternate(forward, capture, rounds)
-        doc.update(forward_median_s=result.baseline_s, capture_s=result.candidate_s, ratio=result.ratio, rounds=rounds, threads=torch.get_num_threads())
+        doc.update(
+            forward_median_s=result.baseline_s,
+            capture_s=result.candidate_s,
+            ratio=result.ratio,
+            rounds=rounds,
+            threads=torch.get_num_threads(),
+        )
         _write(out, doc)
         if not outputs:
             return
 
         stages: dict[str, Callable[[], Any]] = {}
-        if not spec.scale:  # Graphviz would take hours to lay out 10^4..10^5 nodes
+        draws = type(tool).svg is not Tool.svg
+        if draws and (spec.scale or spec.meta_only):  # dot takes hours on 5,000 to 100,000 nodes
+            doc["svg_note"] = "not drawn: too big for dot"
+        else:
             stages["svg"] = lambda: tool.svg(handle, workdir / "graph.svg")
         stages["html"] = lambda: tool.html(handle, workdir / "graph.html")
         stages.update(tool.extra_stages(handle, workdir))
@@ -145,7 +154,10 @@ def probe(tool_name: str, out: Path) -> None:
             return f"{without} {unit}"
 
         def meta() -> str:
-            sizes = [_check(tool, build, "meta", workdir, grad=tool.needs_grad) for build in (models.build_coolcnn, models.build_tiny_gpt2)]
+            sizes = [
+                _check(tool, build, "meta", workdir, grad=tool.needs_grad)
+                for build in (models.build_coolcnn, models.build_tiny_gpt2)
+            ]
             return f"CoolCNN {sizes[0]} {unit}, GPT-2 {sizes[1]} {unit}"
 
         def hf_kwargs() -> str:

@@ -59,7 +59,16 @@ def markdown(docs: dict[str, dict], threads: object) -> str:
             ]
             + [verdict(model, doc)]
         )
-    header = ["model", "params", "graph nodes", "forward", "trace", "trace / forward", "peak RSS (vs forward)", "target"]
+    header = [
+        "model",
+        "params",
+        "graph nodes",
+        "forward",
+        "trace",
+        "trace / forward",
+        "peak RSS (vs forward)",
+        "target",
+    ]
     for row in rows:
         row += [""] * (len(header) - len(row))
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -80,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated names from bench/models.py")
     parser.add_argument("--out", type=Path, default=BENCH / "results" / "trace.md")
     parser.add_argument("--budget", type=float, default=60, help="seconds of alternating rounds per model")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (0: torch's default; see _worker.THREADS)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch intra-op threads (0: torch's default; see _worker.THREADS)"
+    )
     parser.add_argument("--timeout", type=float, default=1200, help="seconds per model process")
     opts = parser.parse_args(argv)
 
@@ -89,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     raw.mkdir(parents=True, exist_ok=True)
     docs = {}
     for model in opts.models.split(","):
-        docs[model] = run_worker(sys.executable, ["capture", "torchatlas", model], raw / f"trace-{model}.json", opts.timeout, env)
+        docs[model] = run_worker(
+            sys.executable, ["capture", "torchatlas", model], raw / f"trace-{model}.json", opts.timeout, env
+        )
         doc = docs[model]
         if "ratio" in doc:
             print(

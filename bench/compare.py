@@ -69,7 +69,14 @@ def run_worker(python: str, args: list[str], out: Path, timeout: float, env: dic
     out.unlink(missing_ok=True)
     log = out.with_suffix(".log")
     with log.open("wb") as sink:
-        proc = subprocess.Popen([python, str(WORKER), *args, str(out)], cwd=BENCH, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            [python, str(WORKER), *args, str(out)],
+            cwd=BENCH,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -87,11 +94,19 @@ def run_worker(python: str, args: list[str], out: Path, timeout: float, env: dic
 def worker_env(threads: int, budget: float) -> dict[str, str]:
     """The workers import this checkout's torchatlas, whatever the interpreter has installed."""
     path = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, "BENCH_THREADS": str(threads), "BENCH_BUDGET_S": str(budget), "PYTHONUNBUFFERED": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "BENCH_THREADS": str(threads),
+        "BENCH_BUDGET_S": str(budget),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def installed_tools(python: str, env: dict[str, str]) -> dict[str, str]:
-    found = subprocess.run([python, str(WORKER), "tools"], cwd=BENCH, env=env, capture_output=True, text=True, check=True)
+    found = subprocess.run(
+        [python, str(WORKER), "tools"], cwd=BENCH, env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(found.stdout.strip().splitlines()[-1])
 
 
@@ -134,7 +149,9 @@ def write_results(
         "threads": opts.threads or next((d["threads"] for d in runs.values() if "threads" in d), "torch's default"),
         "versions": available,
     }
-    _write(opts.out / "compare.json", json.dumps({"env": env_doc, "probes": probes, "runs": list(runs.values())}, indent=1))
+    _write(
+        opts.out / "compare.json", json.dumps({"env": env_doc, "probes": probes, "runs": list(runs.values())}, indent=1)
+    )
     _write(opts.out / "compare.md", _report.markdown(env_doc, tools, zoo, scale, runs, probes))
     try:
         return [opts.out / "compare.md", opts.out / "compare.json", *_report.plots(opts.out, tools, zoo, scale, runs)]
@@ -152,16 +169,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds per (tool, model) process")
     parser.add_argument("--scale-timeout", type=float, default=300, help="seconds per (tool, synthetic chain) process")
     parser.add_argument("--budget", type=float, default=15, help="seconds of alternating rounds per (tool, model)")
-    parser.add_argument("--update", action="store_true", help="keep the other results already in --out/compare.json; re-measure only the chosen tools and models")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads in the workers (0: torch's default; see _worker.THREADS)")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the other results already in --out/compare.json; re-measure only the chosen tools and models",
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rewrite the tables and plots from --out/compare.json, measure nothing",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads in the workers (0: torch's default; see _worker.THREADS)",
+    )
     opts = parser.parse_args(argv)
 
     if opts.python is None:
         python = ensure_venv()
         if Path(sys.executable).resolve() != python.resolve():
             # Plots need the venv's matplotlib: run the whole orchestration there.
-            os.execv(str(python), [str(python), __file__, *(argv if argv is not None else sys.argv[1:]), "--python", str(python)])
+            os.execv(
+                str(python),
+                [str(python), __file__, *(argv if argv is not None else sys.argv[1:]), "--python", str(python)],
+            )
         opts.python = str(python)
+    elif os.sep in opts.python:
+        opts.python = os.path.abspath(opts.python)  # the workers run in bench/; abspath keeps a venv's symlink
 
     import models  # needs torch: only once in an interpreter that has it
 
@@ -181,10 +217,14 @@ def main(argv: list[str] | None = None) -> int:
 
     raw = opts.out / "raw"
     raw.mkdir(parents=True, exist_ok=True)
-    runs, probes = previous_results(opts.out) if opts.update else ({}, {})
-    for tool in tools:
+    runs, probes = previous_results(opts.out) if opts.update or opts.report_only else ({}, {})
+    for tool in [t for t in tools if t not in probes and not opts.report_only]:  # --update keeps earlier probes
         probes[tool] = run_worker(opts.python, ["probe", tool], raw / f"probe-{tool}.json", opts.timeout, env)
-        print(f"probe {tool}: " + ", ".join(f"{k}={'yes' if v['ok'] else 'no'}" for k, v in probes[tool].items() if isinstance(v, dict)), flush=True)
+        print(
+            f"probe {tool}: "
+            + ", ".join(f"{k}={'yes' if v['ok'] else 'no'}" for k, v in probes[tool].items() if isinstance(v, dict)),
+            flush=True,
+        )
 
     def report() -> list[Path]:
         # Table order: tools as the worker lists them, models as bench/models.py does.
@@ -195,7 +235,11 @@ def main(argv: list[str] | None = None) -> int:
         return write_results(opts, available, shown_tools, zoo, scale, runs, probes)
 
     written = report()
-    ordered = [n for n in names if not models.MODELS[n].scale] + [n for n in names if models.MODELS[n].scale]
+    ordered = (
+        []
+        if opts.report_only
+        else [n for n in names if not models.MODELS[n].scale] + [n for n in names if models.MODELS[n].scale]
+    )
     for name in ordered:
         timeout = opts.scale_timeout if models.MODELS[name].scale else opts.timeout
         for tool in tools:

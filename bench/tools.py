@@ -216,4 +216,6 @@ class TorchVista(Tool):
         return len(adj), sum(len(v.get("edges", [])) for v in adj.values())
 
 
-TOOLS: dict[str, Tool] = {t.name: t for t in [TorchAtlas(), TorchView(), TorchLens(), TorchInfo(), TorchViz(), TorchVista()]}
+TOOLS: dict[str, Tool] = {
+    t.name: t for t in [TorchAtlas(), TorchView(), TorchLens(), TorchInfo(), TorchViz(), TorchVista()]
+}

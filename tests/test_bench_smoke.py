@@ -41,7 +41,9 @@ def _bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
-    _bench("compare.py", "--smoke", "--python", sys.executable, "--out", str(out), "--budget", "0.5", "--timeout", "300")
+    _bench(
+        "compare.py", "--smoke", "--python", sys.executable, "--out", str(out), "--budget", "0.5", "--timeout", "300"
+    )
     return out
 
 
@@ -85,15 +87,36 @@ def test_report_says_why_a_cell_has_no_number() -> None:
 
     base = {"forward_s": 0.01, "forward_peak_rss_mb": 200.0, "capture_peak_rss_mb": 210.0, "nodes": 5, "edges": 4}
     runs = {
-        ("a", "m"): {**base, "first_capture_s": 0.02, "capture_s": 0.02, "ratio": 2.0, "svg_s": 0.5, "html_note": "no HTML output"},
+        ("a", "m"): {
+            **base,
+            "first_capture_s": 0.02,
+            "capture_s": 0.02,
+            "ratio": 2.0,
+            "svg_s": 0.5,
+            "html_note": "no HTML output",
+        },
         ("b", "m"): {"error": "KeyError: '1'"},
         ("c", "m"): {**base, "first_capture_s": 0.3, "error": "timeout after 600 s"},
         ("d", "m"): {**base, "first_capture_s": 0.02, "capture_s": 0.02, "ratio": 1.5, "error": "timeout after 600 s"},
     }
     env = {"date": "today", "machine": "test", "torch": "x", "threads": 1, "versions": {t: "1" for t in "abcd"}}
     tables = _tables(_report.markdown(env, list("abcd"), ["m"], [], runs, {}))
-    assert tables["Capture time, as a multiple of a plain forward pass"][1] == ["m", "2.00×", "fails", "~30.0× (1 run)", "1.50×"]
+    assert tables["Capture time, as a multiple of a plain forward pass"][1] == [
+        "m",
+        "2.00×",
+        "fails",
+        "~30.0× (1 run)",
+        "1.50×",
+    ]
     assert tables["Drawing: SVG through Graphviz `dot`"][1] == ["m", "0.50 s", "fails", "timeout", "timeout"]
     assert tables["Graph size: nodes / edges (torchinfo: module rows)"][1][1] == "5 / 4"
     failures = _report.markdown(env, list("abcd"), ["m"], [], runs, {}).split("## Failures")[1]
     assert "b on m, run: `KeyError: '1'`" in failures
+
+
+def test_dot_size_counts_declared_nodes_and_edges_not_defaults() -> None:
+    sys.path.insert(0, str(BENCH))
+    from tools import dot_size
+
+    source = 'digraph g {\n\tgraph [rankdir=TB]\n\tnode [shape=box]\n\tedge [color=red]\n\t0 [label=<a>]\n\t"x.y" [label="b"]\n\t1 [label=c]\n\t0 -> "x.y"\n\t"x.y" -> 1 [label=d]\n\t0 -> 1\n}\n'
+    assert dot_size(source) == (3, 3)

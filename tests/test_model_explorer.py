@@ -8,9 +8,9 @@ import re
 import pytest
 import torch
 import transformers
+from _capture_helpers import load_coolcnn
 
 import torchatlas
-from _capture_helpers import load_coolcnn
 from torchatlas._render._html import with_analyses
 from torchatlas._render._model_explorer import to_model_explorer
 

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from . import _capture
-from ._io import write_atomic
+from ._io import gc_paused, write_atomic
 from ._ir import GraphFormatError, GraphIR
 from ._passes import GraphDiff, ensure_analyzed
 from ._passes import diff as diff_graphs
@@ -43,7 +43,8 @@ class Graph:
         """The graph with every analysis in its ``meta`` (parameters, FLOPs, memory, repeated
         blocks, dead code). Computed on first use, so ``trace`` costs one forward pass."""
         if self._analyzed is None:
-            self._analyzed = ensure_analyzed(self._captured)
+            with gc_paused():
+                self._analyzed = ensure_analyzed(self._captured)
         return self._analyzed
 
     # -- data -------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .._io import gc_paused
 from .._ir import GraphIR
 from . import _source
 from ._build import build_graph
@@ -111,7 +112,8 @@ def capture_python(
         error = exc
     if not rec.scopes:
         raise TraceError("torchatlas: the model recorded no module call; is it an nn.Module or a callable?")
-    with torch._C.DisableTorchFunction():  # a user's own TorchFunctionMode must not see our bookkeeping
+    # A user's own TorchFunctionMode must not see our bookkeeping; no user code runs here.
+    with torch._C.DisableTorchFunction(), gc_paused():
         return build_graph(rec, output, model), output, error
 
 

@@ -9,6 +9,7 @@ storage was written after the tensor was made reads from the last writer.
 
 from __future__ import annotations
 
+import gc
 import sys
 import threading
 import weakref
@@ -102,6 +103,7 @@ class Recorder(TorchFunctionMode):
             self._index_model(model)
         self._hooks: list[Any] = []
         self._quiet = False
+        self._frozen = False
 
     # -- set-up -------------------------------------------------------------
 
@@ -125,6 +127,11 @@ class Recorder(TorchFunctionMode):
         if active_recorder() is not None:
             raise RuntimeError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
         _tls.recorder = self
+        # Full collections would walk every object the process already holds (the model,
+        # torch) again and again as our records accumulate; frozen objects are skipped,
+        # while garbage the forward pass makes is still collected.
+        gc.freeze()
+        self._frozen = True
         # Under a user's own TorchFunctionMode, our bookkeeping (t.shape, ...) must not reach it.
         self._quiet = torch._C._len_torch_function_stack() > 0
         try:
@@ -163,6 +170,9 @@ class Recorder(TorchFunctionMode):
         self._failures = []
 
     def _uninstall(self) -> None:
+        if self._frozen:
+            gc.unfreeze()
+            self._frozen = False
         for handle in self._hooks:
             handle.remove()
         self._hooks = []

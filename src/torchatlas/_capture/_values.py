@@ -55,12 +55,16 @@ class TensorArg(int):
     __slots__ = ()
 
 
+_TENSOR_ARGS = [TensorArg(i) for i in range(64)]  # shared: most calls read a few tensors
+
+
 def split_tensors(value: Any, tensors: list[Tensor]) -> Any:
     """A template of a torch call argument: each tensor is appended to ``tensors`` and
     replaced by its ``TensorArg`` position, so the record keeps no tensor alive."""
     if isinstance(value, Tensor):
         tensors.append(value)
-        return TensorArg(len(tensors) - 1)
+        i = len(tensors) - 1
+        return _TENSOR_ARGS[i] if i < 64 else TensorArg(i)
     kind = type(value)
     if kind is list or kind is tuple:
         return [split_tensors(v, tensors) for v in value]
