@@ -60,8 +60,8 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
     if isinstance(model, torch.nn.Module):
         cls = type(model)
         meta["model"] = f"{cls.__module__}.{cls.__qualname__}"
-        meta["parameters"] = _tensor_table(model.named_parameters(remove_duplicate=False))
-        meta["buffers"] = _tensor_table(model.named_buffers(remove_duplicate=False))
+        meta["parameters"] = _tensor_table(rec.parameters)
+        meta["buffers"] = _tensor_table(rec.buffers)
     if rec.failure is not None:
         meta["failure"] = {
             "target": rec.failure.target,

@@ -98,6 +98,8 @@ class Recorder(TorchFunctionMode):
         self._unregistered_count: dict[str, int] = {}
         self._class_names: dict[type, str] = {}
         self._named: dict[int, tuple[str, str]] = {}  # id(param or buffer) -> (kind, path)
+        self.parameters: list[tuple[str, Tensor]] = []  # (path, tensor), shared ones under each path
+        self.buffers: list[tuple[str, Tensor]] = []
         self._pending_inputs: list[tuple[str, Tensor]] = []
         if isinstance(model, torch.nn.Module):
             self._index_model(model)
@@ -108,12 +110,20 @@ class Recorder(TorchFunctionMode):
     # -- set-up -------------------------------------------------------------
 
     def _index_model(self, model: torch.nn.Module) -> None:
+        """One walk of the model: module paths, and every parameter and buffer under each
+        name it has (the order of ``named_parameters(remove_duplicate=False)``)."""
+        self.parameters, self.buffers = [], []
         for name, module in model.named_modules(remove_duplicate=False):
             self._module_paths.setdefault(id(module), name)
-        for name, p in model.named_parameters(remove_duplicate=False):
-            self._named.setdefault(id(p), ("param", name))
-        for name, b in model.named_buffers(remove_duplicate=False):
-            self._named.setdefault(id(b), ("buffer", name))
+            prefix = f"{name}." if name else ""
+            for table, kind, out in (
+                (module._parameters, "param", self.parameters),
+                (module._buffers, "buffer", self.buffers),
+            ):
+                for attr, t in table.items():
+                    if t is not None:
+                        out.append((prefix + attr, t))
+                        self._named.setdefault(id(t), (kind, prefix + attr))
 
     def add_inputs(self, named: list[tuple[str, Tensor]]) -> None:
         """Inputs are recorded in the root scope as soon as it opens."""
