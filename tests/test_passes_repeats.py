@@ -111,32 +111,31 @@ def test_albert_shared_layer_calls_fold():
     assert [m.call for m in members] == list(range(6))
 
 
-@pytest.mark.slow
-def test_llama_80_layers_on_meta_device_fold_to_80():
+def _llama_on_meta(seq: int, **config):
+    """The repeat groups of a Llama config's capture, built and run on the meta device."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.AutoConfig.for_model(
-        "llama", num_hidden_layers=80, hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
-        num_key_value_heads=8, vocab_size=128256,
-    )
+    cfg = transformers.AutoConfig.for_model("llama", **config)
     with torch.device("meta"):
         model = transformers.AutoModelForCausalLM.from_config(cfg)
-    ir = _trace_ir(model, torch.zeros(1, 16, dtype=torch.long, device="meta"))
-    [group] = ir.meta["repeat_groups"]
+    ir = _trace_ir(model, torch.zeros(1, seq, dtype=torch.long, device="meta"))
+    return ir, ir.meta["repeat_groups"]
+
+
+@pytest.mark.slow
+def test_llama_80_layers_on_meta_device_fold_to_80():
+    _, [group] = _llama_on_meta(
+        16, num_hidden_layers=80, hidden_size=8192, intermediate_size=28672, num_attention_heads=64,
+        num_key_value_heads=8, vocab_size=128256,
+    )
     assert group["count"] == 80
     assert group["label"] == "model.layers.0–79 (LlamaDecoderLayer) ×80"
 
 
 def test_small_llama_folds_all_layers():
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    cfg = transformers.AutoConfig.for_model(
-        "llama", num_hidden_layers=6, hidden_size=32, intermediate_size=64, num_attention_heads=4,
+    ir, [group] = _llama_on_meta(
+        8, num_hidden_layers=6, hidden_size=32, intermediate_size=64, num_attention_heads=4,
         num_key_value_heads=2, vocab_size=100,
     )
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(cfg)
-    ir = _trace_ir(model, torch.zeros(1, 8, dtype=torch.long, device="meta"))
-    [group] = ir.meta["repeat_groups"]
     assert group["count"] == 6
     assert [ir.scope(sid).path for sid in group["scopes"]] == [f"model.layers.{i}" for i in range(6)]
