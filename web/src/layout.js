@@ -19,6 +19,7 @@ function inThreadWorker() {
 }
 
 let elk = null;
+let inThread = false; // workers refused: ELK shares the page's thread
 function engine() {
   if (!elk) {
     const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
@@ -26,6 +27,7 @@ function engine() {
       try {
         return new Worker(u);
       } catch {
+        inThread = true;
         return inThreadWorker();
       }
     };
@@ -58,6 +60,68 @@ const CONTAINER_OPTIONS = {
   "elk.padding": `[top=${HEADER + PAD},left=${PAD},bottom=${PAD},right=${PAD}]`,
   "elk.nodeSize.constraints": "MINIMUM_SIZE",
 };
+
+/** A compound graph shaped like an opened decoder layer: nested modules, branches that rejoin, edges across module borders. */
+function warmUpGraph() {
+  let next = 0;
+  const edge = (a, b) => ({ id: `${a}>${b}`, sources: [a], targets: [b] });
+  const leaf = (into) => {
+    next += 1;
+    const box = { id: `w${next}`, width: 64 + (next % 5) * 12, height: next % 4 ? 28 : 40 };
+    into.children.push(box);
+    return box.id;
+  };
+  const group = (into, minWidth) => {
+    const g = { id: `w${++next}`, children: [], edges: [] };
+    g.layoutOptions = { ...CONTAINER_OPTIONS, "elk.nodeSize.minimum": `(${HEADER + 20},${minWidth})` };
+    into.children.push(g);
+    return g;
+  };
+  const chain = (into, length) => {
+    const ids = [leaf(into)];
+    while (ids.length < length) {
+      ids.push(leaf(into));
+      into.edges.push(edge(ids.at(-2), ids.at(-1)));
+    }
+    return ids;
+  };
+  const root = { id: "w0", children: [], edges: [], layoutOptions: { ...ROOT_OPTIONS, "elk.layered.thoroughness": "1" } };
+  let prev = leaf(root);
+  let prevOwner = root;
+  const layer = group(root, 240);
+  for (let b = 0; b < 2; b++) {
+    const block = group(layer, 200);
+    const inner = group(block, 120);
+    const branches = [chain(block, 6), chain(inner, 4), chain(block, 5)];
+    const join = leaf(layer);
+    for (const ids of branches) {
+      prevOwner.edges.push(edge(prev, ids[0]));
+      layer.edges.push(edge(ids.at(-1), join));
+    }
+    layer.edges.push(edge(prev, join)); // the residual connection
+    [prev, prevOwner] = [join, layer];
+  }
+  root.edges.push(edge(prev, leaf(root)));
+  return root;
+}
+
+let pending = 0; // real layouts requested and not yet answered
+
+/**
+ * Run ELK on a representative graph `rounds` times in the background, so that
+ * its code is compiled and optimised before the next real layout: a cold
+ * engine takes several times longer than a warm one. A round waits while a real
+ * layout is under way, so warming delays a real layout by at most one round.
+ * Without a worker, warming would freeze the page, so it does not happen; a
+ * failure here is left for the real layout to report.
+ */
+export async function warmUp(rounds) {
+  engine();
+  for (let i = 0; i < rounds && !inThread; i++) {
+    while (pending > 0) await new Promise((resolve) => setTimeout(resolve, 16));
+    await engine().layout(warmUpGraph());
+  }
+}
 
 /**
  * Lay out `graph` (Model.visibleGraph()) where `sizeOf(id)` gives leaf box sizes,
@@ -110,7 +174,14 @@ export async function layout(graph, sizeOf, minWidthOf) {
   const key = JSON.stringify(root);
   let out = cache.get(key);
   if (out) cache.delete(key);
-  else out = await engine().layout(root);
+  else {
+    pending += 1;
+    try {
+      out = await engine().layout(root);
+    } finally {
+      pending -= 1;
+    }
+  }
   cache.set(key, out);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
   const ms = performance.now() - t0;
