@@ -180,3 +180,39 @@ def test_exported_program_is_refused_naming_from_export() -> None:
     program = torch.export.export(small(), (torch.randn(2, 3),))
     with pytest.raises((TypeError, torchatlas.TraceError), match=r"torchatlas\.from_export"):
         torchatlas.trace(program, torch.randn(2, 3))
+
+
+class FailsInLeaf(nn.Module):
+    """The failing op is the only op of a torch.nn leaf module, which renderers draw as one box."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ok = nn.Linear(4, 4)
+        self.bad = nn.Linear(5, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bad(torch.relu(self.ok(x)))
+
+
+def test_every_renderer_marks_the_failing_op() -> None:
+    graph = torchatlas.trace(FailsInLeaf(), torch.randn(2, 4), partial=True)
+    # tree: the leaf opens to show its failing op; collapsed by depth, the call says so
+    assert [line for line in graph.tree().splitlines() if "FAILED" in line] == [
+        "    └── linear  ✗ FAILED: RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x4 and 5x2)"
+    ]
+    assert graph.tree(depth=0).endswith("✗ FAILED inside")
+    # diagram: the one box drawn for `bad` is marked, the one for `ok` is not
+    boxes = {line.split()[0]: line for line in graph.to_dot().splitlines() if "(Linear)" in line}
+    bad, ok = (boxes[f'"{s.id}"'] for p in ("bad", "ok") for s in graph.ir.scopes if s.path == p)
+    assert "failed here" in bad and "#d93025" in bad and "failed" not in ok
+    # web page: the op and every call around it carry the mark
+    from torchatlas._render._html import viewer_document
+
+    doc = viewer_document(graph.ir)
+    failing = next(n for n in graph.ir.nodes if "error" in n.meta)
+    assert [n["err"] for n in doc["nodes"] if "err" in n] == [failing.meta["error"]]
+    assert [s["path"] for s in doc["scopes"] if s.get("err")] == ["", "bad"]
+    # summary: a closing line names the op, the call and the source line
+    last = graph.summary(fmt="text").rstrip().splitlines()[-1]
+    assert last.startswith("✗ the forward pass failed at torch.nn.functional.linear in bad (Linear) at ")
+    assert "test_hardening_errors.py" in last

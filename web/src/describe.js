@@ -59,7 +59,10 @@ export class Describer {
       const n = m.nodes[Number(id.slice(1))];
       const kind = m.kindOf(n);
       const cat = m.doc.categories[n.c];
-      if (kind === "op") return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
+      if (kind === "op") {
+        if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
+        return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
+      }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);
       return { title, subtitle: formatShape(this.meta(n.idx)), category: cat };
     }
@@ -69,9 +72,9 @@ export class Describer {
     if (id[0] === "g") {
       const members = m.groups.get(s.rep[0]);
       const last = m.scopes[members[members.length - 1]];
-      return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true };
+      return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err };
     }
-    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category: "module", module: true };
+    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category: "module", module: true, failed: !!s.err };
   }
 
   /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */

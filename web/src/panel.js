@@ -81,6 +81,7 @@ export class DetailsPanel {
       ["module", scope.path || "<root>", "mono"],
       ["class", scope.cls, "mono"],
       ["in-place", n.ip ? "yes" : null],
+      ["failed", n.err || null],
       ["FLOPs", n.f != null ? formatCount(n.f) : null],
     ]);
     const ins = (n.i || []).map((i, j) => {

@@ -169,7 +169,7 @@ export class Renderer {
 
   makeLeaf(id) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}`, "data-id": id, "data-category": d.category }, this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}`, "data-id": id, "data-category": d.category }, this.layerNodes);
     // A second outline offset behind a module box reads as "there is more inside".
     g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
     g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));

@@ -29,6 +29,8 @@ MAX_DOT_ELEMENTS = 4000
 # Leaf boxes take the colour of their most telling op: a Conv2d box is compute, a ReLU box elementwise.
 _BOX_PRIORITY = ("compute", "normalization", "reduction", "elementwise", "shape", "other")
 
+_FAILED = "#d93025"  # the failing op of a partial trace, in every theme
+
 
 # -- labels --------------------------------------------------------------------
 
@@ -126,6 +128,8 @@ class _Writer:
         self.model = str(model).rsplit(".", 1)[-1]
         self.used_categories: set[str] = set()
         self.linked_tensors: set[str] = set()
+        # Module calls holding the op a partial trace failed at: marked even when drawn as one box.
+        self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
         self.lines: list[str] = []
         self.in_values: dict[str, list[tuple[str, int]]] = {}
         self.out_values: dict[str, list[tuple[str, int]]] = {}
@@ -240,6 +244,9 @@ class _Writer:
             label = f"{html_text(name)}<BR/>{_font(html_text(_shape_text(meta, self.dominant)), p.muted, 9)}"
             tip = tooltip(f"{n.kind} {n.path or ''}")
         extra = ", penwidth=2" if n.inplace else ""
+        if "error" in n.meta:  # the op a partial trace stopped at
+            label += f'<BR/>{_font("✗ " + html_text(str(n.meta["error"]), 48), _FAILED, 9)}'
+            return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
         return f"label=<{label}>, {self._colors(cat)}, tooltip={tip}{extra}"
 
     def _box_attrs(self, unit: Unit) -> str:
@@ -271,6 +278,9 @@ class _Writer:
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'
             return f"label=<{label}>, {self._colors(cat)}{extra}, tooltip={tip}"
         width = 2.0 if self.children[scope.id] else 1.6
+        if scope.id in self.failed_scopes:
+            label += "<BR/>" + _font("✗ failed here", _FAILED, 9)
+            return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
         return f"label=<{label}>, {self._colors(cat)}, penwidth={width}, tooltip={tip}"
 
     def _box_category(self, unit: Unit) -> str:

@@ -135,8 +135,12 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:
             d["f"] = n.meta["flops"]
+        if "error" in n.meta:  # the op a partial trace stopped at
+            d["err"] = str(n.meta["error"])
         out_nodes.append(d)
 
+    # Module calls holding the failing op show it even while collapsed.
+    failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
     out_scopes = []
     for s in scopes:
         d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": s.path, "cls": s.cls, "call": s.call}
@@ -150,6 +154,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["params"] = s.meta["params"]
         if _number(s.meta.get("flops")) is not None:
             d["f"] = s.meta["flops"]
+        if s.id in failed_scopes:
+            d["err"] = 1
         out_scopes.append(d)
 
     return {

@@ -126,18 +126,30 @@ def summary(
     width: int = 160,
     color: bool = False,
 ) -> str:
-    """The summary table as a string in ``fmt``; ``depth=0`` keeps only the root call."""
+    """The summary table as a string in ``fmt``; ``depth=0`` keeps only the root call.
+
+    A partial trace (the forward pass failed) ends with a line naming the failing op."""
     if fmt == "rich":
         buffer = io.StringIO()
         console = Console(file=buffer, width=width, force_terminal=color, color_system="standard" if color else None)
         console.print(summary_table(ir, depth))
-        return buffer.getvalue()
+        return buffer.getvalue() + _failure_line(ir)
     rows, totals = summary_rows(ir, depth)
     if fmt == "text":
-        return _text_table(rows, totals)
+        return _text_table(rows, totals) + _failure_line(ir)
     if fmt == "markdown":
-        return _markdown_table(rows, totals)
+        return _markdown_table(rows, totals) + _failure_line(ir)
     raise ValueError(f"unknown summary format {fmt!r}; use 'rich', 'text' or 'markdown'")
+
+
+def _failure_line(ir: GraphIR) -> str:
+    failed = next((n for n in ir.nodes if "error" in n.meta), None)
+    if failed is None:
+        return ""
+    scope = ir.scope(failed.scope)
+    where = f" at {failed.source}" if failed.source else ""
+    text = f"✗ the forward pass failed at {failed.target} in {scope.label}{where}: {failed.meta['error']}"
+    return "\n" + safe_text(text) + "\n"
 
 
 def _text_table(rows: list[Row], totals: Row) -> str:

@@ -74,6 +74,7 @@ class _TreeBuilder:
         self.children = ir.children()
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[str, list[str]]] = {}
+        self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
 
     # -- labels -----------------------------------------------------------------
 
@@ -138,9 +139,14 @@ class _TreeBuilder:
         if not item.startswith("s"):
             return line
         if self.depth is not None and level >= self.depth:
+            if item in self.failed_scopes:
+                line.text += "  ✗ FAILED inside"
             return line
         flow = self.flows[item]
-        if level > 0 and len(flow.items) == 1 and not flow.items[0].startswith("s") and not self.children[item]:
+        if (
+            level > 0 and len(flow.items) == 1 and not flow.items[0].startswith("s") and not self.children[item]
+            and "error" not in self.ir.node(flow.items[0]).meta
+        ):
             return line  # a leaf module that is one op: its own line says it all
         line.children = self.sequence(flow, flow.items, level + 1)
         return line
