@@ -317,25 +317,16 @@ def test_diff_of_a_missing_file_is_a_usage_error(capsys, tmp_path):
 
 
 def test_python_dash_m_runs_the_example_and_fails_cleanly(tmp_path):
-    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
-    ok = subprocess.run(
-        [sys.executable, "-m", "torchatlas", "--no-progress"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    def run(*args: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+        return subprocess.run(
+            [sys.executable, "-m", "torchatlas", *args], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+        )
+
+    ok = run("--no-progress")
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith("CoolCNN") and "parallel_conv (Conv2d)" in ok.stdout
-    bad = subprocess.run(
-        [sys.executable, "-m", "torchatlas", "nothere.py:Net"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-    )
+    bad = run("nothere.py:Net")
     assert bad.returncode == EXIT_USAGE
     assert bad.stderr.strip() == "torchatlas: error: model file not found: nothere.py (spec 'nothere.py:Net')"
 
