@@ -123,14 +123,8 @@ export async function warmUp(rounds) {
   }
 }
 
-/**
- * Lay out `graph` (Model.visibleGraph()) where `sizeOf(id)` gives leaf box sizes,
- * and `minWidthOf(containerIdx)` the width an expanded module needs for its title.
- * Edge labels are placed by the renderer, not by ELK: label dummies would
- * stretch modules over extra layers and slow the layout down.
- * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
- */
-export async function layout(graph, sizeOf, minWidthOf) {
+/** The ELK input for `graph`; see layout() for the arguments. */
+function elkInput(graph, sizeOf, minWidthOf) {
   const { leaves, containers, drawn: edges } = graph;
   const chainOf = new Map(); // leaf or container id -> container indices root..own
   const containerChain = (cIdx) => {
@@ -169,21 +163,52 @@ export async function layout(graph, sizeOf, minWidthOf) {
     while (k + 1 < a.length && k + 1 < b.length && a[k + 1] === b[k + 1]) k++;
     elkNodes.get(a[k]).edges.push({ id: e.id, sources: [e.source], targets: [e.target] });
   }
-  const t0 = performance.now();
-  // Going back to a view seen before (collapse after expand) reuses its layout.
+  return root;
+}
+
+/**
+ * ELK's answer for `root`, from the cache when this input was laid out (or
+ * requested) before. The cache holds promises, so a request for a layout that
+ * is still being computed waits for that computation instead of repeating it.
+ */
+function cachedLayout(root) {
   const key = JSON.stringify(root);
   let out = cache.get(key);
   if (out) cache.delete(key);
   else {
     pending += 1;
-    try {
-      out = await engine().layout(root);
-    } finally {
-      pending -= 1;
-    }
+    out = engine()
+      .layout(root)
+      .finally(() => {
+        pending -= 1;
+      });
+    out.catch(() => cache.delete(key)); // a failed layout is not kept
   }
   cache.set(key, out);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
+  return out;
+}
+
+/**
+ * Start laying out a view the user is likely to ask for next, so that asking
+ * for it finds the layout done or under way. Arguments as for layout().
+ */
+export function prefetch(graph, sizeOf, minWidthOf) {
+  cachedLayout(elkInput(graph, sizeOf, minWidthOf)).catch(() => {});
+}
+
+/**
+ * Lay out `graph` (Model.visibleGraph()) where `sizeOf(id)` gives leaf box sizes,
+ * and `minWidthOf(containerIdx)` the width an expanded module needs for its title.
+ * Edge labels are placed by the renderer, not by ELK: label dummies would
+ * stretch modules over extra layers and slow the layout down.
+ * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
+ */
+export async function layout(graph, sizeOf, minWidthOf) {
+  const root = elkInput(graph, sizeOf, minWidthOf);
+  const t0 = performance.now();
+  // Going back to a view seen before (collapse after expand) reuses its layout.
+  const out = await cachedLayout(root);
   const ms = performance.now() - t0;
   const boxes = new Map();
   const routes = new Map();

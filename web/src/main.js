@@ -5,7 +5,7 @@
 
 import { Model } from "./model.js";
 import { Describer } from "./describe.js";
-import { layout, warmUp } from "./layout.js";
+import { layout, prefetch, warmUp } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
@@ -279,6 +279,28 @@ class App {
     return { lit, edges };
   }
 
+  /**
+   * Start laying out the view with the biggest closed module opened, the box a
+   * user is most likely to open first, so that the click finds the layout ready.
+   */
+  prefetchLikelyOpen() {
+    const m = this.model;
+    let best = -1;
+    let bestSize = 0;
+    for (const id of m.visibleGraph().leaves.keys()) {
+      const sIdx = Model.unitScope(id);
+      if (id[0] === "c" || sIdx < 0 || m.expanded.has(sIdx)) continue;
+      const size = m.nodesUnder(sIdx).length;
+      if (size > bestSize) [best, bestSize] = [sIdx, size];
+    }
+    if (best < 0) return;
+    m.expanded.add(best);
+    const graph = m.visibleGraph();
+    m.expanded.delete(best);
+    const r = this.renderer;
+    prefetch(graph, (id) => r.sizeOf(id), (c) => r.containerMinWidth(c));
+  }
+
   async relayout({ animate = false, fit = false, anchor = null } = {}) {
     const token = ++this.layoutToken;
     const t0 = performance.now();
@@ -328,7 +350,10 @@ async function boot() {
     const doc = JSON.parse(raw);
     const app = new App(doc, document.getElementById("atlas"));
     atlas.app = app;
-    await app.relayout();
+    const firstLayout = app.relayout();
+    // Queued behind the first layout, it runs in the worker while this thread draws.
+    app.prefetchLikelyOpen();
+    await firstLayout;
     app.viewport.overview();
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;
