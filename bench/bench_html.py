@@ -5,8 +5,9 @@ Two graphs:
 * ``llama70b``: a Llama-3-70B-shaped model (80 decoder layers, hidden 8192) built
   on the ``meta`` device, so no weights exist, captured with a 16-token input.
   Measured: first paint; expanding one decoder layer (a click on the ``×80``
-  box opens its first layer in place); unfolding to 80 boxes; expanding a
-  layer among the 80.
+  box the moment the page is drawn opens its first layer in place); unfolding
+  to 80 boxes; expanding a layer among the 80, then another (whose inside has
+  the same shape, so only the model around it is laid out again); Expand all.
 * ``synthetic100k``: a hand-built graph of 100,000 ops (no torch involved) in
   40 blocks × 25 sub-blocks × 100 ops, which the repeats pass folds to ``×40``.
   Measured: first paint, opening and unfolding the fold, expanding one block
@@ -133,6 +134,12 @@ def bench_llama(page: Page, folder: Path) -> dict[str, Any]:
         "(() => { const s = __atlas.app.model.scopes.find(s => s.rep && s.rep[1] === 1); return 's' + s.idx; })()"
     )
     out["expand_layer_when_unfolded"] = relayout(page, f'.unit.module[data-id="{layer}"]')
+    # A layer of a shape laid out before: only the modules around it are laid out again.
+    other = page.evaluate(
+        "(() => { const s = __atlas.app.model.scopes.find(s => s.rep && s.rep[1] === 40); return 's' + s.idx; })()"
+    )
+    out["expand_another_layer"] = relayout(page, f'.unit.module[data-id="{other}"]')
+    out["expand_all"] = relayout(page, "button.expand-all")
     return out
 
 

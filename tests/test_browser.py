@@ -41,10 +41,12 @@ def browser():
 class Viewer:
     """One opened page, with the console watched for errors and dialogs."""
 
-    def __init__(self, browser, ir, tmp_path: Path, name: str) -> None:
+    def __init__(self, browser, ir, tmp_path: Path, name: str, init_script: str | None = None) -> None:
         path = tmp_path / f"{name}.html"
         path.write_text(_html.to_html(ir), encoding="utf-8")
         self.context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
+        if init_script:
+            self.context.add_init_script(init_script)
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.dialogs: list[str] = []
@@ -61,6 +63,14 @@ class Viewer:
         self.page.locator(selector).first.click()
         self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
         self.page.wait_for_timeout(600)  # let the re-layout animation settle
+
+    def bring_into_view(self, unit_id: str) -> None:
+        """Center the view on a box or a module frame's title bar, as a user would pan to it before clicking."""
+        self.page.evaluate(
+            "id => { const a = window.__atlas.app; const b = a.result.boxes.get(id); a.viewport.centerOn({...b, height: 30}); }",
+            unit_id,
+        )
+        self.page.wait_for_timeout(500)  # the view glides there
 
     def search(self, text: str) -> None:
         before = self.page.evaluate("window.__atlas.layoutCount")
@@ -172,6 +182,7 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     assert v.count(".fold-badge") == 0 and v.count(".unit.module[data-id^=g]") == 0
     assert v.page.evaluate("window.__atlas.visibleBoxes") == inside_fold + 1
     layer_id = v.page.locator(".unit.module", has=v.page.locator("text.title", has_text=re.compile(r"^1$"))).get_attribute("data-id")
+    v.bring_into_view(frame_id)
     v.click_and_relayout(f'.cluster[data-id="{frame_id}"] .header')  # close layers.0 again
     v.page.click("button.fit")
     v.page.wait_for_timeout(500)
@@ -189,6 +200,86 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     v.close()
 
 
+GEOMETRY = """() => {
+  const a = window.__atlas.app;
+  const box = (id) => a.result.boxes.get(id);
+  return {
+    leaves: [...a.graph.leaves.values()].map((l) => ({ id: l.id, container: l.container, first: l.first, box: box(l.id) })),
+    frames: [...a.graph.containers.values()].map((c) => ({ idx: c.idx, parent: c.parent, path: a.model.scopes[c.idx].path, box: box("c" + c.idx) })),
+    edges: a.graph.drawn.map((e) => ({ id: e.id, source: e.source, target: e.target, points: a.result.routes.get(e.id) })),
+  };
+}"""
+
+
+def _inside(inner: dict, outer: dict, slack: float = 0.5) -> bool:
+    return (
+        inner["x"] >= outer["x"] - slack and inner["y"] >= outer["y"] - slack
+        and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + slack
+        and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + slack
+    )
+
+
+def _on_border(p: dict, b: dict, slack: float = 1.0) -> bool:
+    inside = _inside({"x": p["x"], "y": p["y"], "width": 0, "height": 0}, b, slack)
+    near = min(abs(p["x"] - b["x"]), abs(p["x"] - b["x"] - b["width"]), abs(p["y"] - b["y"]), abs(p["y"] - b["y"] - b["height"]))
+    return inside and near <= slack
+
+
+def _check_geometry(g: dict) -> None:
+    """Every box inside its module's frame, boxes side by side apart, every edge one orthogonal line between borders."""
+    frames = {f["idx"]: f for f in g["frames"]}
+    boxes = {leaf["id"]: leaf["box"] for leaf in g["leaves"]} | {f"c{i}": f["box"] for i, f in frames.items()}
+    members: dict[int, list[dict]] = {i: [] for i in frames}
+    for leaf in g["leaves"]:
+        assert _inside(leaf["box"], frames[leaf["container"]]["box"]), leaf["id"]
+        members[leaf["container"]].append(leaf["box"])
+    for f in g["frames"]:
+        if f["parent"] >= 0:
+            assert _inside(f["box"], frames[f["parent"]]["box"]), f["path"]
+            members[f["parent"]].append(f["box"])
+    for group in members.values():
+        for i, a in enumerate(group):
+            for b in group[i + 1:]:
+                overlap_x = min(a["x"] + a["width"], b["x"] + b["width"]) - max(a["x"], b["x"])
+                overlap_y = min(a["y"] + a["height"], b["y"] + b["height"]) - max(a["y"], b["y"])
+                assert overlap_x <= 0.5 or overlap_y <= 0.5, (a, b)
+    assert g["edges"]
+    for e in g["edges"]:
+        points = e["points"]
+        assert len(points) >= 2, e["id"]
+        assert _on_border(points[0], boxes[e["source"]]) and _on_border(points[-1], boxes[e["target"]]), e["id"]
+        for p, q in zip(points, points[1:]):
+            assert abs(p["x"] - q["x"]) < 0.5 or abs(p["y"] - q["y"]) < 0.5, (e["id"], p, q)
+
+
+def test_nested_modules_are_laid_out_as_one_consistent_picture(browser, llama_ir, tmp_path: Path) -> None:
+    """Each opened module is laid out on its own and the layouts are composed: check the composition."""
+    v = Viewer(browser, llama_ir, tmp_path, "llama-geometry")
+    v.click_and_relayout(".unit.module[data-id^=g]")  # layers.0 open inside the ×2 frame, which sends the layers' output
+    g = v.page.evaluate(GEOMETRY)
+    assert any(e["source"][0] == "c" for e in g["edges"])
+    _check_geometry(g)
+
+    v.page.click("button.expand-all")  # also unfolds ×2: both layers open, every module nested inside
+    v.page.wait_for_function("window.__atlas.app.graph.containers.size > 8", timeout=60_000)
+    v.page.wait_for_timeout(300)
+    g = v.page.evaluate(GEOMETRY)
+    assert max(len(v.page.evaluate(f"window.__atlas.app.model.ancestry({f['idx']})")) for f in g["frames"]) >= 4  # frames three deep
+    _check_geometry(g)
+
+    # The two decoder layers have the same shape, so they share one layout: same frame, same places inside.
+    def inside_layer(path: str) -> list[tuple[float, float, float, float]]:
+        frame = next(f for f in g["frames"] if f["path"].endswith(path))
+        under = [leaf for leaf in g["leaves"] if v.page.evaluate(f"window.__atlas.app.model.ancestry({leaf['container']}).includes({frame['idx']})")]
+        fb = frame["box"]
+        return [(fb["width"], fb["height"])] + [
+            (round(leaf["box"]["x"] - fb["x"], 1), round(leaf["box"]["y"] - fb["y"], 1)) for leaf in sorted(under, key=lambda leaf: leaf["first"])
+        ]
+
+    assert inside_layer("layers.0") == inside_layer("layers.1")
+    v.close()
+
+
 def test_hostile_module_name_shows_literally_and_never_runs(browser, tmp_path: Path) -> None:
     ir = torchatlas.trace(Hostile(), torch.randn(1, 4)).ir
     v = Viewer(browser, ir, tmp_path, "hostile")
@@ -198,6 +289,15 @@ def test_hostile_module_name_shows_literally_and_never_runs(browser, tmp_path: P
     assert v.page.locator(".details h3").first.text_content() == HOSTILE
     assert v.page.evaluate("document.querySelectorAll('script').length") == 2
     v.close()  # asserts no dialog opened and no console error
+
+
+def test_viewer_lays_out_without_web_workers(browser, llama_ir, tmp_path: Path) -> None:
+    """Where a page may not start workers, ELK runs on the page's own thread instead."""
+    v = Viewer(browser, llama_ir, tmp_path, "no-workers", init_script="window.Worker = function () { throw new Error('refused'); };")
+    boxes = v.page.evaluate("window.__atlas.visibleBoxes")
+    v.click_and_relayout(".unit.module[data-id^=g]")
+    assert v.count(".cluster") >= 2 and v.page.evaluate("window.__atlas.visibleBoxes") > boxes
+    v.close()
 
 
 def test_notebook_iframe_runs_the_viewer(browser, coolcnn_ir, tmp_path: Path) -> None:

@@ -4,11 +4,12 @@
 
 import ELK from "elkjs/lib/elk-api.js";
 import workerSource from "elk-worker-source";
+import { compose, levelInput, place, splitLevels } from "./levels.js";
 
 export const HEADER = 30; // room for an expanded module's title bar
 const PAD = 12;
-const BIG_GRAPH = 60; // leaf boxes
-const CACHE_SIZE = 24; // layouts kept, most recently used last
+const BIG_LEVEL = 24; // boxes in one module
+const CACHE_SIZE = 1000; // level layouts kept, most recently used last
 const cache = new Map(); // ELK input as JSON -> ELK output
 
 /** ELK's own in-thread stand-in for its worker, for pages where workers are refused. */
@@ -18,31 +19,32 @@ function inThreadWorker() {
   return new module.exports.Worker();
 }
 
-let elk = null;
-let inThread = false; // workers refused: ELK shares the page's thread
-function engine() {
-  if (!elk) {
-    const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
-    const factory = (u) => {
-      try {
-        return new Worker(u);
-      } catch {
-        inThread = true;
-        return inThreadWorker();
-      }
-    };
-    elk = new ELK({ workerUrl: url, workerFactory: factory });
-  }
-  return elk;
+// Where cores allow, two engines, each in its own worker: the first layout and
+// a guess at the next view run side by side, and so do independent modules of
+// one layout. With fewer cores a second engine only takes time from the page.
+const ENGINES = navigator.hardwareConcurrency >= 4 ? 2 : 1;
+let idle = null; // engines free to take a request
+let inThread = false; // workers refused: one ELK shares the page's thread
+function startEngines() {
+  if (idle) return;
+  const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
+  const factory = (u) => {
+    try {
+      return new Worker(u);
+    } catch {
+      inThread = true;
+      return inThreadWorker();
+    }
+  };
+  idle = [];
+  while (idle.length < ENGINES && !inThread) idle.push(new ELK({ workerUrl: url, workerFactory: factory }));
 }
 
-const ROOT_OPTIONS = {
+const LEVEL_OPTIONS = {
   "elk.algorithm": "layered",
   "elk.direction": "DOWN",
-  "elk.hierarchyHandling": "INCLUDE_CHILDREN",
-  "elk.json.edgeCoords": "ROOT",
-  "elk.json.shapeCoords": "ROOT",
   "elk.edgeRouting": "ORTHOGONAL",
+  "elk.portConstraints": "FIXED_SIDE",
   "elk.layered.considerModelOrder.strategy": "NODES_AND_EDGES",
   "elk.layered.nodePlacement.strategy": "BRANDES_KOEPF",
   "elk.layered.nodePlacement.bk.fixedAlignment": "BALANCED",
@@ -51,142 +53,144 @@ const ROOT_OPTIONS = {
   "elk.spacing.edgeNode": "14",
   "elk.spacing.edgeEdge": "10",
   "elk.layered.spacing.edgeNodeBetweenLayers": "12",
-  "elk.padding": "[top=20,left=20,bottom=20,right=20]",
   // Boxes are sized by the renderer; ELK's per-node label pass is pure overhead here.
   "elk.omitNodeMicroLayout": "true",
 };
-
-const CONTAINER_OPTIONS = {
-  "elk.padding": `[top=${HEADER + PAD},left=${PAD},bottom=${PAD},right=${PAD}]`,
-  "elk.nodeSize.constraints": "MINIMUM_SIZE",
-};
-
-/** A compound graph shaped like an opened decoder layer: nested modules, branches that rejoin, edges across module borders. */
-function warmUpGraph() {
-  let next = 0;
-  const edge = (a, b) => ({ id: `${a}>${b}`, sources: [a], targets: [b] });
-  const leaf = (into) => {
-    next += 1;
-    const box = { id: `w${next}`, width: 64 + (next % 5) * 12, height: next % 4 ? 28 : 40 };
-    into.children.push(box);
-    return box.id;
-  };
-  const group = (into, minWidth) => {
-    const g = { id: `w${++next}`, children: [], edges: [] };
-    g.layoutOptions = { ...CONTAINER_OPTIONS, "elk.nodeSize.minimum": `(${HEADER + 20},${minWidth})` };
-    into.children.push(g);
-    return g;
-  };
-  const chain = (into, length) => {
-    const ids = [leaf(into)];
-    while (ids.length < length) {
-      ids.push(leaf(into));
-      into.edges.push(edge(ids.at(-2), ids.at(-1)));
-    }
-    return ids;
-  };
-  const root = { id: "w0", children: [], edges: [], layoutOptions: { ...ROOT_OPTIONS, "elk.layered.thoroughness": "1" } };
-  let prev = leaf(root);
-  let prevOwner = root;
-  const layer = group(root, 240);
-  for (let b = 0; b < 2; b++) {
-    const block = group(layer, 200);
-    const inner = group(block, 120);
-    const branches = [chain(block, 6), chain(inner, 4), chain(block, 5)];
-    const join = leaf(layer);
-    for (const ids of branches) {
-      prevOwner.edges.push(edge(prev, ids[0]));
-      layer.edges.push(edge(ids.at(-1), join));
-    }
-    layer.edges.push(edge(prev, join)); // the residual connection
-    [prev, prevOwner] = [join, layer];
-  }
-  root.edges.push(edge(prev, leaf(root)));
-  return root;
-}
-
-let pending = 0; // real layouts requested and not yet answered
+const ROOT_PADDING = "[top=20,left=20,bottom=20,right=20]";
+const FRAME_PADDING = `[top=${PAD},left=${PAD},bottom=${PAD},right=${PAD}]`; // and a title bar: see place()
 
 /**
- * Run ELK on a representative graph `rounds` times in the background, so that
- * its code is compiled and optimised before the next real layout: a cold
- * engine takes several times longer than a warm one. A round waits while a real
- * layout is under way, so warming delays a real layout by at most one round.
- * Without a worker, warming would freeze the page, so it does not happen; a
- * failure here is left for the real layout to report.
+ * ELK input for one level: the level is the only child of a fixed-layout
+ * wrapper, because ELK lays out ports on a graph's own frame ("external ports")
+ * only for a node inside another graph.
+ */
+function elkLevel(input, isRoot) {
+  const options = {
+    ...LEVEL_OPTIONS,
+    "elk.padding": isRoot ? ROOT_PADDING : FRAME_PADDING,
+    // ELK retries crossing minimisation `thoroughness` times; with model order
+    // already guiding it, big levels lose little and lay out about twice as fast.
+    "elk.layered.thoroughness": input.children.length > BIG_LEVEL ? "1" : "7",
+  };
+  return { id: "w", layoutOptions: { "elk.algorithm": "fixed" }, children: [{ id: "l", layoutOptions: options, ...input }] };
+}
+
+/** A small level shaped like an opened decoder layer: branches that rejoin, ports in and out, a child module with fixed ports. */
+function warmUpGraph() {
+  const children = [];
+  const edges = [];
+  const edge = (source, target) => edges.push({ id: `e${edges.length}`, sources: [source], targets: [target] });
+  const chain = (from, length) => {
+    let prev = from;
+    for (let i = 0; i < length; i++) {
+      const id = `k${children.length}`;
+      children.push({ id, width: 64 + (children.length % 5) * 12, height: children.length % 4 ? 28 : 40 });
+      edge(prev, id);
+      prev = id;
+    }
+    return prev;
+  };
+  const ports = [
+    { id: "i0", width: 0, height: 0, layoutOptions: { "elk.port.side": "NORTH" } },
+    { id: "i1", width: 0, height: 0, layoutOptions: { "elk.port.side": "NORTH" } },
+    { id: "o0", width: 0, height: 0, layoutOptions: { "elk.port.side": "SOUTH" } },
+  ];
+  const module = { id: "m", width: 160, height: 120, layoutOptions: { "elk.portConstraints": "FIXED_POS" } };
+  module.ports = [{ id: "mi", x: 40, y: 0, width: 0, height: 0 }, { id: "mo", x: 80, y: 120, width: 0, height: 0 }];
+  children.push(module);
+  const ends = [chain("i0", 6), chain("i1", 3), chain("i0", 5)];
+  edge(ends[1], "mi");
+  const join = chain("mo", 1);
+  for (const end of [ends[0], ends[2], "i0"]) edge(end, join); // "i0": the residual connection
+  edge(join, "o0");
+  return elkLevel({ children, ports, edges }, false);
+}
+
+// Requests wait here for an engine, so that what the user asked for is laid out
+// before guesses about what they will ask next, and those before warm-up rounds.
+const NOW = 0;
+const SOON = 1;
+const IDLE = 2;
+const waiting = [];
+const layingOut = [0, 0]; // layouts under way, NOW and SOON: they ask for their modules one after another
+
+function submit(input, priority) {
+  return new Promise((resolve, reject) => {
+    waiting.push({ input, priority, resolve, reject });
+    dispatch();
+  });
+}
+
+function dispatch() {
+  startEngines();
+  while (idle.length && waiting.length) {
+    let next = 0;
+    for (let i = 1; i < waiting.length; i++) if (waiting[i].priority < waiting[next].priority) next = i;
+    // A less urgent request must not slip in between the modules of a layout.
+    const { priority } = waiting[next];
+    if (priority === IDLE && layingOut[NOW] + layingOut[SOON] > 0) return;
+    if (priority === SOON && layingOut[NOW] > 0 && idle.length < 2) return;
+    const [job] = waiting.splice(next, 1);
+    const elk = idle.pop();
+    elk
+      .layout(job.input)
+      .then(job.resolve, job.reject)
+      .finally(() => {
+        idle.push(elk);
+        dispatch();
+      });
+  }
+}
+
+/**
+ * Start the engines and have each lay out a trivial graph, so that their
+ * workers load ELK while the page is still reading its data.
+ */
+export function startLayout() {
+  startEngines();
+  const trivial = { id: "w", children: [{ id: "a", width: 1, height: 1 }] };
+  for (let i = 0; i < ENGINES; i++) submit(trivial, NOW).catch(() => {});
+}
+
+/**
+ * Run ELK on a representative graph about `rounds` times per engine in the
+ * background, so that its code is compiled and optimised before the next real
+ * layout: a cold engine takes several times longer than a warm one. Rounds run
+ * only while no layout is under way, so warming delays a real layout by at most
+ * one round. Without a worker, warming would freeze the page, so it does not
+ * happen; a failure here is left for the real layout to report.
  */
 export async function warmUp(rounds) {
-  engine();
-  for (let i = 0; i < rounds && !inThread; i++) {
-    while (pending > 0) await new Promise((resolve) => setTimeout(resolve, 16));
-    await engine().layout(warmUpGraph());
-  }
-}
-
-/** The ELK input for `graph`; see layout() for the arguments. */
-function elkInput(graph, sizeOf, minWidthOf) {
-  const { leaves, containers, drawn: edges } = graph;
-  const chainOf = new Map(); // leaf or container id -> container indices root..own
-  const containerChain = (cIdx) => {
-    const key = "c" + cIdx;
-    if (chainOf.has(key)) return chainOf.get(key);
-    const c = containers.get(cIdx);
-    const chain = c.parent < 0 ? [cIdx] : [...containerChain(c.parent), cIdx];
-    chainOf.set(key, chain);
-    return chain;
+  startEngines();
+  const loop = async () => {
+    for (let i = 0; i < rounds && !inThread; i++) await submit(warmUpGraph(), IDLE);
   };
-  const elkNodes = new Map();
-  const build = (cIdx) => {
-    const c = containers.get(cIdx);
-    const children = c.children.map((id) => {
-      if (id[0] === "c") return build(Number(id.slice(1)));
-      const { width, height } = sizeOf(id);
-      return { id, width, height };
-    });
-    const node = { id: "c" + cIdx, children, edges: [] };
-    if (cIdx !== 0) {
-      // ELK transposes the minimum size for DOWN layouts, so it is given as (height, width).
-      node.layoutOptions = { ...CONTAINER_OPTIONS, "elk.nodeSize.minimum": `(${HEADER + 20},${minWidthOf(cIdx)})` };
-    }
-    elkNodes.set(cIdx, node);
-    return node;
-  };
-  const root = build(0);
-  // ELK retries crossing minimisation `thoroughness` times; with model order
-  // already guiding it, big graphs lose little and lay out about twice as fast.
-  root.layoutOptions = { ...ROOT_OPTIONS, "elk.layered.thoroughness": leaves.size > BIG_GRAPH ? "1" : "7" };
-  const endChain = (id) => (id[0] === "c" ? containerChain(Number(id.slice(1))) : containerChain(leaves.get(id).container));
-  for (const e of edges) {
-    const a = endChain(e.source);
-    const b = endChain(e.target);
-    let k = 0;
-    while (k + 1 < a.length && k + 1 < b.length && a[k + 1] === b[k + 1]) k++;
-    elkNodes.get(a[k]).edges.push({ id: e.id, sources: [e.source], targets: [e.target] });
-  }
-  return root;
+  await Promise.all(Array.from({ length: ENGINES }, loop));
 }
 
 /**
- * ELK's answer for `root`, from the cache when this input was laid out (or
+ * ELK's answer for `input`, from the cache when this input was laid out (or
  * requested) before. The cache holds promises, so a request for a layout that
- * is still being computed waits for that computation instead of repeating it.
+ * is still being computed waits for that computation instead of repeating it;
+ * a request still waiting for the worker is moved up to `priority`.
  */
-function cachedLayout(root) {
-  const key = JSON.stringify(root);
-  let out = cache.get(key);
-  if (out) cache.delete(key);
-  else {
-    pending += 1;
-    out = engine()
-      .layout(root)
-      .finally(() => {
-        pending -= 1;
-      });
-    out.catch(() => cache.delete(key)); // a failed layout is not kept
+function cachedLayout(input, priority) {
+  const key = JSON.stringify(input);
+  let entry = cache.get(key);
+  if (entry) {
+    cache.delete(key);
+    const job = waiting.find((j) => j.input === entry.input);
+    if (job && job.priority > priority) {
+      job.priority = priority;
+      dispatch();
+    }
+  } else {
+    entry = { input, answer: submit(input, priority) };
+    entry.answer.catch(() => cache.delete(key)); // a failed layout is not kept
   }
-  cache.set(key, out);
+  cache.set(key, entry);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
-  return out;
+  return entry.answer;
 }
 
 /**
@@ -194,35 +198,41 @@ function cachedLayout(root) {
  * for it finds the layout done or under way. Arguments as for layout().
  */
 export function prefetch(graph, sizeOf, minWidthOf) {
-  cachedLayout(elkInput(graph, sizeOf, minWidthOf)).catch(() => {});
+  layOut(graph, sizeOf, minWidthOf, SOON).catch(() => {});
 }
 
 /**
  * Lay out `graph` (Model.visibleGraph()) where `sizeOf(id)` gives leaf box sizes,
  * and `minWidthOf(containerIdx)` the width an expanded module needs for its title.
+ * Each expanded module is laid out on its own, inside out, with its opened
+ * children as fixed boxes (see levels.js): a click re-lays out only the module
+ * it changes and the modules around it, and modules of the same shape (the
+ * layers of a transformer) share one layout.
  * Edge labels are placed by the renderer, not by ELK: label dummies would
  * stretch modules over extra layers and slow the layout down.
  * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
  */
-export async function layout(graph, sizeOf, minWidthOf) {
-  const root = elkInput(graph, sizeOf, minWidthOf);
+export function layout(graph, sizeOf, minWidthOf) {
+  return layOut(graph, sizeOf, minWidthOf, NOW);
+}
+
+async function layOut(graph, sizeOf, minWidthOf, priority) {
   const t0 = performance.now();
-  // Going back to a view seen before (collapse after expand) reuses its layout.
-  const out = await cachedLayout(root);
-  const ms = performance.now() - t0;
-  const boxes = new Map();
-  const routes = new Map();
-  const walk = (n) => {
-    boxes.set(n.id, { x: n.x, y: n.y, width: n.width, height: n.height });
-    for (const e of n.edges || []) {
-      const points = [];
-      for (const s of e.sections || []) {
-        points.push(s.startPoint, ...(s.bendPoints || []), s.endPoint);
-      }
-      routes.set(e.id, points);
-    }
-    for (const c of n.children || []) walk(c);
+  layingOut[priority] += 1;
+  const split = splitLevels(graph);
+  const done = new Map(); // container index -> its finished level
+  const laidOut = (cIdx) => done.get(cIdx);
+  const run = async (cIdx) => {
+    const level = split.levels.get(cIdx);
+    await Promise.all(level.members.filter((id) => id[0] === "c").map((id) => run(Number(id.slice(1)))));
+    const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut), cIdx === 0), priority);
+    done.set(cIdx, cIdx === 0 ? place(level, answer.children[0], 0, 0) : place(level, answer.children[0], minWidthOf(cIdx), HEADER));
   };
-  walk(out);
-  return { boxes, routes, width: out.width, height: out.height, ms };
+  try {
+    await run(0);
+  } finally {
+    layingOut[priority] -= 1;
+    dispatch();
+  }
+  return { ...compose(split, laidOut, sizeOf), ms: performance.now() - t0 };
 }

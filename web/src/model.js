@@ -143,22 +143,18 @@ export class Model {
    * (`leaf.refs`), which costs the layout nothing.
    */
   withReferences(edges, leaves) {
-    const bySource = new Map();
-    for (const e of edges) {
-      if (!bySource.has(e.source)) bySource.set(e.source, []);
-      bySource.get(e.source).push(e);
-    }
+    const readers = new Map(); // source -> how many boxes read it
+    for (const e of edges) readers.set(e.source, (readers.get(e.source) || 0) + 1);
+    const seen = new Map(); // source -> its edges met so far
     for (const leaf of leaves.values()) leaf.refs = [];
-    const drawn = [];
-    for (const out of bySource.values()) {
-      if (out.length <= HUB_READERS) {
-        drawn.push(...out);
-        continue;
-      }
-      drawn.push(...out.slice(0, HUB_KEEP));
-      for (const e of out.slice(HUB_KEEP)) leaves.get(e.target).refs.push(e);
-    }
-    return drawn;
+    // Kept in order, so that modules of the same shape list their edges alike (see levels.js).
+    return edges.filter((e) => {
+      const k = (seen.get(e.source) || 0) + 1;
+      seen.set(e.source, k);
+      if (readers.get(e.source) <= HUB_READERS || k <= HUB_KEEP) return true;
+      leaves.get(e.target).refs.push(e);
+      return false;
+    });
   }
 
   /** Scopes worth opening: a module around a single op says more as one named box. */

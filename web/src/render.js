@@ -18,9 +18,16 @@ function el(tag, attrs = {}, parent = null) {
 }
 
 const canvas = document.createElement("canvas").getContext("2d");
+const widths = new Map(); // font + text -> width: the same labels come back on every layout
 export function textWidth(text, font) {
-  canvas.font = font;
-  return canvas.measureText(text).width;
+  const key = font + "\u0000" + text;
+  let width = widths.get(key);
+  if (width === undefined) {
+    canvas.font = font;
+    width = canvas.measureText(text).width;
+    widths.set(key, width);
+  }
+  return width;
 }
 
 /** Rounded orthogonal path through ELK's bend points. */
@@ -88,25 +95,8 @@ export class Renderer {
     const previous = this.boxes;
     this.boxes = result.boxes;
     const keep = new Set();
-    const place = (g, box, origin) => {
-      const set = (b) => {
-        g.style.transform = `translate(${b.x}px, ${b.y}px)`;
-        for (const r of g.sizeRects) {
-          r.style.width = `${b.width}px`;
-          r.style.height = `${b.height}px`;
-        }
-        if (g.headerHit) g.headerHit.style.width = `${b.width}px`;
-      };
-      if (origin && animate) {
-        g.classList.add("no-anim");
-        set(origin);
-        g.getBoundingClientRect();
-        g.classList.remove("no-anim");
-      } else if (!origin && animate) {
-        g.classList.add("entering");
-      }
-      set(box);
-    };
+    const moves = []; // [g, box, where it grows from]; applied together so the page reflows once
+    const place = (g, box, origin) => moves.push([g, box, origin]);
     const clusterOrder = [...graph.containers.keys()].filter((c) => c !== 0).sort((a, b) => this.describer.model.scopes[a].depth - this.describer.model.scopes[b].depth);
     for (const cIdx of clusterOrder) {
       const id = "c" + cIdx;
@@ -127,6 +117,7 @@ export class Renderer {
       this.drawRefs(g, leaf.refs);
       place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
     }
+    this.move(moves, animate);
     for (const [id, g] of this.elements) {
       if (!keep.has(id)) {
         g.remove();
@@ -134,6 +125,30 @@ export class Renderer {
       }
     }
     this.drawEdges(graph, result, animate);
+  }
+
+  /** Put boxes in place; with `animate`, new boxes glide out of the box they came from, or fade in. */
+  move(moves, animate) {
+    const set = (g, b) => {
+      g.style.transform = `translate(${b.x}px, ${b.y}px)`;
+      for (const r of g.sizeRects) {
+        r.style.width = `${b.width}px`;
+        r.style.height = `${b.height}px`;
+      }
+      if (g.headerHit) g.headerHit.style.width = `${b.width}px`;
+    };
+    const gliding = animate ? moves.filter(([, , origin]) => origin) : [];
+    for (const [g, , origin] of gliding) {
+      g.classList.add("no-anim");
+      set(g, origin);
+    }
+    // One style flush makes the origins the starting point of the transitions below.
+    if (gliding.length) this.svg.getBoundingClientRect();
+    for (const [g, box, origin] of moves) {
+      if (origin && animate) g.classList.remove("no-anim");
+      else if (animate) g.classList.add("entering");
+      set(g, box);
+    }
   }
 
   makeCluster(cIdx) {
