@@ -98,6 +98,12 @@ def relayout(page: Page, selector: str) -> dict[str, Any]:
     return {"layout_ms": round(state["ms"]), "elk_ms": round(state["elk"]), "boxes": state["boxes"]}
 
 
+def repeat_box(page: Page, k: int) -> str:
+    """A selector for the box of the k-th member of an unfolded repeat (layers.k)."""
+    sid = page.evaluate(f"(() => {{ const s = __atlas.app.model.scopes.find(s => s.rep && s.rep[1] === {k}); return 's' + s.idx; }})()")
+    return f'.unit.module[data-id="{sid}"]'
+
+
 def frame_times(page: Page, steps: int = 30) -> dict[str, float]:
     """Zoom and pan with wheel events; report per-event frame times."""
     script = """async (steps) => {
@@ -130,15 +136,9 @@ def bench_llama(page: Page, folder: Path) -> dict[str, Any]:
     out["open"] = open_page(page, path)
     out["expand_one_layer"] = relayout(page, ".unit.module[data-id^=g]")  # opens layers.0 inside the ×80
     out["unfold_x80"] = relayout(page, ".cluster .fold-badge")
-    layer = page.evaluate(
-        "(() => { const s = __atlas.app.model.scopes.find(s => s.rep && s.rep[1] === 1); return 's' + s.idx; })()"
-    )
-    out["expand_layer_when_unfolded"] = relayout(page, f'.unit.module[data-id="{layer}"]')
+    out["expand_layer_when_unfolded"] = relayout(page, repeat_box(page, 1))
     # A layer of a shape laid out before: only the modules around it are laid out again.
-    other = page.evaluate(
-        "(() => { const s = __atlas.app.model.scopes.find(s => s.rep && s.rep[1] === 40); return 's' + s.idx; })()"
-    )
-    out["expand_another_layer"] = relayout(page, f'.unit.module[data-id="{other}"]')
+    out["expand_another_layer"] = relayout(page, repeat_box(page, 40))
     out["expand_all"] = relayout(page, "button.expand-all")
     return out
 

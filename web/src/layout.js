@@ -147,7 +147,6 @@ function dispatch() {
  * workers load ELK while the page is still reading its data.
  */
 export function startLayout() {
-  startEngines();
   const trivial = { id: "w", children: [{ id: "a", width: 1, height: 1 }] };
   for (let i = 0; i < ENGINES; i++) submit(trivial, NOW).catch(() => {});
 }
@@ -234,5 +233,5 @@ async function layOut(graph, sizeOf, minWidthOf, priority) {
     layingOut[priority] -= 1;
     dispatch();
   }
-  return { ...compose(split, laidOut, sizeOf), ms: performance.now() - t0 };
+  return { ...compose(split, laidOut), ms: performance.now() - t0 };
 }

@@ -16,22 +16,16 @@ const childPort = (child, dir, source) => ({ child, dir, source });
 const ownPort = (dir, source) => ({ own: dir, source });
 
 /**
- * The levels of `graph` (Model.visibleGraph()): Map(container index -> level),
- * children before parents, where a level is
+ * The levels of `graph` (Model.visibleGraph()): Map(container index -> level), where a level is
  * {members: [unit ids], ins: [source ids], outs: [source ids], segments: [{from, to}]},
  * and for each drawn edge the segments it is made of: Map(edge id -> [[container, segment index]]).
  */
 export function splitLevels(graph) {
   const { leaves, containers } = graph;
   const levels = new Map();
-  const order = [];
-  const visit = (cIdx) => {
-    for (const id of containers.get(cIdx).children) if (id[0] === "c") visit(Number(id.slice(1)));
-    const level = { members: containers.get(cIdx).children, ins: [], outs: [], segments: [], portIndex: new Map(), sendsItself: false };
-    levels.set(cIdx, level);
-    order.push(cIdx);
-  };
-  visit(0);
+  for (const [cIdx, c] of containers) {
+    levels.set(cIdx, { members: c.children, ins: [], outs: [], segments: [], portIndex: new Map(), sendsItself: false });
+  }
 
   const chains = new Map(); // container index -> container indices from the root down to it
   const chainTo = (cIdx) => {
@@ -87,7 +81,7 @@ export function splitLevels(graph) {
     }
     paths.set(e.id, path);
   }
-  return { levels: new Map(order.map((c) => [c, levels.get(c)])), paths };
+  return { levels, paths };
 }
 
 /**
@@ -99,12 +93,12 @@ export function splitLevels(graph) {
  */
 export function levelInput(level, sizeOf, laidOut) {
   const member = new Map(level.members.map((id, i) => [id, i]));
+  // Ports are "i<n>" (in) and "o<n>" (out), prefixed with "k<member>" on a child module; "s" is a module sending itself.
   const portId = (end) => {
     if (end.box !== undefined) return `k${member.get(end.box)}${end.box[0] === "c" ? "s" : ""}`;
-    const k = end.child === undefined ? "" : `k${member.get("c" + end.child)}`;
-    const dir = end.child === undefined ? end.own : end.dir;
-    const owner = end.child === undefined ? level : laidOut(end.child).level;
-    return `${k}${dir === "in" ? "i" : "o"}${owner.portIndex.get(dir + end.source)}`;
+    if (end.child === undefined) return `${end.own[0]}${level.portIndex.get(end.own + end.source)}`;
+    const child = laidOut(end.child).level;
+    return `k${member.get("c" + end.child)}${end.dir[0]}${child.portIndex.get(end.dir + end.source)}`;
   };
   const children = level.members.map((id, i) => {
     if (id[0] !== "c") return { id: `k${i}`, ...sizeOf(id) };
@@ -126,7 +120,7 @@ export function levelInput(level, sizeOf, laidOut) {
 }
 
 /**
- * A level's finished layout from ELK's answer for levelInput(): positions of its
+ * A level's finished layout from ELK's answer for levelInput(): places of its
  * members, of its ports and of its segments, relative to its own frame. The frame
  * gets a title bar `header` high above what ELK laid out, which values entering
  * through the top cross in a straight line, and is widened to `minWidth` (room
@@ -147,7 +141,7 @@ export function place(level, answer, minWidth, header) {
     level,
     width: answer.width + 2 * dx,
     height: answer.height + header,
-    members: answer.children.map(shift),
+    members: answer.children.map((c) => ({ ...shift(c), width: c.width, height: c.height })),
     ins: level.ins.map((_, j) => ({ x: portAt.get(`i${j}`).x, y: 0 })),
     outs: level.outs.map((_, j) => portAt.get(`o${j}`)),
     routes,
@@ -159,7 +153,7 @@ export function place(level, answer, minWidth, header) {
  * and each edge's route as its segments joined end to end.
  * Returns {boxes: Map(id -> {x, y, width, height}), routes: Map(edge id -> points), width, height}.
  */
-export function compose(split, laidOut, sizeOf) {
+export function compose(split, laidOut) {
   const boxes = new Map();
   const offsets = new Map(); // container index -> absolute position of its frame
   const stack = [[0, 0, 0]];
@@ -171,7 +165,7 @@ export function compose(split, laidOut, sizeOf) {
     lay.level.members.forEach((id, i) => {
       const at = lay.members[i];
       if (id[0] === "c") stack.push([Number(id.slice(1)), x + at.x, y + at.y]);
-      else boxes.set(id, { x: x + at.x, y: y + at.y, ...sizeOf(id) });
+      else boxes.set(id, { ...at, x: x + at.x, y: y + at.y });
     });
   }
   const routes = new Map();
