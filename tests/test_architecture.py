@@ -38,6 +38,7 @@ PUBLIC_API = [
     "Source",
     "TensorMeta",
     "TraceError",
+    "UnsafeArchiveError",
     "__version__",
     "diff",
     "from_export",

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from _cli_helpers import error_lines, run_cli
 
 import torchatlas
 from torchatlas._cli import EXIT_MODEL_FAILED, EXIT_USAGE, FORMATS, main
@@ -42,16 +43,6 @@ def net_file(tmp_path):
     path = tmp_path / "net.py"
     path.write_text(textwrap.dedent(NET_FILE))
     return path
-
-
-def run_cli(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def error_lines(err: str) -> list[str]:
-    return [line for line in err.splitlines() if line.strip()]
 
 
 def top_level_lines(tree: str) -> list[str]:

@@ -214,8 +214,14 @@ def _calls_and_imports(tree: ast.AST) -> list[str]:
                 f = f.value
             if isinstance(f, ast.Name):
                 parts.append(f.id)
-                found.append(".".join(reversed(parts)))
+                name = ".".join(reversed(parts))
+                found.append(name + ("(weights_only=True)" if _weights_only(node) else ""))
     return found
+
+
+def _weights_only(call: ast.Call) -> bool:
+    """``torch.load(..., weights_only=True)``: the restricted unpickler, which builds tensors only."""
+    return any(k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords)
 
 
 UNSAFE_MODULES = {"pickle", "cPickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "joblib"}
@@ -223,7 +229,8 @@ UNSAFE_CALLS = {"eval", "exec", "compile", "__import__", "torch.load", "yaml.loa
 
 
 def test_the_package_never_unpickles_or_evaluates() -> None:
-    """``torch.export.load`` of a user's ``.pt2`` (the CLI) is torch's own format, not ours."""
+    """The one ``torch.load`` is ``weights_only=True`` (the .pt2 check); ``torch.export.load`` runs
+    only after that check (``tests/test_pt2_safety.py``)."""
     offenders = []
     for path in sorted(SRC.rglob("*.py")):
         for name in _calls_and_imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):

@@ -1,7 +1,7 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
 from ._api import Graph, diff, from_export, from_fx, load, trace, trace_shapes
-from ._capture import TraceError
+from ._capture import TraceError, UnsafeArchiveError
 from ._ir import GraphFormatError, GraphIR, Node, Scope, Source, TensorMeta
 from ._passes import GraphDiff
 from ._render._graphviz import GraphvizNotFoundError
@@ -19,6 +19,7 @@ __all__ = [
     "Source",
     "TensorMeta",
     "TraceError",
+    "UnsafeArchiveError",
     "__version__",
     "diff",
     "from_export",

@@ -204,11 +204,19 @@ def from_fx(graph_module: torch.fx.GraphModule) -> Graph:
     return Graph(_capture.from_fx(graph_module))
 
 
-def from_export(program: torch.export.ExportedProgram | str | os.PathLike[str]) -> Graph:
+def from_export(
+    program: torch.export.ExportedProgram | str | os.PathLike[str], *, trust_pickle: bool = False
+) -> Graph:
     """The graph of a ``torch.export.ExportedProgram`` (or a ``.pt2`` file saved by
-    ``torch.export.save``), with one scope per module call from ``nn_module_stack``."""
+    ``torch.export.save``), with one scope per module call from ``nn_module_stack``.
+
+    A ``.pt2`` file is inspected before torch loads it: a payload that loading would
+    unpickle or evaluate (``use_pickle`` weights, pickled objects, legacy pickles, code in
+    a symbolic size) raises :class:`UnsafeArchiveError` naming the member. Pass
+    ``trust_pickle=True`` only for files you trust as you would trust running their code.
+    """
     if isinstance(program, (str, os.PathLike)):
-        program = _capture.load_exported(program)
+        program = _capture.load_exported(program, trust_pickle=trust_pickle)
     return Graph(_capture.from_export(program))
 
 

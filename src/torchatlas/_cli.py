@@ -90,6 +90,12 @@ class _Parser(argparse.ArgumentParser):
 
 def _common_output_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write here (atomically) instead of stdout")
+    parser.add_argument(
+        "--trust-pickle",
+        action="store_true",
+        help="open a .pt2 even if loading it unpickles or evaluates payloads (runs code from the file: "
+        "only for files you trust)",
+    )
     parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
 
@@ -214,7 +220,7 @@ def _trace(opts: argparse.Namespace) -> int:
     if _models.is_saved_graph(opts.model):
         if opts.input or opts.tokens or opts.overrides or opts.device or opts.task:
             raise SpecError("--input, --tokens, --set, --task and --device apply to models, not saved graphs")
-        graph = _models.open_saved(opts.model)
+        graph = _models.open_saved(opts.model, trust_pickle=opts.trust_pickle)
     else:
         graph = _trace_model(opts)
     view = ViewOptions(depth=opts.depth, ascii=opts.ascii)
@@ -313,7 +319,8 @@ def _wrote(path: Path) -> None:
 
 
 def _diff(opts: argparse.Namespace) -> int:
-    before, after = _models.open_saved(opts.before), _models.open_saved(opts.after)
+    before = _models.open_saved(opts.before, trust_pickle=opts.trust_pickle)
+    after = _models.open_saved(opts.after, trust_pickle=opts.trust_pickle)
     result = torchatlas.diff(before, after)
     if opts.format == "json":
         import json

@@ -410,29 +410,32 @@ def is_saved_graph(spec: str) -> bool:
     return spec.lower().endswith(SAVED_SUFFIXES)
 
 
-def open_saved(spec: str) -> Graph:
-    """A graph saved by ``Graph.save`` (``.json``) or a ``torch.export`` program (``.pt2``)."""
+def open_saved(spec: str, *, trust_pickle: bool = False) -> Graph:
+    """A graph saved by ``Graph.save`` (``.json``) or a ``torch.export`` program (``.pt2``).
+
+    A ``.pt2`` holding pickled or evaluated payloads is refused unless ``trust_pickle``."""
     import torchatlas
 
     path = Path(spec)
     if not path.is_file():
         raise SpecError(f"file not found: {spec}")
     if path.suffix.lower() == ".pt2":
-        return _open_exported(path)
+        return _open_exported(path, trust_pickle)
     try:
         return torchatlas.load(path)
     except torchatlas.GraphFormatError as e:
         raise SpecError(str(e)) from e
 
 
-def _open_exported(path: Path) -> Graph:
+def _open_exported(path: Path, trust_pickle: bool) -> Graph:
     import torchatlas
 
     try:
-        program = torch.export.load(path)
+        return torchatlas.from_export(path, trust_pickle=trust_pickle)
+    except torchatlas.UnsafeArchiveError as e:
+        raise SpecError(str(e)) from None
     except Exception as e:
         raise SpecError(f"{path}: not a torch.export program: {_one_line(e)}") from e
-    return torchatlas.from_export(program)
 
 
 # -- error text ---------------------------------------------------------------------

@@ -15,7 +15,17 @@ from ._build import build_graph
 from ._recorder import Recorder, active_recorder
 from ._values import iter_tensors
 
-__all__ = ["TraceError", "capture_aten", "capture_backward", "capture_python", "from_export", "from_fx", "unwrap_model"]
+__all__ = [
+    "TraceError",
+    "UnsafeArchiveError",
+    "capture_aten",
+    "capture_backward",
+    "capture_python",
+    "from_export",
+    "from_fx",
+    "load_exported",
+    "unwrap_model",
+]
 
 
 class TraceError(RuntimeError):
@@ -69,11 +79,6 @@ def unwrap_model(model: Any) -> Any:
     return getattr(model, "_torchdynamo_orig_callable", model)  # torch.compile(function)
 
 
-def load_exported(path: Any) -> Any:
-    """A ``.pt2`` file written by ``torch.export.save`` (torch's own loader; we never unpickle)."""
-    return torch.export.load(path)
-
-
 def capture_python(
     model: Any,
     args: tuple[Any, ...],
@@ -121,3 +126,4 @@ def capture_python(
 from ._aten import capture_aten  # noqa: E402
 from ._backward import capture_backward  # noqa: E402
 from ._fx_import import from_export, from_fx  # noqa: E402
+from ._pt2 import UnsafeArchiveError, load_exported  # noqa: E402
