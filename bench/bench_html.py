@@ -33,7 +33,8 @@ from typing import Any
 
 from playwright.sync_api import Page, sync_playwright
 
-from torchatlas._ir import GraphIR, Node, Scope, Source, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
+from torchatlas._passes import analyze
 from torchatlas._render._html import to_html
 
 # The Chromium setup is the browser tests' own, so the numbers come from the browser they check.
@@ -73,11 +74,11 @@ def synthetic_ir(blocks: int = 40, subs: int = 25, ops: int = 100) -> GraphIR:
             scopes.append(Scope(sub, block, f"blocks.{b}.subs.{s}", "bench.Sub", 0))
             for k in range(ops):
                 nid = f"n{len(nodes)}"
-                nodes.append(Node(nid, "op", sub, [prev], [0], target=targets[k % 4], outputs=meta, source=src))
+                nodes.append(Node(nid, "op", sub, [Ref(prev)], target=targets[k % 4], outputs=meta, source=src))
                 prev = nid
-            scopes[-1].outputs = [prev]
-    nodes.append(Node(f"n{len(nodes)}", "output", "s0", [prev], [0], path="output", outputs=meta))
-    return GraphIR(scopes, nodes, {"model": "bench.Synthetic"})
+            scopes[-1].outputs = [Ref(prev)]
+    nodes.append(Node(f"n{len(nodes)}", "output", "s0", [Ref(prev)], path="output", outputs=meta))
+    return analyze(GraphIR(scopes, nodes, {"model": "bench.Synthetic"}))
 
 
 def open_page(page: Page, path: Path) -> dict[str, Any]:

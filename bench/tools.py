@@ -112,7 +112,7 @@ class TorchAtlas(Tool):
     def svg(self, g, path):
         from torchatlas._render._dot import render
 
-        path.write_bytes(render(g.ir, fmt="svg"))
+        path.write_bytes(render(g.ir, None, "svg"))
 
     def html(self, g, path):
         from torchatlas._render._html import to_html

@@ -34,7 +34,7 @@ def value_label(ir: GraphIR, node_id: str, slot: int = 0) -> str:
 def wiring(ir: GraphIR) -> list[tuple[str, tuple[str, ...]]]:
     """Each op in execution order as (target, labels of the values it read)."""
     return [
-        (n.target, tuple(value_label(ir, i, s) for i, s in zip(n.inputs, n.input_slots)))
+        (n.target, tuple(value_label(ir, r.node, r.slot) for r in n.inputs))
         for n in ir.ops()
     ]
 
@@ -46,7 +46,7 @@ def targets(ir: GraphIR) -> list[str]:
 def outputs(ir: GraphIR) -> dict[str, str]:
     """Output path -> label of the value returned there."""
     return {
-        n.path: value_label(ir, n.inputs[0], n.input_slots[0]) for n in ir.nodes if n.kind == "output"
+        n.path: value_label(ir, n.inputs[0].node, n.inputs[0].slot) for n in ir.nodes if n.kind == "output"
     }
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pydot
 
-from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Scope, TensorMeta
 
 
 class IRBuilder:
@@ -27,7 +27,7 @@ class IRBuilder:
     def _add(self, kind: str, scope: str, inputs=(), shape=(1,), dtype="float32", **fields) -> str:
         nid = f"n{len(self.nodes)}"
         meta = [TensorMeta(tuple(shape), dtype, "cpu")]
-        self.nodes.append(Node(nid, kind, scope, list(inputs), [0] * len(inputs), outputs=meta, **fields))
+        self.nodes.append(Node(nid, kind, scope, [Ref(i) for i in inputs], outputs=meta, **fields))
         return nid
 
     def input(self, path: str, shape, dtype: str = "float32") -> str:
@@ -45,7 +45,7 @@ class IRBuilder:
         return self._add("output", "s0", [value], shape=shape, path=path)
 
     def returns(self, scope: str, *values: str) -> None:
-        self.scopes[int(scope[1:])].outputs = list(values)
+        self.scopes[int(scope[1:])].outputs = [Ref(v) for v in values]
 
     def build(self) -> GraphIR:
         model = self.scopes[0].cls

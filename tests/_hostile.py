@@ -104,42 +104,26 @@ def hostile_model(name: str, folder: Path) -> tuple[torch.nn.Module, dict[str, t
     return model, {name: torch.randn(2, 4)}
 
 
-# -- renderers that may or may not exist yet -----------------------------------
+# -- renderers ---------------------------------------------------------------------
 
 
-def render_dot(graph: Any) -> str | None:
-    if hasattr(graph, "to_dot"):
-        return graph.to_dot()
-    try:
-        from torchatlas._render._dot import to_dot
-    except ImportError:
-        return None
-    return to_dot(graph.ir)
+def render_dot(graph: Any) -> str:
+    return str(graph.to_dot())
 
 
 def render_html(graph: Any) -> str | None:
-    """The page's text, or ``None`` when there is no HTML renderer or no built viewer bundle."""
+    """The page's text, or ``None`` without a built viewer bundle."""
+    from torchatlas._render._html import ViewerBundleMissing
+
     try:
-        from torchatlas._render._html import ViewerBundleMissing, to_html
-    except ImportError:
-        return None
-    try:
-        if hasattr(graph, "to_html"):
-            return graph.to_html()
-        return to_html(graph.ir)
+        return str(graph.to_html())
     except ViewerBundleMissing:
         return None
 
 
-def render_summary(graph: Any, fmt: str) -> str | None:
-    """The summary table as text (``"text"``, ``"markdown"`` or ``"rich"``), or ``None`` when absent."""
-    if hasattr(graph, "summary"):
-        return str(graph.summary(fmt=fmt))
-    try:
-        from torchatlas._render._summary import summary
-    except ImportError:
-        return None
-    return summary(graph.ir, fmt=fmt)
+def render_summary(graph: Any, fmt: str) -> str:
+    """The summary table as text (``"text"``, ``"markdown"`` or ``"rich"``)."""
+    return str(graph.summary(format=fmt))
 
 
 class ScriptBlocks(HTMLParser):

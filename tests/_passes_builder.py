@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Scope, TensorMeta
 
 Shape = tuple[int, ...]
 
@@ -54,8 +54,7 @@ class IRBuilder:
         return self._add(
             "op",
             scope,
-            inputs=list(inputs),
-            input_slots=[0] * len(inputs),
+            inputs=[Ref(i) for i in inputs],
             target=target,
             outputs=[TensorMeta(s, dtype, "cpu") for s in shapes],
             args=args if args is not None else [{"tensor": i} for i in range(len(inputs))],
@@ -65,11 +64,11 @@ class IRBuilder:
 
     def output(self, node: str, path: str = "output") -> str:
         shape = self.nodes[int(node[1:])].outputs[0]
-        self.scopes[0].outputs.append(node)
-        return self._add("output", None, inputs=[node], input_slots=[0], path=path, outputs=[shape])
+        self.scopes[0].outputs.append(Ref(node))
+        return self._add("output", None, inputs=[Ref(node)], path=path, outputs=[shape])
 
     def returns(self, scope: str, *nodes: str) -> None:
-        self.scopes[int(scope[1:])].outputs.extend(nodes)
+        self.scopes[int(scope[1:])].outputs.extend(Ref(n) for n in nodes)
 
     def build(self) -> GraphIR:
         return GraphIR(scopes=list(self.scopes), nodes=list(self.nodes), meta=dict(self.meta))

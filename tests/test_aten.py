@@ -11,7 +11,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from torchatlas._capture import capture_aten, capture_python
-from torchatlas._ir import GraphIR
+from torchatlas._ir import GraphIR, Ref
 
 
 def aten(model, *args, **kwargs) -> GraphIR:
@@ -109,7 +109,7 @@ def test_each_aten_op_keeps_its_module_scope_and_python_op():
     assert {n.meta["phase"] for n in ir.ops()} == {"forward"}
     # Module calls return ATen-level nodes.
     fc1_scope = next(s for s in ir.scopes if s.path == "fully_connected1")
-    assert fc1_scope.outputs == [fc1[1].id]
+    assert fc1_scope.outputs == [Ref(fc1[1].id)]
 
 
 def test_operator_name_survives_in_the_python_link():
@@ -198,7 +198,7 @@ def test_ops_returning_non_tensors_are_recorded_with_their_value():
     scalar = by_target["aten._local_scalar_dense.default"]
     assert scalar.outputs == [] and scalar.meta["returns"] == 4.0
     assert by_target["aten.equal.default"].meta["returns"] is True
-    assert scalar.inputs == [by_target["aten.sum.default"].id]
+    assert scalar.inputs == [Ref(by_target["aten.sum.default"].id)]
 
 
 def test_outputs_and_json_round_trip():
@@ -297,7 +297,6 @@ def test_written_arguments_that_are_not_returned_become_extra_outputs():
     assert norm.inplace
     # The running mean read after the call is the value batch norm wrote, not its result.
     read = next(n for n in ir.ops() if n.target == "aten.mul.Tensor")
-    (producer,) = read.inputs
-    slot = read.input_slots[0]
+    ((producer, slot),) = read.inputs
     assert producer == norm.id and slot >= 3
     assert norm.outputs[slot].shape == (3,)

@@ -65,7 +65,7 @@ def test_saved_from_names_the_forward_op_whose_saved_tensor_is_read():
     ops = list(ir.ops())
     first_addmm = next(n for n in ops if n.target == "aten.addmm.default")
     # The weight gradient of layer 0 is grad.t() @ x: it reads x, which addmm saved.
-    reads_x = [n for n in ops if n.meta["phase"] == "backward" and "n0" in n.inputs]
+    reads_x = [n for n in ops if n.meta["phase"] == "backward" and "n0" in {r.node for r in n.inputs}]
     assert [n.target for n in reads_x] == ["aten.mm.default"]
     assert reads_x[0].meta["saved_from"] == [first_addmm.id]
     # Ops that only read gradients have no saved_from.

@@ -7,6 +7,7 @@ import torch.nn as nn
 from _capture_helpers import outputs, wiring
 
 import torchatlas
+from torchatlas import Ref
 
 T = "torch.Tensor."
 
@@ -178,7 +179,8 @@ def test_multi_output_ops_record_which_output_each_reader_took() -> None:
         "output[5]": f"op{k['torch.lstm']}.1",
         "output[6]": f"op{k['torch.lstm']}.2",
     }
-    assert ir.scope(lstm.scope).outputs == [lstm.id]
+    # The LSTM call returns (output, (h, c)): three values of one op, each with its slot.
+    assert ir.scope(lstm.scope).outputs == [Ref(lstm.id, 0), Ref(lstm.id, 1), Ref(lstm.id, 2)]
 
 
 class WritesThroughData(nn.Module):
@@ -220,7 +222,7 @@ def test_batch_norm_in_training_writes_its_running_statistics() -> None:
     bn = next(n for n in ir.ops() if n.target == "torch.nn.functional.batch_norm")
     assert bn.inplace and [tuple(m.shape) for m in bn.outputs] == [(3, 4), (4,), (4,)]
     reader = next(n for n in ir.ops() if n.target == "torch.Tensor.__mul__")
-    assert (reader.inputs, reader.input_slots) == ([bn.id], [1])  # the updated running_mean
+    assert reader.inputs == [Ref(bn.id, 1)]  # the updated running_mean
     ir_eval = torchatlas.trace(ReadsStats().eval(), torch.randn(3, 4)).ir
     bn_eval = next(n for n in ir_eval.ops() if n.target == "torch.nn.functional.batch_norm")
     assert not bn_eval.inplace and len(bn_eval.outputs) == 1

@@ -8,6 +8,7 @@ import torch.nn as nn
 from _capture_helpers import targets, wiring
 
 import torchatlas
+from torchatlas import Ref
 
 LINEAR = "torch.nn.functional.linear"
 
@@ -106,7 +107,7 @@ def test_a_submodule_created_inside_forward_is_a_scope_reading_the_previous_op()
     linear = next(n for n in ir.ops() if n.target == LINEAR)
     assert linear.scope == "s1"
     mul = next(n for n in ir.ops() if n.target == "torch.Tensor.__mul__")
-    assert linear.inputs[0] == mul.id
+    assert linear.inputs[0] == Ref(mul.id)
     assert tuple(linear.outputs[0].shape) == (3, 2)
 
 
@@ -150,7 +151,7 @@ def test_nested_scopes_have_their_caller_as_parent() -> None:
         ("inner.inner.fc", "inner.inner"),
     ]
     assert [ir.scope(n.scope).path for n in ir.ops()] == ["fc", "inner.fc", "inner.inner.fc"]
-    assert ir.scope("s2").outputs == ir.scope("s4").outputs == [list(ir.ops())[-1].id]
+    assert ir.scope("s2").outputs == ir.scope("s4").outputs == [Ref(list(ir.ops())[-1].id)]
 
 
 def test_a_plain_function_is_traced_under_a_root_scope() -> None:

@@ -12,7 +12,8 @@ import pytest
 from _cli_helpers import error_lines, run_cli
 
 import torchatlas
-from torchatlas._cli import EXIT_MODEL_FAILED, EXIT_USAGE, FORMATS, main
+from torchatlas import FORMATS
+from torchatlas._cli import EXIT_MODEL_FAILED, EXIT_USAGE, main
 
 NET_FILE = """
 import torch
@@ -268,7 +269,7 @@ def test_out_dir_writes_every_format(capsys, tmp_path):
     assert code == 0, err
     written = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"tree.txt", "graph.json", "graph.dot", "summary.txt", "graph.html"} <= written
-    assert written <= {f.out_dir_name for f in FORMATS.values()}
+    assert written <= {f.file_name for f in FORMATS.values()}
     assert torchatlas.load(tmp_path / "out" / "graph.json").ir.meta["model"].endswith("CoolCNN")
 
 

@@ -73,7 +73,7 @@ def captured_graph(model: nn.Module, args: tuple, kwargs: dict) -> Graph:
         scope = ir.scope(node.scope)
         return (scope.path, scope.call) if scope.path in leaves else None
 
-    return [n.id for n in ir.nodes], leaf_of, lambda i: ir.node(i).inputs
+    return [n.id for n in ir.nodes], leaf_of, lambda i: [r.node for r in ir.node(i).inputs]
 
 
 def exported_graph(model: nn.Module, args: tuple, kwargs: dict) -> Graph:

@@ -83,7 +83,7 @@ def captured_ops(model: nn.Module, x: torch.Tensor) -> list[tuple[object, tuple[
         return f"{node.kind}:{node.path}"
 
     return [
-        (resolve(n.target), tuple(label(i, s) for i, s in zip(n.inputs, n.input_slots)), ir.scope(n.scope).path)
+        (resolve(n.target), tuple(label(i, s) for i, s in n.inputs), ir.scope(n.scope).path)
         for n in ir.ops()
     ]
 

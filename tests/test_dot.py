@@ -11,10 +11,11 @@ import pytest
 from _dot_helpers import IRBuilder, coolcnn_ir, label_text, loop_ir, parse_dot, residual_ir, shared_ir
 
 from torchatlas._ir import GraphIR
+from torchatlas._ops import CATEGORIES, LEGEND, category
 from torchatlas._render import _dot
-from torchatlas._render._categories import CATEGORIES, LEGEND, PALETTES, category
-from torchatlas._render._dot import DotOptions, diagram_size, render, render_to_file, to_dot
+from torchatlas._render._dot import DotOptions, diagram_size, image_format, render, to_dot
 from torchatlas._render._graphviz import GraphvizNotFoundError
+from torchatlas._render._palette import PALETTES
 
 # pydot's parser calls pyparsing names that newer pyparsing deprecates
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -22,6 +23,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 needs_dot = pytest.mark.skipif(
     shutil.which("dot") is None, reason="Graphviz 'dot' is not installed (apt-get install graphviz)"
 )
+
+
+def render_to_file(ir: GraphIR, path, options: DotOptions | None = None):
+    """What ``Graph.render(path)`` does: the format from the suffix, then the drawing."""
+    path.write_bytes(render(ir, options, image_format(path)))
+    return path
 
 
 def diagram(ir: GraphIR, **options):

@@ -148,7 +148,7 @@ def structure(graph: torchatlas.Graph) -> list[tuple]:
     """What was computed, without source lines (the calling line differs between the two traces)."""
     ir = graph.ir
     return [(s.path, s.cls, s.call, s.parent) for s in ir.scopes] + [
-        (n.kind, n.target, n.path, n.inputs, n.input_slots, n.args, n.kwargs, n.outputs) for n in ir.nodes
+        (n.kind, n.target, n.path, n.inputs, n.args, n.kwargs, n.outputs) for n in ir.nodes
     ]
 
 
@@ -213,6 +213,6 @@ def test_every_renderer_marks_the_failing_op() -> None:
     assert [n["err"] for n in doc["nodes"] if "err" in n] == [failing.meta["error"]]
     assert [s["path"] for s in doc["scopes"] if s.get("err")] == ["", "bad"]
     # summary: a closing line names the op, the call and the source line
-    last = graph.summary(fmt="text").rstrip().splitlines()[-1]
+    last = graph.summary(format="text").rstrip().splitlines()[-1]
     assert last.startswith("✗ the forward pass failed at torch.nn.functional.linear in bad (Linear) at ")
     assert "test_hardening_errors.py" in last

@@ -17,10 +17,11 @@ from _viewer import HOSTILE, Hostile
 from torch import nn
 
 import torchatlas
-from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Scope, TensorMeta
+from torchatlas._ops import CATEGORIES
 from torchatlas._render import _html
-from torchatlas._render._categories import CATEGORIES, PALETTES
 from torchatlas._render._html import ViewerBundleMissing, notebook_html, script_json, to_html, viewer_document
+from torchatlas._render._palette import PALETTES
 
 pytestmark = pytest.mark.skipif(
     not (_html.BUNDLE_DIR / "viewer.js").is_file(),
@@ -111,7 +112,7 @@ def test_embedded_document_describes_the_graph(coolcnn_graph: torchatlas.Graph) 
 
 def test_repeated_blocks_become_fold_groups() -> None:
     model = nn.Sequential(*[nn.Sequential(nn.Linear(8, 8), nn.ReLU()) for _ in range(3)])
-    doc = viewer_document(_html.with_analyses(torchatlas.trace(model, torch.randn(2, 8)).ir))
+    doc = viewer_document(torchatlas.trace(model, torch.randn(2, 8)).ir)
     reps = {s["path"]: s["rep"] for s in doc["scopes"] if "rep" in s}
     assert sorted(reps) == ["0", "1", "2"]
     assert [reps[p][1:] for p in ("0", "1", "2")] == [[0, 3], [1, 3], [2, 3]]
@@ -175,7 +176,7 @@ def test_graph_with_two_roots_gets_one_synthetic_root() -> None:
         [Scope("s0", None, "", "m.A", 0), Scope("s1", None, "", "m.B", 0), Scope("s2", "s1", "inner", "m.C", 0)],
         [
             Node("n0", "input", "s0", path="args[0]", outputs=meta),
-            Node("n1", "op", "s2", ["n0"], [0], target="torch.relu", outputs=meta),
+            Node("n1", "op", "s2", [Ref("n0")], target="torch.relu", outputs=meta),
         ],
         {},
     )

@@ -61,16 +61,16 @@ def leaf_flow(ir: GraphIR) -> set[tuple[str, str]]:
             return set()
         if node.scope in leaf:
             return {leaf[node.scope]}
-        return set().union(*(sources(i, seen) for i in node.inputs)) if node.inputs else set()
+        return set().union(*(sources(r.node, seen) for r in node.inputs)) if node.inputs else set()
 
     flow: set[tuple[str, str]] = set()
     for node in ir.nodes:
         if node.kind == "output":
-            flow |= {(s, f"output:{node.path}") for s in sources(node.inputs[0], set())}
+            flow |= {(s, f"output:{node.path}") for s in sources(node.inputs[0].node, set())}
         elif node.kind == "op" and node.scope in leaf:
-            for i in node.inputs:
-                if ir.node(i).scope != node.scope:
-                    flow |= {(s, leaf[node.scope]) for s in sources(i, set())}
+            for r in node.inputs:
+                if ir.node(r).scope != node.scope:
+                    flow |= {(s, leaf[node.scope]) for s in sources(r.node, set())}
     return flow
 
 

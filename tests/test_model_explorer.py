@@ -11,7 +11,6 @@ import transformers
 from _capture_helpers import load_coolcnn
 
 import torchatlas
-from torchatlas._render._html import with_analyses
 from torchatlas._render._model_explorer import to_model_explorer
 
 graph_builder = pytest.importorskip("model_explorer.graph_builder", reason="pip install ai-edge-model-explorer")
@@ -27,7 +26,7 @@ def load_collection(doc: dict) -> graph_builder.GraphCollection:
 @pytest.fixture(scope="module")
 def coolcnn_doc() -> dict:
     coolcnn = load_coolcnn()
-    return to_model_explorer(with_analyses(torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input()).ir))
+    return to_model_explorer(torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input()).ir)
 
 
 def test_collection_loads_and_round_trips(coolcnn_doc: dict) -> None:

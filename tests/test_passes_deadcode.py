@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from _passes_builder import IRBuilder
 
-from torchatlas._ir import Node
+from torchatlas._ir import Node, Ref
 from torchatlas._passes import dead_code
 
 
@@ -50,7 +50,7 @@ def test_failed_capture_is_not_judged():
     b = IRBuilder()
     x = b.input((4,))
     b.op("torch.relu", [x], (4,))
-    b.nodes.append(Node("n2", "op", b.root, inputs=[x], input_slots=[0], target="torch.bad", meta={"error": "boom"}))
+    b.nodes.append(Node("n2", "op", b.root, inputs=[Ref(x)], target="torch.bad", meta={"error": "boom"}))
     ir = dead_code(b.build())
     assert ir.meta["dead_op_count"] is None
     assert all("dead" not in n.meta for n in ir.nodes)

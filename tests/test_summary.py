@@ -9,8 +9,14 @@ import time
 import pytest
 from _passes_builder import IRBuilder, linear_layer, param_entry
 
+import torchatlas
 from torchatlas._passes import analyze
-from torchatlas._render._summary import COLUMNS, summary
+from torchatlas._render._summary import COLUMNS, SummaryOptions
+from torchatlas._render._summary import summary as render_summary
+
+
+def summary(ir, **options) -> str:
+    return render_summary(ir, SummaryOptions(**options))
 
 
 def _mlp_builder(first: str = "enc") -> IRBuilder:
@@ -53,7 +59,7 @@ def _parse_text(out: str) -> list[dict[str, str]]:
 
 
 def test_text_rows_one_per_call_with_totals():
-    rows = _parse_text(summary(analyze(_mlp_builder().build()), fmt="text"))
+    rows = _parse_text(summary(analyze(_mlp_builder().build()), format="text"))
     modules = [r["Module"] for r in rows]
     assert modules == ["<root> (MLP)", "enc (Encoder)", "enc.fc (Linear)", "head (Linear)", "Total"]
     assert [int(r["indent"]) for r in rows] == [0, 2, 4, 2, 0]
@@ -71,17 +77,17 @@ def test_text_rows_one_per_call_with_totals():
 
 def test_depth_collapses_deeper_calls_into_their_ancestors():
     ir = analyze(_mlp_builder().build())
-    rows = _parse_text(summary(ir, depth=1, fmt="text"))
+    rows = _parse_text(summary(ir, depth=1, format="text"))
     assert [r["Module"] for r in rows] == ["<root> (MLP)", "enc (Encoder)", "head (Linear)", "Total"]
     assert rows[1]["Params"] == "40" and rows[1]["FLOPs"] == "128"
-    assert [r["Module"] for r in _parse_text(summary(ir, depth=0, fmt="text"))] == ["<root> (MLP)", "Total"]
+    assert [r["Module"] for r in _parse_text(summary(ir, depth=0, format="text"))] == ["<root> (MLP)", "Total"]
 
 
 def test_unknown_costs_and_shared_parameters_are_flagged():
     b = _mlp_builder()
     b.op("mylib.mystery", [b.nodes[0].id], (2, 4))
     b.meta["parameters"][0]["shared_with"] = ["head.weight"]
-    rows = _parse_text(summary(analyze(b.build()), fmt="text"))
+    rows = _parse_text(summary(analyze(b.build()), format="text"))
     assert rows[0]["FLOPs"].endswith("+?")
     assert rows[-1]["Module"] == "Total (1 ops of unknown cost)"
     assert "shared, counted once" in rows[-1]["Params"]
@@ -93,7 +99,7 @@ def _md_cells(line: str) -> list[str]:
 
 def test_markdown_is_a_pipe_table_with_escaped_names():
     b = _mlp_builder(first="a|b<script>*x*")
-    out = summary(analyze(b.build()), fmt="markdown")
+    out = summary(analyze(b.build()), format="markdown")
     lines = out.strip().splitlines()
     assert _md_cells(lines[0]) == list(COLUMNS)
     assert all(len(_md_cells(line)) == len(COLUMNS) for line in lines)
@@ -107,38 +113,37 @@ def test_control_characters_cannot_reach_the_terminal():
     ir = analyze(b.build())
     shown = {"text": r"evil\x1b[2J", "rich": r"evil\x1b[2J", "markdown": r"evil\\x1b\[2J"}
     for fmt, visible in shown.items():
-        out = summary(ir, fmt=fmt)
+        out = summary(ir, format=fmt)
         assert "\x1b" not in out
         assert visible in out
 
 
 def test_rich_format_renders_every_call_and_colour_only_on_request():
     ir = analyze(_mlp_builder().build())
-    plain = summary(ir, fmt="rich", width=200)
+    plain = summary(ir, format="rich", width=200)
     for label in ("<root> (MLP)", "enc (Encoder)", "enc.fc (Linear)", "head (Linear)", "Total"):
         assert label in plain
     assert "\x1b[" not in plain
-    assert "\x1b[" in summary(ir, fmt="rich", width=200, color=True)
+    assert "\x1b[" in summary(ir, format="rich", width=200, color=True)
     assert max(len(line) for line in plain.splitlines()) <= 200
 
 
 def test_unknown_format_is_rejected():
     with pytest.raises(ValueError, match="unknown summary format"):
-        summary(_mlp_builder().build(), fmt="html")
+        summary(analyze(_mlp_builder().build()), format="html")
 
 
-def test_unanalysed_graph_is_analysed_on_the_fly():
-    rows = _parse_text(summary(_mlp_builder().build(), fmt="text"))
+def test_graph_analyses_before_it_renders():
+    rows = _parse_text(str(torchatlas.Graph(_mlp_builder().build()).summary(format="text")))
     assert rows[-1]["Params"] == "67"
 
 
 def test_coolcnn_summary():
     pytest.importorskip("torch")
-    import torchatlas
     from torchatlas._example import CoolCNN, example_input
 
     model = CoolCNN()
-    rows = _parse_text(summary(torchatlas.trace(model, (example_input(),)).ir, fmt="text"))
+    rows = _parse_text(summary(torchatlas.trace(model, (example_input(),)).ir, format="text"))
     by_module = {r["Module"]: r for r in rows}
     assert by_module["max_pool#2 (MaxPool2d)"]["Input shapes"] == "1×32×16×16"
     assert by_module["secondary_conv (Conv2d)"]["Params"] == "4,640"
@@ -160,7 +165,7 @@ def test_analysis_of_a_6000_op_graph_is_fast():
     assert sum(1 for _ in ir.ops()) == 6000
     start = time.process_time()
     out = analyze(ir)
-    summary(out, fmt="text", depth=1)
+    summary(out, format="text", depth=1)
     assert time.process_time() - start < 1.0
     assert out.meta["repeat_groups"][0]["count"] == 80
 
@@ -171,4 +176,4 @@ def test_analysis_survives_a_json_round_trip():
     ir = analyze(_mlp_builder().build())
     loaded = GraphIR.from_dict(json.loads(ir.to_json()))
     assert loaded.meta["analyzed"] is True
-    assert summary(loaded, fmt="text") == summary(ir, fmt="text")
+    assert summary(loaded, format="text") == summary(ir, format="text")

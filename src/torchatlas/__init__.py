@@ -2,23 +2,31 @@
 
 from ._api import Graph, diff, from_export, from_fx, load, trace, trace_shapes
 from ._capture import TraceError, UnsafeArchiveError
-from ._ir import GraphFormatError, GraphIR, Node, Scope, Source, TensorMeta
+from ._ir import GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
 from ._passes import GraphDiff
+from ._render import RENDERERS as FORMATS
+from ._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
 from ._render._graphviz import GraphvizNotFoundError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "FORMATS",
+    "DotOptions",
     "Graph",
     "GraphDiff",
     "GraphFormatError",
     "GraphIR",
     "GraphvizNotFoundError",
+    "HtmlOptions",
     "Node",
+    "Ref",
     "Scope",
     "Source",
+    "SummaryOptions",
     "TensorMeta",
     "TraceError",
+    "TreeOptions",
     "UnsafeArchiveError",
     "__version__",
     "diff",

@@ -14,23 +14,26 @@ import torch
 
 from . import _capture
 from ._io import gc_paused, write_atomic
-from ._ir import GraphFormatError, GraphIR
-from ._passes import GraphDiff, ensure_analyzed
+from ._ir import GraphFormatError, GraphIR, graph_from_json
+from ._passes import GraphDiff, ensure_analyzed, strip_analyses
 from ._passes import diff as diff_graphs
-from ._render import _summary
-from ._render._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, render_to_file, to_dot
+from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
+from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
 from ._render._graphviz import GraphvizNotFoundError, responsive_svg
 from ._render._html import ViewerBundleMissing, notebook_html
-from ._render._html import to_html as html_page
-from ._render._model_explorer import to_model_explorer
-from ._render._tree import render_tree
 
 Shape = Sequence[int]
+PathLike = str | os.PathLike[str]
 
 
 class Graph:
-    """One captured forward pass. ``graph.ir`` is the data; methods render it."""
+    """One captured forward pass. ``graph.ir`` is the data; the methods render it.
+
+    Every output method follows one convention: without ``path`` it returns the
+    output (text, bytes or a dict); with ``path`` it writes the file atomically and
+    returns its ``Path``.
+    """
 
     def __init__(self, ir: GraphIR, error: BaseException | None = None) -> None:
         self._captured = ir
@@ -58,75 +61,91 @@ class Graph:
         return self.ir.scopes
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON-ready graph document (see CONTRACT.md)."""
+        """The JSON-ready graph document (``docs/format.md``)."""
         return self.ir.to_dict()
 
     def to_json(self, indent: int | None = None) -> str:
         return self.ir.to_json(indent=indent)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the graph document as JSON (atomically)."""
+    def save(self, path: PathLike) -> Path:
+        """Write the graph document as JSON (atomically); ``torchatlas.load`` reads it back."""
         return write_atomic(path, self.to_json())
 
     # -- views ------------------------------------------------------------------
 
-    def tree(self, depth: int | None = None, ascii: bool | None = None, source: bool = False) -> str:
+    def view(self, format: str, path: PathLike | None = None, **options: Any) -> str | bytes | Path:
+        """Any output format by name (``torchatlas.FORMATS``), with that format's options.
+
+        Returns the output, or writes it to ``path`` and returns the path.
+        """
+        renderer = RENDERERS.get(format)
+        if renderer is None:
+            raise ValueError(f"unknown format {format!r}; expected one of {', '.join(RENDERERS)}")
+        return self._emit(format, renderer.options(**options), path)
+
+    def _emit(self, format: str, options: Any, path: PathLike | None) -> Any:
+        value = RENDERERS[format].render(self.ir, options)
+        return value if path is None else write_atomic(path, value)
+
+    def tree(
+        self, depth: int | None = None, ascii: bool | None = None, source: bool = False, *, path: PathLike | None = None
+    ) -> str | Path:
         """The module hierarchy with ops in execution order; branches that fork and join
         show as sibling branches. ``depth`` collapses deeper module calls to one line;
         ``ascii`` defaults to whatever stdout can encode; ``source`` adds file:line."""
         if ascii is None:
             ascii = not _can_encode(sys.stdout, "├→×")
-        return render_tree(self.ir, depth=depth, ascii=ascii, source=source)
+        return self._emit("tree", TreeOptions(depth=depth, ascii=ascii, source=source), path)
 
-    def summary(self, depth: int | None = None, fmt: str | None = None) -> str:
+    def summary(
+        self, depth: int | None = None, format: str | None = None, *, path: PathLike | None = None
+    ) -> str | Path:
         """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
 
-        ``fmt``: "rich" (the default on a terminal), "text" or "markdown".
+        ``format``: "rich" (the default on a terminal), "text" or "markdown".
         """
-        tty = sys.stdout.isatty()
-        fmt = fmt or ("rich" if tty else "text")
+        tty = sys.stdout.isatty() and path is None
+        format = format or ("rich" if tty else "text")
         width = shutil.get_terminal_size((160, 24)).columns if tty else 160
-        return _summary.summary(self.ir, depth=depth, fmt=fmt, width=width, color=tty and fmt == "rich")
+        options = SummaryOptions(depth=depth, format=format, width=width, color=tty and format == "rich")  # type: ignore[arg-type]
+        return self._emit("summary", options, path)
 
-    def to_dot(self, **options: Any) -> str:
-        """Graphviz DOT text (needs no binary). Options as in ``render``."""
-        return to_dot(self.ir, DotOptions(**options))
+    def to_dot(self, path: PathLike | None = None, **options: Any) -> str | Path:
+        """Graphviz DOT text (needs no binary). Options: the fields of ``DotOptions``."""
+        return self._emit("dot", DotOptions(**options), path)
 
-    def render(self, path: str | os.PathLike[str], format: str | None = None, **options: Any) -> Path:
-        """Draw the diagram to ``path`` (``.svg``, ``.png``, ``.pdf`` or ``.dot``; or give ``format``).
+    def render(self, path: PathLike | None = None, format: str | None = None, **options: Any) -> bytes | Path:
+        """Draw the diagram: to ``path`` (``.svg``, ``.png``, ``.pdf``, ``.dot``; or give ``format``),
+        or, without a path, return its bytes (``format`` default ``svg``).
 
-        Options: ``depth`` (collapse module calls deeper than it into one box),
-        ``expand_leaf_modules``, ``show_tensors``, ``show_params``, ``fold_repeats``,
-        ``direction`` ("TB"/"LR"), ``theme`` ("light"/"dark"), ``legend``.
+        Options: the fields of ``DotOptions``: ``depth`` (collapse module calls deeper than
+        it into one box), ``expand_leaf_modules``, ``show_tensors``, ``show_params``,
+        ``fold_repeats``, ``direction`` ("TB"/"LR"), ``theme`` ("light"/"dark"), ``legend``.
         """
-        with _status(f"rendering {Path(path).name}"):
-            return render_to_file(self.ir, path, DotOptions(**options), format)
+        fmt = image_format(path, format) if path is not None else (format or "svg")
+        dot_options = DotOptions(**options)
+        with _status(f"rendering {Path(path).name if path is not None else fmt}"):
+            value = render_dot(self.ir, dot_options, fmt)
+        return value if path is None else write_atomic(path, value)
 
-    def to_html(self, path: str | os.PathLike[str] | None = None, title: str | None = None) -> str | Path:
-        """The interactive viewer as one self-contained HTML file (works offline, no server).
-
-        Returns the page, or writes it to ``path`` (atomically) and returns the path.
-        """
-        page = html_page(self.ir, title)
-        return page if path is None else write_atomic(path, page)
+    def to_html(self, path: PathLike | None = None, title: str | None = None) -> str | Path:
+        """The interactive viewer as one self-contained HTML file (works offline, no server)."""
+        return self._emit("html", HtmlOptions(title=title), path)
 
     def show(self, title: str | None = None) -> Path:
-        """Open the interactive viewer in the default web browser."""
+        """Open the interactive viewer in the default web browser; returns the page's path."""
         import tempfile
         import webbrowser
 
         path = Path(tempfile.mkdtemp(prefix="torchatlas-")) / "graph.html"
-        write_atomic(path, html_page(self.ir, title))
+        self.to_html(path, title)
         webbrowser.open(path.as_uri())
         return path
 
-    def to_model_explorer(self, path: str | os.PathLike[str] | None = None) -> dict[str, Any] | Path:
-        """Google Model Explorer's graph JSON (module calls as namespaces, shapes as metadata).
-
-        Returns the document, or writes it to ``path`` and returns the path.
-        """
-        doc = to_model_explorer(self.ir)
-        return doc if path is None else write_atomic(path, json.dumps(doc))
+    def to_model_explorer(self, path: PathLike | None = None) -> dict[str, Any] | Path:
+        """Google Model Explorer's graph JSON (module calls as namespaces, shapes as metadata)."""
+        text = self._emit("model-explorer", ModelExplorerOptions(), None)
+        return json.loads(text) if path is None else write_atomic(path, text)
 
     def _repr_html_(self) -> str | None:
         """Jupyter and VS Code notebooks show the interactive viewer inline (an iframe)."""
@@ -277,21 +296,21 @@ def diff(a: Graph | GraphIR, b: Graph | GraphIR) -> GraphDiff:
     return diff_graphs(a.ir if isinstance(a, Graph) else a, b.ir if isinstance(b, Graph) else b)
 
 
-def load(path: str | os.PathLike[str]) -> Graph:
+def user_location(exc: BaseException) -> str:
+    """`` (file.py:12)``: where in user code ``exc`` was raised, or ``""``."""
+    return _capture.user_location(exc)
+
+
+def load(path: PathLike) -> Graph:
     """Read a graph saved by ``Graph.save``. Malformed or future-version files raise
-    ``GraphFormatError`` naming the problem; nothing is ever unpickled or evaluated."""
+    ``GraphFormatError`` naming the problem; nothing is ever unpickled or evaluated.
+    Analysis results in the file are not trusted: they are computed again."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise GraphFormatError(f"{path}: not a UTF-8 JSON file ({e.reason})") from None
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise GraphFormatError(f"{path}: not valid JSON, truncated or corrupt ({e.msg} at line {e.lineno})") from None
-    except RecursionError:
-        raise GraphFormatError(f"{path}: JSON nested too deeply to be a torchatlas graph") from None
-    try:
-        return Graph(GraphIR.from_dict(doc))
+        return Graph(strip_analyses(graph_from_json(text)))
     except GraphFormatError as e:
         raise GraphFormatError(f"{path}: {e}") from None
 

@@ -9,22 +9,21 @@ pass, the line naming where it failed); ``--debug`` prints the traceback as well
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import sys
 import traceback
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import torchatlas
+from torchatlas import Graph, GraphvizNotFoundError
 
 from . import _models
-from ._api import Graph
 from ._io import write_atomic
 from ._models import ModelError, SpecError
-from ._render._graphviz import GraphvizNotFoundError
-from ._render._text import safe_text
+from ._text import visible
 
 DEFAULT_SPEC = "torchatlas._example:CoolCNN"
 """What ``torchatlas`` with no model traces: the bundled CoolCNN example."""
@@ -32,41 +31,6 @@ DEFAULT_SPEC = "torchatlas._example:CoolCNN"
 EXIT_MODEL_FAILED = 1
 EXIT_USAGE = 2
 
-
-@dataclass(frozen=True)
-class ViewOptions:
-    depth: int | None = None
-    ascii: bool | None = None
-
-
-@dataclass(frozen=True)
-class OutputFormat:
-    """One ``--format``: either text (printed, or written with ``-o``) or a file the Graph writes."""
-
-    name: str
-    out_dir_name: str
-    """The file it becomes under ``--out-dir``."""
-    text: Callable[[Graph, ViewOptions], str] | None = None
-    write: Callable[[Graph, Path, ViewOptions], Any] | None = None
-
-
-def _render_image(fmt: str) -> Callable[[Graph, Path, ViewOptions], Any]:
-    return lambda g, path, o: g.render(path, format=fmt, depth=o.depth)
-
-
-FORMATS: dict[str, OutputFormat] = {
-    f.name: f
-    for f in (
-        OutputFormat("tree", "tree.txt", text=lambda g, o: g.tree(depth=o.depth, ascii=o.ascii)),
-        OutputFormat("json", "graph.json", text=lambda g, o: g.to_json(indent=1)),
-        OutputFormat("summary", "summary.txt", text=lambda g, o: str(g.summary(depth=o.depth))),
-        OutputFormat("dot", "graph.dot", text=lambda g, o: g.to_dot(depth=o.depth)),
-        OutputFormat("svg", "graph.svg", write=_render_image("svg")),
-        OutputFormat("png", "graph.png", write=_render_image("png")),
-        OutputFormat("pdf", "graph.pdf", write=_render_image("pdf")),
-        OutputFormat("html", "graph.html", write=lambda g, path, o: g.to_html(path)),
-    )
-}
 
 _SUFFIX_FORMATS = {
     ".txt": "tree",
@@ -145,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run backward (of the sum of the outputs) and record its ATen ops",
     )
     parser.add_argument(
-        "-f", "--format", choices=list(FORMATS), help="output format (default: from -o's suffix, else tree)"
+        "-f", "--format", choices=list(torchatlas.FORMATS), help="output format (default: from -o's suffix, else tree)"
     )
     parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
@@ -195,10 +159,10 @@ def _report(e: BaseException, code: int, debug: bool, notes: Sequence[str] = ())
     if debug:
         traceback.print_exception(e.__cause__ or e)
     # Messages carry names and text from user code: escape control characters, keep one line each.
-    message = safe_text(str(e).strip().removeprefix("torchatlas: "))
+    message = visible(str(e).strip().removeprefix("torchatlas: "))
     print(f"torchatlas: error: {message}", file=sys.stderr)
     for note in notes:
-        print(safe_text(note), file=sys.stderr)
+        print(visible(note), file=sys.stderr)
     return code
 
 
@@ -223,11 +187,10 @@ def _trace(opts: argparse.Namespace) -> int:
         graph = _models.open_saved(opts.model, trust_pickle=opts.trust_pickle)
     else:
         graph = _trace_model(opts)
-    view = ViewOptions(depth=opts.depth, ascii=opts.ascii)
     if opts.out_dir:
-        _write_out_dir(graph, Path(opts.out_dir), view)
+        _write_out_dir(graph, Path(opts.out_dir), opts)
         return 0
-    _write_format(graph, FORMATS[fmt], opts.output, view)
+    _write_format(graph, fmt, opts.output, opts)
     return 0
 
 
@@ -271,34 +234,48 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
         raise _ForwardFailed(message, notes) from e
 
 
-def _write_format(graph: Graph, fmt: OutputFormat, output: str | None, view: ViewOptions) -> None:
-    if fmt.text is not None:
-        text = fmt.text(graph, view)
-        if output:
-            _wrote(write_atomic(output, _with_newline(text)))
-        else:
-            sys.stdout.write(_with_newline(text))
+def _view_options(fmt: str, opts: argparse.Namespace) -> dict[str, Any]:
+    """The command line's view flags that this format takes."""
+    fields = {f.name for f in dataclasses.fields(torchatlas.FORMATS[fmt].options)}
+    chosen = {"depth": opts.depth, "ascii": opts.ascii}
+    return {k: v for k, v in chosen.items() if k in fields and v is not None}
+
+
+def _text(graph: Graph, fmt: str, opts: argparse.Namespace) -> str:
+    """A text format as the terminal shows it (the tree and summary pick ASCII, width and colour)."""
+    options = _view_options(fmt, opts)
+    if fmt == "tree":
+        return str(graph.tree(**options))
+    if fmt == "summary":
+        return str(graph.summary(**options))
+    return str(graph.view(fmt, **options))
+
+
+def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Namespace) -> None:
+    renderer = torchatlas.FORMATS[fmt]
+    if renderer.text and not output:
+        sys.stdout.write(_with_newline(_text(graph, fmt, opts)))
         return
-    assert fmt.write is not None
-    path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt.name}")
-    fmt.write(graph, path, view)
+    path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
+    _write(graph, fmt, path, opts)
+
+
+def _write(graph: Graph, fmt: str, path: Path, opts: argparse.Namespace) -> None:
+    if torchatlas.FORMATS[fmt].text:
+        write_atomic(path, _with_newline(str(graph.view(fmt, **_view_options(fmt, opts)))))
+    else:
+        graph.view(fmt, path, **_view_options(fmt, opts))
     _wrote(path)
 
 
-def _write_out_dir(graph: Graph, out_dir: Path, view: ViewOptions) -> None:
+def _write_out_dir(graph: Graph, out_dir: Path, opts: argparse.Namespace) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
-    for fmt in FORMATS.values():
-        path = out_dir / fmt.out_dir_name
-        if fmt.text is not None:
-            _wrote(write_atomic(path, _with_newline(fmt.text(graph, view))))
-            continue
-        assert fmt.write is not None
+    for fmt, renderer in torchatlas.FORMATS.items():
+        path = out_dir / renderer.file_name
         try:
-            fmt.write(graph, path, view)
+            _write(graph, fmt, path, opts)
         except GraphvizNotFoundError:
             print(f"torchatlas: skipped {path}: Graphviz 'dot' is not installed", file=sys.stderr)
-            continue
-        _wrote(path)
 
 
 def _with_newline(text: str) -> str:

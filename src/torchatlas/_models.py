@@ -16,7 +16,6 @@ import inspect
 import json
 import re
 import sys
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +23,7 @@ from typing import Any
 
 import torch
 
-from ._api import Graph, _model_device, make_input
-from ._capture._source import _INTERNAL_PREFIXES
+from ._api import Graph, _model_device, make_input, user_location
 
 HF_PREFIX = "hf:"
 
@@ -215,7 +213,7 @@ def _import_file(location: str, spec: str) -> Any:
         module_spec.loader.exec_module(module)
     except Exception as e:
         del sys.modules[name]
-        raise ModelError(f"importing {location} failed: {_one_line(e)}{_user_location(e)}") from e
+        raise ModelError(f"importing {location} failed: {_one_line(e)}{user_location(e)}") from e
     finally:
         sys.path.remove(folder)
     return module
@@ -229,7 +227,7 @@ def _import_module(location: str, spec: str) -> Any:
             raise SpecError(f"no module named {e.name!r} (spec {spec!r})") from None
         raise ModelError(f"importing {location} failed: {_one_line(e)}") from e
     except Exception as e:
-        raise ModelError(f"importing {location} failed: {_one_line(e)}{_user_location(e)}") from e
+        raise ModelError(f"importing {location} failed: {_one_line(e)}{user_location(e)}") from e
 
 
 def _module_classes(module: Any) -> list[str]:
@@ -265,7 +263,7 @@ def _construct(target: Any, spec: str) -> Any:
     try:
         model = target()
     except Exception as e:
-        raise ModelError(f"building {spec} failed: {_one_line(e)}{_user_location(e)}") from e
+        raise ModelError(f"building {spec} failed: {_one_line(e)}{user_location(e)}") from e
     if not callable(model):
         raise ModelError(f"{spec}() returned a {type(model).__name__}, which cannot be called as a model")
     return model
@@ -355,7 +353,7 @@ def build_inputs(
     try:
         example = loaded.example_input()
     except Exception as e:
-        raise ModelError(f"example_input() of {loaded.spec} failed: {_one_line(e)}{_user_location(e)}") from e
+        raise ModelError(f"example_input() of {loaded.spec} failed: {_one_line(e)}{user_location(e)}") from e
     return _on_device(_as_inputs(example), target)
 
 
@@ -444,13 +442,3 @@ def _open_exported(path: Path, trust_pickle: bool) -> Graph:
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
     return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
-
-
-def _user_location(e: BaseException) -> str:
-    """`` (file.py:12)``: the innermost frame outside torch and torchatlas, if any."""
-    frames = [
-        fs
-        for fs in traceback.extract_tb(e.__traceback__)
-        if not fs.filename.startswith(_INTERNAL_PREFIXES) and not fs.filename.startswith("<frozen")
-    ]
-    return f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ from ._values import iter_tensors
 
 __all__ = [
     "TraceError",
+    "user_location",
     "UnsafeArchiveError",
     "capture_aten",
     "capture_backward",
@@ -40,13 +40,19 @@ def _describe_failure(rec: Recorder, exc: BaseException) -> str:
         scope = rec.scopes[f.scope] if f.scope is not None and f.scope < len(rec.scopes) else None
         module = f" in module '{scope.path or '<root>'}' ({scope.cls.rsplit('.', 1)[-1]})" if scope else ""
         return f"torchatlas: forward failed at {f.target}{module}, {where}"
-    frames = [fs for fs in traceback.extract_tb(exc.__traceback__) if not fs.filename.startswith(_source._INTERNAL_PREFIXES)]
-    where = f", {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    frame = _source.user_traceback_frame(exc)
+    where = f", {frame.filename}:{frame.lineno}" if frame else ""
     module = _raising_module(exc)
     if module is not None:
         path = rec.module_path_of(module)
         return f"torchatlas: forward failed in module '{path or '<root>'}' ({type(module).__name__}){where}"
     return f"torchatlas: forward failed{where}"
+
+
+def user_location(exc: BaseException) -> str:
+    """`` (file.py:12)``: the innermost frame of ``exc`` outside torch and torchatlas, if any."""
+    frame = _source.user_traceback_frame(exc)
+    return f" ({frame.filename}:{frame.lineno})" if frame else ""
 
 
 def _raising_module(exc: BaseException) -> Any:

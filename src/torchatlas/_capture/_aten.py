@@ -24,7 +24,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._ir import GraphIR
 from . import _naming, _source
 from ._build import build_graph
-from ._recorder import NodeRecord, Recorder, Ref, _meta
+from ._recorder import NodeRecord, Recorder, Slot, _meta
 from ._values import encode, iter_tensors, split_tensors, tensors_flat
 
 Tensor = torch.Tensor
@@ -117,7 +117,7 @@ class AtenStore(Recorder):
         super().__init__(model)
         self.py: PythonSide | None = None
         self.phase = "forward"
-        self.scope_outputs: dict[int, list[Ref]] = {}
+        self.scope_outputs: dict[int, list[Slot]] = {}
 
     def attach(self, py: PythonSide) -> None:
         self.py = py

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from .._ir import GraphIR, Node, TensorMeta
+from .._ir import GraphIR, Node, Ref, TensorMeta
 from ._aten import AtenSession, AtenStore
 from ._recorder import _storage_key
 from ._values import dtype_name, iter_tensors, shape_of, tensors_flat
@@ -241,7 +241,7 @@ def _with_backward_facts(ir: GraphIR, store: BackwardStore, targets: list[tuple[
         producer, slot = store.ref(grad)
         nodes.append(
             Node(
-                id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[f"n{producer}"], input_slots=[slot],
+                id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[Ref(f"n{producer}", slot)],
                 path=f"grad[{path!r}]", outputs=[TensorMeta(shape_of(grad), dtype_name(grad.dtype), str(grad.device))],
                 meta={"phase": "backward"},
             )

@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-from .._ir import GraphIR, Node, Scope, Source, TensorMeta
+from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from . import _source
-from ._recorder import NodeRecord, Recorder, Ref
+from ._recorder import NodeRecord, Recorder, Slot
 from ._values import dtype_name, encode, iter_tensors, shape_of
 
 
@@ -40,7 +40,7 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
             producer, slot = rec.ref(t)
             nodes.append(
                 Node(
-                    id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[f"n{producer}"], input_slots=[slot],
+                    id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[Ref(f"n{producer}", slot)],
                     path=path, outputs=[_tensor_meta(t.shape, t.dtype, t.device)],
                 )
             )
@@ -52,7 +52,7 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
             cls=s.cls,
             call=s.call,
             source=source(s.code, s.line),
-            outputs=list(dict.fromkeys(f"n{r}" for r, _ in s.outputs)),
+            outputs=list(dict.fromkeys(Ref(f"n{r}", slot) for r, slot in s.outputs)),
         )
         for i, s in enumerate(rec.scopes)
     ]
@@ -85,8 +85,7 @@ def _node(index: int, r: NodeRecord, source: Any, tensor_meta: Any, name: str | 
         id=f"n{index}",
         kind=r.kind,
         scope=f"s{r.scope}",
-        inputs=[f"n{p}" for p, _ in r.inputs],
-        input_slots=[s for _, s in r.inputs],
+        inputs=[Ref(f"n{p}", s) for p, s in r.inputs],
         target=r.target,
         path=r.path,
         outputs=[tensor_meta(m) for m in r.outputs],
@@ -126,10 +125,10 @@ def _variable_names(rec: Recorder) -> dict[int, str]:
     several frames keeps the name given in the frame that made it.
     """
     names: dict[int, str] = {}
-    runs: dict[int, tuple[Any, int, list[Ref]]] = {}
+    runs: dict[int, tuple[Any, int, list[Slot]]] = {}
     outside = rec.scopes[0].frame if rec.scopes else None  # the line that called trace()
 
-    def finish(code: Any, line: int, refs: list[Ref]) -> None:
+    def finish(code: Any, line: int, refs: list[Slot]) -> None:
         targets = _source.assignment_targets(code.co_filename, line)
         if not targets or not refs:
             return

@@ -6,7 +6,7 @@ recorded one (torch.export, dynamo), keyed per call (export marks a repeated
 call with ``@1`` suffixes), or else from ``call_module`` targets' qualified
 names. Shapes come from ``node.meta["val"]`` or ``node.meta["tensor_meta"]``.
 ``operator.getitem`` on a node with several outputs is not a node of its own:
-it picks an output slot, as ``input_slots`` does.
+it picks an output slot, as a ``Ref`` does.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from .._ir import GraphIR, Node, Scope, Source, TensorMeta
+from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from . import _naming, _source
 from ._values import dtype_name, encode, shape_of
 
@@ -180,18 +180,16 @@ class _GraphReader:
         scope = self.tracker.enter(chain)
         readers = [a for a in pytree.tree_leaves((fx_node.args, fx_node.kwargs)) if isinstance(a, torch.fx.Node)]
         index: dict[torch.fx.Node, int] = {}
-        inputs, slots = [], []
+        inputs: list[Ref] = []
         for a in readers:
             if a in self.value:
                 index.setdefault(a, len(inputs))
-                node_id, slot = self.value[a]
-                inputs.append(node_id)
-                slots.append(slot)
+                inputs.append(Ref(*self.value[a]))
         schema = getattr(fx_node.target, "_schema", None)
         self._add(
             fx_node,
             Node(
-                id="", kind="op", scope=scope, inputs=inputs, input_slots=slots, target=_target(fx_node, self.gm),
+                id="", kind="op", scope=scope, inputs=inputs, target=_target(fx_node, self.gm),
                 outputs=_node_metas(fx_node),
                 args=self._encode(list(fx_node.args), index), kwargs=self._encode(dict(fx_node.kwargs), index)["dict"],
                 inplace=bool(schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)),
@@ -219,7 +217,7 @@ class _GraphReader:
             path = paths[i] if paths is not None and i < len(paths) else (f"output[{i}]" if len(returned) > 1 else "output")
             self.nodes.append(
                 Node(
-                    id=f"n{len(self.nodes)}", kind="output", scope="s0", inputs=[node_id], input_slots=[slot],
+                    id=f"n{len(self.nodes)}", kind="output", scope="s0", inputs=[Ref(node_id, slot)],
                     path=path, outputs=outs[slot:slot + 1],
                 )
             )
@@ -242,14 +240,14 @@ def _fill_scope_outputs(scopes: list[Scope], nodes: list[Node]) -> None:
         return chain
 
     made_in = {n.id: n.scope for n in nodes}
-    outputs: dict[str, dict[str, None]] = {s.id: {} for s in scopes}
+    outputs: dict[str, dict[Ref, None]] = {s.id: {} for s in scopes}
     for n in nodes:
         returned = n.kind == "output"
         reader = set() if returned else set(enclosing(n.scope))
-        for i in n.inputs:
-            for s in enclosing(made_in[i]):
+        for ref in n.inputs:
+            for s in enclosing(made_in[ref.node]):
                 if s not in reader and (returned or s != "s0"):
-                    outputs[s][i] = None
+                    outputs[s][ref] = None
     for s in scopes:
         s.outputs = list(outputs[s.id])
 

@@ -26,8 +26,8 @@ from ._values import iter_tensors, split_tensors, tensors_flat
 Tensor = torch.Tensor
 _tls = threading.local()
 
-# (producer record index, output slot)
-Ref = tuple[int, int]
+# (producer record index, output slot): an edge while recording, before ids exist
+Slot = tuple[int, int]
 
 
 def active_recorder() -> Recorder | None:
@@ -38,7 +38,7 @@ def active_recorder() -> Recorder | None:
 class NodeRecord:
     kind: str
     scope: int
-    inputs: list[Ref]
+    inputs: list[Slot]
     target: str | None = None
     path: str | None = None
     outputs: list[tuple[tuple[Any, ...], Any, Any]] = field(default_factory=list)
@@ -61,7 +61,7 @@ class ScopeRecord:
     code: Any
     line: int
     frame: int
-    outputs: list[Ref] = field(default_factory=list)
+    outputs: list[Slot] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -90,7 +90,7 @@ class Recorder(TorchFunctionMode):
         self._next_progress = 1024
         self._stack: list[tuple[int, Any]] = []  # (scope index, module)
         self._producer: dict[int, tuple[Any, int, int]] = {}  # id(t) -> (weakref, record, slot)
-        self._writes: dict[int, Ref] = {}  # storage key -> last writer
+        self._writes: dict[int, Slot] = {}  # storage key -> last writer
         self._calls: dict[str, int] = {}
         self._model = model
         self._module_paths: dict[int, str] = {}
@@ -285,7 +285,7 @@ class Recorder(TorchFunctionMode):
     def _register(self, t: Tensor, record: int, slot: int) -> None:
         self._producer[id(t)] = (weakref.ref(t), record, slot)
 
-    def _new_leaf(self, kind: str, path: str | None, t: Tensor) -> Ref:
+    def _new_leaf(self, kind: str, path: str | None, t: Tensor) -> Slot:
         index = len(self.nodes)
         self.nodes.append(NodeRecord(kind, self.current_scope, [], path=path, outputs=[_meta(t)]))
         if kind in ("param", "buffer"):
@@ -307,7 +307,7 @@ class Recorder(TorchFunctionMode):
                     return table_kind, f"{scope_path}.{attr}" if scope_path else attr
         return kind, None
 
-    def ref(self, t: Tensor) -> Ref:
+    def ref(self, t: Tensor) -> Slot:
         """The (record, slot) a read of ``t`` depends on."""
         entry = self._producer.get(id(t))
         if entry is None or entry[0]() is not t:
@@ -387,7 +387,7 @@ class Recorder(TorchFunctionMode):
         kw_template = {k: split_tensors(v, tensors) for k, v in kwargs.items() if k != "out"} if kwargs else None
         return tensors, template, kw_template
 
-    def _refs(self, tensors: list[Tensor]) -> list[Ref]:
+    def _refs(self, tensors: list[Tensor]) -> list[Slot]:
         if self._writes:
             return [self.ref(t) for t in tensors]
         refs = []

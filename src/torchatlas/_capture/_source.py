@@ -5,6 +5,7 @@ from __future__ import annotations
 import linecache
 import os
 import re
+import traceback
 import types
 from functools import lru_cache
 
@@ -40,6 +41,16 @@ def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
     while frame is not None and _is_internal(frame.f_code):
         frame = frame.f_back
     return frame
+
+
+def user_traceback_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of ``exc``'s traceback that is neither torch's nor ours."""
+    frames = [
+        fs
+        for fs in traceback.extract_tb(exc.__traceback__)
+        if not fs.filename.startswith(_INTERNAL_PREFIXES) and not fs.filename.startswith("<frozen")
+    ]
+    return frames[-1] if frames else None
 
 
 @lru_cache(maxsize=65536)

@@ -6,7 +6,8 @@ Each pass returns a new graph with its results merged into node, scope and graph
 
 from __future__ import annotations
 
-from torchatlas._passes._analyze import analyze, ensure_analyzed
+from torchatlas._passes._analyze import PASSES, analyze, ensure_analyzed, strip_analyses
+from torchatlas._passes._common import Pass
 from torchatlas._passes._deadcode import dead_code
 from torchatlas._passes._diff import GraphDiff, ScopeChange, diff
 from torchatlas._passes._flops import flops
@@ -16,7 +17,9 @@ from torchatlas._passes._repeats import find_repeats, structural_hashes
 from torchatlas._passes._shapes import io_shapes
 
 __all__ = [
+    "PASSES",
     "GraphDiff",
+    "Pass",
     "ScopeChange",
     "analyze",
     "dead_code",
@@ -27,5 +30,6 @@ __all__ = [
     "io_shapes",
     "memory",
     "parameters",
+    "strip_analyses",
     "structural_hashes",
 ]

@@ -1,11 +1,13 @@
-"""Helpers shared by the analysis passes: op names, operands, dtype sizes, scope trees."""
+"""Helpers shared by the analysis passes: operands, dtype sizes, storage, scope trees."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node, TensorMeta
+from torchatlas._ops import is_view
 
 
 @dataclass
@@ -29,6 +31,22 @@ class MetaUpdate:
         self.graph.update(other.graph)
 
 
+@dataclass(frozen=True)
+class Pass:
+    """One analysis: what it computes from capture facts, and the meta keys it writes.
+
+    The keys let a loaded document's stale or forged results be dropped before the
+    passes run again (``strip_analyses``).
+    """
+
+    name: str
+    update: Callable[[GraphIR], MetaUpdate]
+    """Reads only capture facts, so every pass can share one input."""
+    node_keys: frozenset[str] = frozenset()
+    scope_keys: frozenset[str] = frozenset()
+    graph_keys: frozenset[str] = frozenset()
+
+
 _DTYPE_BYTES: dict[str, float] = {
     "float64": 8, "double": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2,
     "complex128": 16, "cdouble": 16, "complex64": 8, "cfloat": 8, "complex32": 4, "chalf": 4,
@@ -38,45 +56,6 @@ _DTYPE_BYTES: dict[str, float] = {
     "float4_e2m1fn_x2": 1, "qint8": 1, "quint8": 1, "qint32": 4, "quint4x2": 0.5, "quint2x4": 0.25,
     "bits8": 1, "bits16": 2,
 }
-
-# Ops whose result shares storage with their first tensor argument: no new memory,
-# and the argument stays alive as long as the view does.
-VIEW_OPS = frozenset(
-    """view view_as reshape reshape_as transpose swapaxes swapdims permute t mT T adjoint getitem
-    squeeze unsqueeze flatten unflatten expand expand_as narrow select movedim moveaxis
-    split split_with_sizes chunk tensor_split unbind diagonal as_strided detach alias
-    real imag view_as_real view_as_complex unfold _unsafe_view _reshape_alias slice lift_fresh""".split()
-)
-
-_REFLECTED_OR_INPLACE = frozenset(
-    """add sub mul truediv floordiv div mod pow matmul and or xor lshift rshift""".split()
-)
-
-
-def op_name(target: str | None) -> str:
-    """Short op name: ``torch.Tensor.__iadd__`` -> ``add``, ``torch.relu_`` -> ``relu``,
-    ``aten.add_.Tensor`` -> ``add`` (ATen targets drop their overload)."""
-    if not target:
-        return ""
-    parts = target.split(".")
-    if parts[0] == "aten" and len(parts) > 1:
-        name = parts[1]
-    else:
-        name = parts[-1]
-    if name.startswith("__") and name.endswith("__") and len(name) > 4:
-        name = name[2:-2]
-        if name[:1] in ("r", "i") and name[1:] in _REFLECTED_OR_INPLACE:
-            name = name[1:]
-    elif name.endswith("_") and not name.startswith("_") and len(name) > 1:
-        name = name[:-1]
-    return name
-
-
-def is_reflected(target: str | None) -> bool:
-    """``__rmatmul__``/``__rsub__``...: the tensor arguments arrive in swapped order."""
-    name = (target or "").rsplit(".", 1)[-1]
-    return name.startswith("__r") and name[3:-2] in _REFLECTED_OR_INPLACE
-
 
 def dtype_bytes(dtype: str) -> float | None:
     """Bytes per element of a dtype string such as ``"float32"``; None if unknown."""
@@ -101,23 +80,20 @@ def operand(ir: GraphIR, node: Node, position: int, name: str = "") -> TensorMet
     Hand-built nodes without encoded arguments fall back to ``inputs`` order.
     """
     if not node.args and not node.kwargs:
-        if position < len(node.inputs):
-            return ir.value_meta(node.inputs[position], node.input_slots[position])
-        return None
+        return ir.value_meta(node.inputs[position]) if position < len(node.inputs) else None
     return tensor_of(ir, node, raw_arg(node, position, name))
 
 
 def tensor_of(ir: GraphIR, node: Node, raw: Any) -> TensorMeta | None:
-    if isinstance(raw, dict) and isinstance(raw.get("tensor"), int) and raw["tensor"] < len(node.inputs):
-        i = raw["tensor"]
-        return ir.value_meta(node.inputs[i], node.input_slots[i])
+    if isinstance(raw, dict) and isinstance(raw.get("tensor"), int) and 0 <= raw["tensor"] < len(node.inputs):
+        return ir.value_meta(node.inputs[raw["tensor"]])
     return None
 
 
 def tensor_operands(ir: GraphIR, node: Node) -> list[TensorMeta]:
     """Every tensor argument in positional order, lists flattened (``einsum(eq, [a, b])``)."""
     if not node.args and not node.kwargs:
-        return [m for i, s in zip(node.inputs, node.input_slots) if (m := ir.value_meta(i, s)) is not None]
+        return [m for ref in node.inputs if (m := ir.value_meta(ref)) is not None]
     found: list[TensorMeta] = []
 
     def walk(value: Any) -> None:
@@ -156,10 +132,10 @@ def storage_roots(ir: GraphIR) -> list[int]:
         if n.kind == "op" and n.inputs:
             if n.inplace:
                 source = written_input(n)
-            elif op_name(n.target) in VIEW_OPS:
+            elif is_view(n.target):
                 source = 0
         if source is not None and source < len(n.inputs):
-            roots.append(roots[position[n.inputs[source]]])
+            roots.append(roots[position[n.inputs[source].node]])
         else:
             roots.append(i)
     return roots

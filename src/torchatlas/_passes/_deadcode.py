@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes._common import MetaUpdate, storage_roots
+from torchatlas._passes._common import MetaUpdate, Pass, storage_roots
 
 _STATE_KINDS = frozenset({"param", "buffer", "input"})
 
@@ -40,7 +40,7 @@ def dead_code_update(ir: GraphIR) -> MetaUpdate:
     for i in range(len(nodes) - 1, -1, -1):
         if live[i]:
             for ref in nodes[i].inputs:
-                live[position[ref]] = True
+                live[position[ref.node]] = True
     node_meta: dict[str, dict[str, Any]] = {}
     dead = 0
     for i, n in enumerate(nodes):
@@ -48,3 +48,6 @@ def dead_code_update(ir: GraphIR) -> MetaUpdate:
             node_meta[n.id] = {"dead": not live[i]}
             dead += not live[i]
     return MetaUpdate(nodes=node_meta, graph={"dead_op_count": dead})
+
+
+PASS = Pass("dead_code", dead_code_update, node_keys=frozenset({"dead"}), graph_keys=frozenset({"dead_op_count"}))

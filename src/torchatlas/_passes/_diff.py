@@ -14,8 +14,8 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Scope
 from torchatlas._passes._analyze import ensure_analyzed
-from torchatlas._passes._format import format_count, format_shapes, markdown_text, safe_text
 from torchatlas._passes._repeats import structural_hashes
+from torchatlas._text import format_count, format_shapes, markdown_text, visible
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,9 @@ class GraphDiff:
     def __str__(self) -> str:
         if not self:
             return "no differences"
-        lines = [f"- {safe_text(label)}" for label in self.removed]
-        lines += [f"+ {safe_text(label)}" for label in self.added]
-        lines += [f"~ {safe_text(c.scope)}: {c.field} {safe_text(c.before)} -> {safe_text(c.after)}" for c in self.changed]
+        lines = [f"- {visible(label)}" for label in self.removed]
+        lines += [f"+ {visible(label)}" for label in self.added]
+        lines += [f"~ {visible(c.scope)}: {c.field} {visible(c.before)} -> {visible(c.after)}" for c in self.changed]
         lines += [f"= total {c.field}: {c.before} -> {c.after}" for c in self.totals]
         return "\n".join(lines)
 

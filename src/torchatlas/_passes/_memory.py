@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes._common import MetaUpdate, roll_up, storage_roots, tensor_bytes
+from torchatlas._passes._common import MetaUpdate, Pass, roll_up, storage_roots, tensor_bytes
 from torchatlas._passes._params import state_bytes
 
 _ACTIVATION_KINDS = frozenset({"input", "op"})
@@ -48,7 +48,7 @@ def memory_update(ir: GraphIR) -> MetaUpdate:
     last_use = list(range(len(nodes)))
     for i, n in enumerate(nodes):
         for ref in n.inputs:
-            root = roots[position[ref]]
+            root = roots[position[ref.node]]
             last_use[root] = max(last_use[root], i)
         last_use[roots[i]] = max(last_use[roots[i]], i)
     frees: dict[int, int] = {}
@@ -81,3 +81,17 @@ def memory_update(ir: GraphIR) -> MetaUpdate:
     }
     scope_meta = {s.id: {"activation_bytes": int(inclusive[s.id])} for s in ir.scopes}
     return MetaUpdate(node_meta, scope_meta, graph)
+
+
+PASS = Pass(
+    "memory",
+    memory_update,
+    node_keys=frozenset({"bytes"}),
+    scope_keys=frozenset({"activation_bytes"}),
+    graph_keys=frozenset(
+        {
+            "activation_bytes", "peak_activation_bytes", "peak_activation_node", "peak_activation_scope",
+            "param_bytes", "buffer_bytes", "bytes_unknown",
+        }
+    ),
+)

@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes._common import MetaUpdate, dtype_bytes
+from torchatlas._passes._common import MetaUpdate, Pass, dtype_bytes
 
 
 def _entries(ir: GraphIR, key: str, kind: str) -> list[dict[str, Any]]:
@@ -95,3 +95,13 @@ def parameters_update(ir: GraphIR) -> MetaUpdate:
         "buffer_bytes": sum(_bytes(e) for e in buffers),
     }
     return MetaUpdate(scopes=scope_meta, graph=graph)
+
+
+PASS = Pass(
+    "parameters",
+    parameters_update,
+    scope_keys=frozenset({"params", "trainable_params", "param_bytes"}),
+    graph_keys=frozenset(
+        {"param_count", "trainable_param_count", "param_bytes", "shared_param_count", "buffer_count", "buffer_bytes"}
+    ),
+)

@@ -18,8 +18,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from torchatlas._ir import GraphIR, Scope
-from torchatlas._passes._common import MetaUpdate, subtree_ends
+from torchatlas._ir import GraphIR, Ref, Scope
+from torchatlas._passes._common import MetaUpdate, Pass, subtree_ends
+from torchatlas._text import fold_label
 
 _STATE_KINDS = frozenset({"param", "buffer"})
 
@@ -41,22 +42,22 @@ def structural_hashes(ir: GraphIR) -> dict[str, str]:
     ends = subtree_ends(ir)
     op_index: dict[str, int] = {}
     first_op: dict[str, int] = {}
-    external: dict[str, dict[tuple[str, int], int]] = {s.id: {} for s in ir.scopes}
+    external: dict[str, dict[Ref, int]] = {s.id: {} for s in ir.scopes}
     items: dict[str, list[Any]] = {s.id: [] for s in ir.scopes}
 
-    def ref_code(scope: Scope, ref: str, slot: int) -> tuple[Any, ...]:
+    def ref_code(scope: Scope, ref: Ref) -> tuple[Any, ...]:
         producer = ir.node(ref)
         if producer.kind in _STATE_KINDS:
             path = producer.path or ""
             prefix = scope.path + "." if scope.path else ""
             return ("P", path[len(prefix):] if prefix and path.startswith(prefix) else path)
         if producer.kind == "constant":
-            meta = producer.outputs[slot] if slot < len(producer.outputs) else None
+            meta = ir.value_meta(ref)
             return ("C", meta.shape if meta else None, meta.dtype if meta else None)
         if producer.kind == "op" and position[scope.id] <= position[producer.scope] <= ends[scope.id]:
-            return ("L", op_index[ref] - first_op[scope.id], slot)
+            return ("L", op_index[ref.node] - first_op[scope.id], ref.slot)
         seen = external[scope.id]
-        return ("E", seen.setdefault((ref, slot), len(seen)))
+        return ("E", seen.setdefault(ref, len(seen)))
 
     for n in ir.nodes:
         if n.kind != "op":
@@ -67,14 +68,14 @@ def structural_hashes(ir: GraphIR) -> dict[str, str]:
             first_op[cur] = index
             cur = ir.scope(cur).parent
         scope = ir.scope(n.scope)
-        refs = tuple(ref_code(scope, r, s) for r, s in zip(n.inputs, n.input_slots))
+        refs = tuple(ref_code(scope, r) for r in n.inputs)
         outs = tuple((m.shape, m.dtype) for m in n.outputs)
         items[n.scope].append((n.target, _normalize(n.args), _normalize(n.kwargs), outs, refs, n.inplace))
 
     hashes: dict[str, str] = {}
     children: dict[str, list[tuple[str, str]]] = {s.id: [] for s in ir.scopes}
     for s in reversed(ir.scopes):
-        outputs = tuple(ref_code(s, o, 0) for o in s.outputs)
+        outputs = tuple(ref_code(s, o) for o in s.outputs)
         signature = (s.cls, tuple(items[s.id]), tuple(reversed(children[s.id])), outputs)
         hashes[s.id] = hashlib.blake2b(repr(signature).encode(), digest_size=8).hexdigest()
         if s.parent is not None:
@@ -93,15 +94,6 @@ def _same_slot(a: Scope, b: Scope) -> bool:
         return True
     ia, ib = _indexed(a.path), _indexed(b.path)
     return ia is not None and ib is not None and ia[0] == ib[0]
-
-
-def _label(members: list[Scope]) -> str:
-    first, last = members[0], members[-1]
-    cls, count = first.class_name, len(members)
-    ia, ib = _indexed(first.path), _indexed(last.path)
-    if ia is None or ib is None or first.path == last.path:
-        return f"{first.path or '<root>'} ({cls}) ×{count}"
-    return f"{ia[0]}.{ia[1]}–{ib[1]} ({cls}) ×{count}"
 
 
 def _runs(ir: GraphIR, hashes: dict[str, str]) -> list[list[Scope]]:
@@ -142,5 +134,10 @@ def find_repeats_update(ir: GraphIR) -> MetaUpdate:
         group = f"g{number}"
         for i, member in enumerate(run):
             scope_meta[member.id]["repeat"] = {"group": group, "index": i, "count": len(run)}
-        groups.append({"group": group, "scopes": [m.id for m in run], "count": len(run), "label": _label(run)})
+        groups.append({"group": group, "scopes": [m.id for m in run], "count": len(run), "label": fold_label(run[0].path, run[-1].path, run[0].class_name, len(run))})
     return MetaUpdate(scopes=scope_meta, graph={"repeat_groups": groups})
+
+
+PASS = Pass(
+    "repeats", find_repeats_update, scope_keys=frozenset({"structure_hash", "repeat"}), graph_keys=frozenset({"repeat_groups"})
+)

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchatlas._ir import GraphIR
-from torchatlas._passes._common import MetaUpdate, subtree_ends
+from torchatlas._ir import GraphIR, Ref
+from torchatlas._passes._common import MetaUpdate, Pass, subtree_ends
 
 _STATE_KINDS = frozenset({"param", "buffer"})
 
 
-def scope_inputs(ir: GraphIR) -> dict[str, list[tuple[str, int]]]:
-    """Scope id -> ``(node id, output slot)`` read from outside it, in first-read order."""
+def scope_inputs(ir: GraphIR) -> dict[str, list[Ref]]:
+    """Scope id -> the values read from outside it, in first-read order."""
     position = {s.id: i for i, s in enumerate(ir.scopes)}
     ends = subtree_ends(ir)
-    found: dict[str, dict[tuple[str, int], None]] = {s.id: {} for s in ir.scopes}
+    found: dict[str, dict[Ref, None]] = {s.id: {} for s in ir.scopes}
     for n in ir.nodes:
         if n.kind != "op":
             continue
-        for ref, slot in zip(n.inputs, n.input_slots):
+        for ref in n.inputs:
             producer = ir.node(ref)
             if producer.kind in _STATE_KINDS:
                 continue
@@ -31,7 +31,7 @@ def scope_inputs(ir: GraphIR) -> dict[str, list[tuple[str, int]]]:
             # Walk up from the reading scope until one contains the producer.
             cur: str | None = n.scope
             while cur is not None and not position[cur] <= where <= ends[cur]:
-                found[cur].setdefault((ref, slot), None)
+                found[cur].setdefault(ref, None)
                 cur = ir.scope(cur).parent
     return {sid: list(refs) for sid, refs in found.items()}
 
@@ -46,10 +46,13 @@ def io_shapes_update(ir: GraphIR) -> MetaUpdate:
     inputs = scope_inputs(ir)
     scope_meta: dict[str, dict[str, Any]] = {}
     for s in ir.scopes:
-        ins = [ir.value_meta(ref, slot) for ref, slot in inputs[s.id]]
+        ins = [ir.value_meta(ref) for ref in inputs[s.id]]
         outs = [ir.value_meta(ref) for ref in s.outputs]
         scope_meta[s.id] = {
             "input_shapes": [list(m.shape) for m in ins if m is not None],
             "output_shapes": [list(m.shape) for m in outs if m is not None],
         }
     return MetaUpdate(scopes=scope_meta)
+
+
+PASS = Pass("io_shapes", io_shapes_update, scope_keys=frozenset({"input_shapes", "output_shapes"}))

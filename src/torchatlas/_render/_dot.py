@@ -11,15 +11,24 @@ gives the same text.
 from __future__ import annotations
 
 import warnings
-from collections import Counter
 from dataclasses import replace
-from pathlib import Path, PurePath
+from pathlib import PurePath
 
-from torchatlas._io import write_atomic
-from torchatlas._ir import GraphIR, Node, Scope, Source, TensorMeta
-from torchatlas._render._categories import LEGEND, PALETTES, Palette, category, op_name
-from torchatlas._render._dot_view import DotOptions, Edge, Layout, Unit, build_layout, with_repeats
+from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
+from torchatlas._ops import LEGEND, category, op_name
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
+from torchatlas._render._labels import (
+    dominant_dtype,
+    fold_name,
+    input_label,
+    model_title,
+    relative_name,
+    scope_name,
+    shape_text,
+)
+from torchatlas._render._palette import PALETTES, Palette
+from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout
+from torchatlas._text import format_compact
 
 FONT = "Helvetica,Arial,sans-serif"
 
@@ -35,32 +44,9 @@ _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 # -- labels --------------------------------------------------------------------
 
 
-def _dominant_dtype(ir: GraphIR) -> str | None:
-    counts = Counter(m.dtype for n in ir.nodes if n.kind in ("op", "input") for m in n.outputs)
-    if not counts:
-        return None
-    return min(counts, key=lambda d: (-counts[d], d))
-
-
-def _shape_text(meta: TensorMeta | None, dominant: str | None) -> str:
-    if meta is None:
-        return "?"
-    text = "×".join(str(s) for s in meta.shape) if meta.shape else "scalar"
-    if meta.dtype and meta.dtype != dominant:
-        text += f" {meta.dtype}"
-    return text
-
-
-def _shapes_text(ir: GraphIR, values: list[tuple[str, int]], dominant: str | None, most: int = 3) -> list[str]:
-    texts = list(dict.fromkeys(_shape_text(ir.value_meta(v, slot), dominant) for v, slot in values))
+def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int = 3) -> list[str]:
+    texts = list(dict.fromkeys(shape_text(ir.value_meta(v), dominant) for v in values))
     return texts[:most] + (["…"] if len(texts) > most else [])
-
-
-def _count_text(n: int) -> str:
-    for scale, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "K")):
-        if n >= scale:
-            return f"{n / scale:.1f}{suffix}"
-    return str(n)
 
 
 def _param_count(ir: GraphIR, unit: Unit) -> int:
@@ -78,26 +64,6 @@ def _param_count(ir: GraphIR, unit: Unit) -> int:
     return sum(n.outputs[0].numel() for n in unit.nodes if n.kind == "param" and n.outputs)
 
 
-def _scope_name(scope: Scope, model: str) -> str:
-    name = scope.path or model
-    return name + (f"#{scope.call}" if scope.call else "")
-
-
-def _fold_name(first: Scope, last: Scope) -> str:
-    """``layers.0–11`` for a module list; the path alone for a loop calling one module."""
-    if first.path == last.path:
-        return first.path
-    a, b = first.path.split("."), last.path.split(".")
-    if len(a) == len(b) and a[:-1] == b[:-1]:
-        return ".".join([*a[:-1], f"{a[-1]}–{b[-1]}"])
-    return f"{first.path} … {last.path}"
-
-
-def _relative(name: str, within: str) -> str:
-    """A box's name inside its cluster, without the cluster's path: ``layer1.0.conv1`` in ``layer1.0`` -> ``conv1``."""
-    return name[len(within) + 1 :] if within and name.startswith(within + ".") else name
-
-
 def _font(text: str, color: str, size: int | None = None) -> str:
     size_attr = f' POINT-SIZE="{size}"' if size else ""
     return f'<FONT COLOR="{color}"{size_attr}>{text}</FONT>'
@@ -110,22 +76,13 @@ def _source_line(source: Source | None) -> str:
     return f"{PurePath(source.file).name}:{source.line}  {source.code}".rstrip()
 
 
-def _input_label(path: str | None) -> str:
-    path = path or "?"
-    for prefix in ("kwargs['", 'kwargs["'):
-        if path.startswith(prefix) and path.endswith(prefix[-1] + "]"):
-            return path[len(prefix) : -2]
-    return path
-
-
 class _Writer:
     def __init__(self, ir: GraphIR, options: DotOptions, layout: Layout) -> None:
         self.ir, self.options, self.layout = ir, options, layout
         self.children = ir.children()
         self.palette: Palette = PALETTES[options.theme]
-        self.dominant = _dominant_dtype(ir)
-        model = ir.meta.get("model") or (ir.scope(layout.root).cls if layout.root else "model")
-        self.model = str(model).rsplit(".", 1)[-1]
+        self.dominant = dominant_dtype(ir)
+        self.model = model_title(ir)
         self.used_categories: set[str] = set()
         self.linked_tensors: set[str] = set()
         # Module calls holding the op a partial trace failed at: marked even when drawn as one box.
@@ -188,7 +145,7 @@ class _Writer:
     def _cluster(self, scope_id: str, indent: int) -> None:
         scope, pad, p = self.ir.scope(scope_id), "  " * indent, self.palette
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
-        name, cls = html_text(_scope_name(scope, self.model)), html_text(f"({scope.class_name})")
+        name, cls = html_text(scope_name(scope, self.model)), html_text(f"({scope.class_name})")
         label = f"<B>{name}</B> {_font(cls, p.muted)}"
         self.lines += [
             f"{pad}subgraph {quoted('cluster_' + scope_id)} {{",
@@ -210,8 +167,7 @@ class _Writer:
         self.lines.append(f"{pad}{quoted(unit.id)} [{attrs}];")
         if self.options.show_tensors:
             for node_id, slot in dict.fromkeys(self.out_values.get(unit.id, [])):
-                meta = self.ir.value_meta(node_id, slot)
-                label = html_text(_shape_text(meta, self.dominant))
+                label = html_text(shape_text(self.ir.value_meta(Ref(node_id, slot)), self.dominant))
                 self.lines.append(
                     f'{pad}{quoted(f"t_{node_id}_{slot}")} [label=<{label}>, shape=box, style="rounded,dashed",'
                     f' color="{self.palette.edge}", fontcolor="{self.palette.muted}", fontsize=9, height=0.2];'
@@ -231,17 +187,17 @@ class _Writer:
             label = f"<B>{html_text(name)}</B>"
             tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
         elif n.kind == "input":
-            shape = _font(html_text(_shape_text(meta, self.dominant)), p.muted, 9)
-            label = f"<B>{html_text(_input_label(n.path))}</B><BR/>{shape}"
+            shape = _font(html_text(shape_text(meta, self.dominant)), p.muted, 9)
+            label = f"<B>{html_text(input_label(n.path))}</B><BR/>{shape}"
             tip = tooltip(n.path or "input")
         elif n.kind == "output":
-            value = self.ir.value_meta(n.inputs[0], n.input_slots[0]) if n.inputs else meta
-            shape = _font(html_text(_shape_text(value, self.dominant)), p.muted, 9)
+            value = self.ir.value_meta(n.inputs[0]) if n.inputs else meta
+            shape = _font(html_text(shape_text(value, self.dominant)), p.muted, 9)
             label = f"<B>{html_text(n.path or 'output')}</B><BR/>{shape}"
             tip = tooltip(n.path or "output")
         else:
             name = (n.path or n.kind).rsplit(".", 1)[-1]
-            label = f"{html_text(name)}<BR/>{_font(html_text(_shape_text(meta, self.dominant)), p.muted, 9)}"
+            label = f"{html_text(name)}<BR/>{_font(html_text(shape_text(meta, self.dominant)), p.muted, 9)}"
             tip = tooltip(f"{n.kind} {n.path or ''}")
         extra = ", penwidth=2" if n.inplace else ""
         if "error" in n.meta:  # the op a partial trace stopped at
@@ -252,13 +208,13 @@ class _Writer:
     def _box_attrs(self, unit: Unit) -> str:
         p, scope = self.palette, unit.scope
         if unit.kind == "fold":
-            name = _fold_name(unit.members[0], unit.members[-1])
+            name = fold_name(unit.members)
             cat = "module"
         else:
-            name = _scope_name(scope, self.model)
+            name = scope_name(scope, self.model)
             cat = self._box_category(unit)
         full_name = name
-        name = _relative(name, self.ir.scope(unit.container).path if unit.container else "")
+        name = relative_name(name, self.ir.scope(unit.container).path if unit.container else "")
         ins = _shapes_text(self.ir, self.in_values.get(unit.id, []), self.dominant)
         outs = _shapes_text(self.ir, self.out_values.get(unit.id, []), self.dominant)
         facts = []
@@ -266,7 +222,7 @@ class _Writer:
             facts.append(f"{', '.join(ins) or '–'} → {', '.join(outs) or '–'}")
         params = _param_count(self.ir, unit)
         if params:
-            facts.append(f"{_count_text(params)} params")
+            facts.append(f"{format_compact(params)} params")
         title = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if unit.kind == "fold":
             title += f" <B>×{len(unit.members)}</B>"
@@ -293,15 +249,15 @@ class _Writer:
         """A stand-in for a far-away value: where it comes from and its shape."""
         source = self.layout.units[ref.source]
         if source.kind == "fold":
-            name = _fold_name(source.members[0], source.members[-1])
+            name = fold_name(source.members)
         elif source.kind == "box":
-            name = _scope_name(source.scope, self.model)
+            name = scope_name(source.scope, self.model)
         elif source.node.kind == "op":
             name = op_name(source.node.target) or "?"
         else:
-            name = _input_label(source.node.path)
+            name = input_label(source.node.path)
         p = self.palette
-        shape = _shape_text(self.ir.value_meta(ref.node.id, ref.slot), self.dominant)
+        shape = shape_text(self.ir.value_meta(Ref(ref.node.id, ref.slot)), self.dominant)
         label = f"↪ {html_text(name)}<BR/>{_font(html_text(shape), p.muted, 9)}"
         return (
             f'label=<{label}>, style="rounded,dashed", color="{p.edge}", fillcolor="{p.background}",'
@@ -341,23 +297,22 @@ class _Writer:
 
 
 # -- entry points ----------------------------------------------------------------
+# Each takes an analysed graph (``meta["repeat"]`` marks the runs ``fold_repeats`` folds).
 
 
 def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     """The graph as Graphviz DOT text (deterministic; needs no Graphviz install)."""
     options = options or DotOptions()
-    ir = with_repeats(ir, options)
     return _Writer(ir, options, build_layout(ir, options)).write()
 
 
 def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
     """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
     options = options or DotOptions()
-    return build_layout(with_repeats(ir, options), options).element_count(options.show_tensors)
+    return build_layout(ir, options).element_count(options.show_tensors)
 
 
 def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:
-    ir = with_repeats(ir, replace(options, fold_repeats=True))
     deepest = max((ir.depth(s.id) for s in ir.scopes), default=0)
     limit = options.depth if options.depth is not None else deepest + 1
     fitting = [d for d in range(limit) if diagram_size(ir, replace(options, depth=d)) <= MAX_DOT_ELEMENTS]
@@ -383,25 +338,21 @@ def render(ir: GraphIR, options: DotOptions | None = None, fmt: str = "svg") -> 
     options = options or DotOptions()
     if fmt != "dot" and fmt not in FORMATS:
         raise ValueError(f"unknown image format {fmt!r}; expected one of {', '.join(FORMATS)} or 'dot'")
-    ir = with_repeats(ir, options)
     layout = build_layout(ir, options)
     source = _Writer(ir, options, layout).write()
     if fmt == "dot":
         return source.encode("utf-8")
     size = layout.element_count(options.show_tensors)
     if size > MAX_DOT_ELEMENTS:
-        warnings.warn(_size_advice(ir, options, size), RuntimeWarning, stacklevel=2)
+        warnings.warn(_size_advice(ir, options, size), RuntimeWarning, stacklevel=3)
     return run_dot(source, fmt)
 
 
-def render_to_file(
-    ir: GraphIR, path: str | Path, options: DotOptions | None = None, fmt: str | None = None
-) -> Path:
-    """Write the diagram to ``path``; ``fmt`` defaults to the file suffix (``.gv`` and ``.dot`` give DOT)."""
-    target = Path(path)
+def image_format(path: str | PurePath, fmt: str | None = None) -> str:
+    """The format to draw ``path`` in: ``fmt``, else its suffix (``.gv`` and ``.dot`` give DOT)."""
     if fmt is None:
-        suffix = target.suffix.lower().lstrip(".")
+        suffix = PurePath(path).suffix.lower().lstrip(".")
         fmt = "dot" if suffix == "gv" else suffix
     if fmt != "dot" and fmt not in FORMATS:
-        raise ValueError(f"cannot tell the image format from {str(target)!r}; pass fmt= one of svg, png, pdf, dot")
-    return write_atomic(target, render(ir, options, fmt))
+        raise ValueError(f"cannot tell the image format from {str(path)!r}; pass format= one of svg, png, pdf, dot")
+    return fmt

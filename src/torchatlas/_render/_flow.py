@@ -1,21 +1,29 @@
 """Per-scope data flow: the items a module call is made of, and the edges between them.
 
 An *item* of a scope is either an op recorded directly in it or one of its child
-module calls. Each edge of the graph belongs to exactly one scope: the deepest
-one containing both ends. Edges entering or leaving a scope's subtree become
-edges from its virtual source or to its virtual sink.
+module calls; items are typed (:class:`Item`), so no id scheme is assumed. Each
+edge of the graph belongs to exactly one scope: the deepest one containing both
+ends. Edges entering or leaving a scope's subtree become edges from its virtual
+source or to its virtual sink.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
-from .._ir import GraphIR, Node
-from .._passes._common import op_name
+from torchatlas._ir import GraphIR, Node, Ref
 
-SOURCE = "<source>"
-SINK = "<sink>"
-_EXTERNAL_KINDS = ("input",)
+
+class Item(NamedTuple):
+    """An op (``is_scope`` False: ``id`` is a node id) or a child module call (a scope id)."""
+
+    is_scope: bool
+    id: str
+
+
+SOURCE = Item(False, "<source>")
+SINK = Item(False, "<sink>")
 _LOCAL_LEAF_KINDS = ("param", "buffer", "constant")
 
 
@@ -23,28 +31,28 @@ _LOCAL_LEAF_KINDS = ("param", "buffer", "constant")
 class ScopeFlow:
     """Items of one scope in execution order and the edges between them."""
 
-    items: list[str] = field(default_factory=list)
-    """Node ids (ops directly in the scope) and scope ids (child calls)."""
-    edges: dict[str, list[str]] = field(default_factory=dict)
+    items: list[Item] = field(default_factory=list)
+    """Ops directly in the scope and child calls."""
+    edges: dict[Item, list[Item]] = field(default_factory=dict)
     """item -> items it feeds, including ``SINK``; ``SOURCE`` -> items reading from outside."""
-    inputs: list[tuple[str, int]] = field(default_factory=list)
-    """(node id, slot) values read from outside the scope, first read first."""
+    inputs: list[Ref] = field(default_factory=list)
+    """Values read from outside the scope, first read first."""
 
 
 def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
     flows = {s.id: ScopeFlow() for s in ir.scopes}
     chains = {s.id: ir.ancestry(s.id) for s in ir.scopes}
-    first_seen: set[tuple[str, str]] = set()
+    first_seen: set[tuple[str, Item]] = set()
 
-    def add_item(scope_id: str, item: str) -> None:
+    def add_item(scope_id: str, item: Item) -> None:
         if (scope_id, item) not in first_seen:
             first_seen.add((scope_id, item))
             flows[scope_id].items.append(item)
 
-    def item_at(chain: list[str], node: Node, level: int) -> str:
-        return chain[level + 1] if level + 1 < len(chain) else node.id
+    def item_at(chain: list[str], node: Node, level: int) -> Item:
+        return Item(True, chain[level + 1]) if level + 1 < len(chain) else Item(False, node.id)
 
-    def add_edge(scope_id: str, a: str, b: str) -> None:
+    def add_edge(scope_id: str, a: Item, b: Item) -> None:
         targets = flows[scope_id].edges.setdefault(a, [])
         if b not in targets:
             targets.append(b)
@@ -56,11 +64,11 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
         chain = chains[node.scope] if node.kind == "op" else []
         for level in range(len(chain)):
             add_item(chain[level], item_at(chain, node, level))
-        for src_id, slot in zip(node.inputs, node.input_slots):
-            src = ir.node(src_id)
+        for ref in node.inputs:
+            src = ir.node(ref)
             if src.kind in _LOCAL_LEAF_KINDS:
                 continue
-            users[src_id] = users.get(src_id, 0) + 1
+            users[ref.node] = users.get(ref.node, 0) + 1
             src_chain = chains[src.scope] if src.kind == "op" else []
             common = 0
             while common < min(len(chain), len(src_chain)) and chain[common] == src_chain[common]:
@@ -72,8 +80,8 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
                     add_edge(chain[level], a, b)
             for level in range(common, len(chain)):  # value enters these scopes from outside
                 add_edge(chain[level], SOURCE, item_at(chain, node, level))
-                if (src_id, slot) not in flows[chain[level]].inputs:
-                    flows[chain[level]].inputs.append((src_id, slot))
+                if ref not in flows[chain[level]].inputs:
+                    flows[chain[level]].inputs.append(ref)
             for level in range(common, len(src_chain)):  # value leaves these scopes
                 add_edge(src_chain[level], item_at(src_chain, src, level), SINK)
     for node in ir.nodes:  # ops nobody reads still end somewhere
@@ -82,22 +90,3 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
             for level in range(len(chain)):
                 add_edge(chain[level], item_at(chain, node, level), SINK)
     return flows
-
-
-def op_display(node: Node) -> str:
-    """``conv2d``, ``view``, ``add (+)``, ``addmm`` (for ``aten.addmm.default``)."""
-    target = node.target or node.kind
-    symbol = _OPERATOR_SYMBOLS.get(target.rsplit(".", 1)[-1])
-    name = op_name(target)
-    return f"{name} ({symbol})" if symbol else name
-
-
-_OPERATOR_SYMBOLS = {
-    "__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__floordiv__": "//",
-    "__mod__": "%", "__pow__": "**", "__matmul__": "@", "__and__": "&", "__or__": "|", "__xor__": "^",
-    "__lshift__": "<<", "__rshift__": ">>", "__neg__": "-x", "__invert__": "~", "__pos__": "+x",
-    "__lt__": "<", "__le__": "<=", "__eq__": "==", "__ne__": "!=", "__gt__": ">", "__ge__": ">=",
-    "__iadd__": "+=", "__isub__": "-=", "__imul__": "*=", "__itruediv__": "/=", "__ifloordiv__": "//=",
-    "__imod__": "%=", "__ipow__": "**=", "__imatmul__": "@=", "__iand__": "&=", "__ior__": "|=",
-    "__ixor__": "^=", "__ilshift__": "<<=", "__irshift__": ">>=", "__getitem__": "[]", "__setitem__": "[]=",
-}

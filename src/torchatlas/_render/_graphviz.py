@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import html
 import re
-import unicodedata
 
 import graphviz
+
+from torchatlas._text import visible
 
 FORMATS: tuple[str, ...] = ("svg", "png", "pdf")
 """Formats :func:`run_dot` produces; ``"dot"`` text needs no binary."""
@@ -21,22 +22,6 @@ _INSTALL_HINT = (
     "or `conda install -c conda-forge graphviz`, or ask for format='dot' to get the DOT text instead."
 )
 
-_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-
-
-def visible(text: str, limit: int | None = None) -> str:
-    """Control characters, surrogates and bidi overrides spelled out (``\\n``), long text cut."""
-    out = []
-    for ch in text:
-        if unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") or ch in _BIDI_CONTROLS or ch in "\ufffe\uffff":
-            out.append(ascii(ch)[1:-1])
-        else:
-            out.append(ch)
-    shown = "".join(out)
-    if limit is not None and len(shown) > limit:
-        shown = shown[: limit - 1] + "…"
-    return shown
-
 
 def html_text(text: str, limit: int | None = 60) -> str:
     """Text for inside an HTML-like label."""
@@ -44,8 +29,13 @@ def html_text(text: str, limit: int | None = 60) -> str:
 
 
 def quoted(text: str, limit: int | None = None) -> str:
-    """A DOT double-quoted string whose escString escapes show literally."""
-    return '"' + visible(text, limit).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """A DOT double-quoted string whose escString escapes show literally.
+
+    ``&`` becomes ``&amp;``: Graphviz reads ``&#1;`` in any string as a character
+    reference, and would write it into the SVG as an invalid character.
+    """
+    shown = visible(text, limit).replace("&", "&amp;").replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{shown}"'
 
 
 def tooltip(*lines: str) -> str:

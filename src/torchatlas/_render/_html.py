@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import html
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
-from torchatlas._passes._flops import flops
-from torchatlas._passes._params import parameters
-from torchatlas._passes._repeats import find_repeats
-from torchatlas._render._categories import CATEGORIES, LEGEND, PALETTES, category, op_name
+from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
+from torchatlas._render._labels import model_title
+from torchatlas._render._palette import PALETTES
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -47,17 +47,6 @@ def _bundle() -> tuple[str, str]:
     if "</style" in style.lower():
         raise ViewerBundleMissing(f"{css} contains '</style' and cannot be inlined")
     return script, style
-
-
-def with_analyses(ir: GraphIR) -> GraphIR:
-    """The graph with repeat groups, parameter counts and FLOPs, computing whichever are missing."""
-    if "repeat_groups" not in ir.meta:
-        ir = find_repeats(ir)
-    if "flops" not in ir.meta:
-        ir = flops(ir)
-    if "param_count" not in ir.meta and "parameters" in ir.meta:
-        ir = parameters(ir)
-    return ir
 
 
 class _Interner:
@@ -117,9 +106,9 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     for n in ir.nodes:
         d: dict[str, Any] = {"k": NODE_KINDS.index(n.kind), "s": scope_index[n.scope], "c": categories.index(category(n.target, n.kind))}
         if n.inputs:
-            d["i"] = [node_index[i] for i in n.inputs]
-            if any(n.input_slots):
-                d["sl"] = list(n.input_slots)
+            d["i"] = [node_index[r.node] for r in n.inputs]
+            if any(r.slot for r in n.inputs):
+                d["sl"] = [r.slot for r in n.inputs]
         if n.outputs:
             d["o"] = [metas({"shape": list(m.shape), "dtype": m.dtype, "device": m.device}) for m in n.outputs]
         if n.target is not None:
@@ -147,7 +136,9 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if s.source is not None:
             d["src"] = _source(s.source, files)
         if s.outputs:
-            d["out"] = [node_index[o] for o in s.outputs]
+            d["out"] = [node_index[r.node] for r in s.outputs]
+            if any(r.slot for r in s.outputs):
+                d["osl"] = [r.slot for r in s.outputs]
         if s.id in repeats:
             d["rep"] = repeats[s.id]
         if _number(s.meta.get("params")) is not None:
@@ -159,7 +150,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         out_scopes.append(d)
 
     return {
-        "title": title or _default_title(ir),
+        "title": title or model_title(ir),
         "kinds": list(NODE_KINDS),
         "categories": categories,
         "legend": [list(item) for item in LEGEND],
@@ -173,13 +164,6 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
 
 def _scope_fields(s: Scope) -> dict[str, Any]:
     return {f: getattr(s, f) for f in ("id", "parent", "path", "cls", "call", "source", "outputs", "meta")}
-
-
-def _default_title(ir: GraphIR) -> str:
-    model = ir.meta.get("model")
-    if model:
-        return str(model).rsplit(".", 1)[-1]
-    return ir.scopes[0].class_name if ir.scopes else "graph"
 
 
 def palette_css() -> str:
@@ -220,10 +204,18 @@ def _plain_text(text: str) -> str:
     return html.escape(text.encode("utf-8", "replace").decode("utf-8"))
 
 
-def to_html(ir: GraphIR, title: str | None = None) -> str:
-    """A self-contained interactive page for ``ir`` (works offline, from ``file://``)."""
+@dataclass(frozen=True)
+class HtmlOptions:
+    """What the web page shows; every field is also a keyword of ``Graph.to_html``."""
+
+    title: str | None = None
+    """The page's title; default: the model's class name."""
+
+
+def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
+    """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``)."""
     script, style = _bundle()
-    doc = viewer_document(with_analyses(ir), title)
+    doc = viewer_document(ir, (options or HtmlOptions()).title)
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en" data-theme="light">\n<head>\n<meta charset="utf-8">\n'
@@ -237,12 +229,12 @@ def to_html(ir: GraphIR, title: str | None = None) -> str:
     )
 
 
-def notebook_html(ir: GraphIR, title: str | None = None, height: int = 640) -> str:
+def notebook_html(ir: GraphIR, height: int = 640) -> str:
     """An ``<iframe srcdoc>`` holding the page, for Jupyter's ``_repr_html_``.
 
     An iframe keeps the viewer's styles and scripts away from the notebook's own.
     """
-    page = to_html(ir, title)
+    page = to_html(ir)
     return (
         f'<iframe srcdoc="{html.escape(page, quote=True)}" '
         f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '

@@ -11,10 +11,12 @@ writes them, which is what it prints on edges.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from torchatlas._ir import GraphIR, Scope
-from torchatlas._render._categories import op_name
+from torchatlas._ops import op_name
+from torchatlas._render._labels import model_title
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:
@@ -48,11 +50,23 @@ def _attrs(pairs: list[tuple[str, Any]]) -> list[dict[str, str]]:
     return [{"key": k, "value": str(v)} for k, v in pairs if v is not None and v != ""]
 
 
+@dataclass(frozen=True)
+class ModelExplorerOptions:
+    """Options of the Model Explorer export."""
+
+    title: str | None = None
+    """The graph's label; default: the model's class name."""
+
+
+def model_explorer_json(ir: GraphIR, options: ModelExplorerOptions | None = None) -> str:
+    """The export as JSON text, ready to save as ``.json``."""
+    return json.dumps(to_model_explorer(ir, (options or ModelExplorerOptions()).title))
+
+
 def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     """A Model Explorer graph collection for ``ir``; save it as ``.json`` and open it in Model Explorer."""
     namespaces = _namespaces(ir)
-    model = ir.meta.get("model")
-    label = title or (str(model).rsplit(".", 1)[-1] if model else ir.scopes[0].class_name if ir.scopes else "graph")
+    label = title or model_title(ir)
     nodes = []
     for n in ir.nodes:
         scope = ir.scope(n.scope)
@@ -83,7 +97,7 @@ def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         ]
         incoming = [
             {"sourceNodeId": src, "sourceNodeOutputId": str(slot), "targetNodeInputId": str(i)}
-            for i, (src, slot) in enumerate(zip(n.inputs, n.input_slots))
+            for i, (src, slot) in enumerate(n.inputs)
         ]
         nodes.append(
             {

@@ -18,15 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes import ensure_analyzed
-from torchatlas._passes._format import (
-    format_bytes,
-    format_count,
-    format_shapes,
-    format_si,
-    markdown_text,
-    safe_text,
-)
+from torchatlas._text import format_bytes, format_count, format_shapes, format_si, markdown_text, visible
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -53,8 +45,7 @@ class Row:
 
 
 def summary_rows(ir: GraphIR, depth: int | None = None) -> tuple[list[Row], Row]:
-    """The module-call rows (calls deeper than ``depth`` left out) and the totals row."""
-    ir = ensure_analyzed(ir)
+    """The module-call rows (calls deeper than ``depth`` left out) and the totals row; ``ir`` is analysed."""
     total_flops = ir.meta.get("flops") or 0
     rows: list[Row] = []
     depths: dict[str, int] = {}
@@ -112,23 +103,39 @@ def summary_table(ir: GraphIR, depth: int | None = None) -> Table:
     for name in COLUMNS:
         table.add_column(name, justify="right" if name in _NUMERIC else "left", overflow="fold")
     for row in rows:
-        module = Text("  " * row.depth + safe_text(row.cells[0]))
-        table.add_row(module, *(Text(safe_text(c)) for c in row.cells[1:]))
+        module = Text("  " * row.depth + visible(row.cells[0]))
+        table.add_row(module, *(Text(visible(c)) for c in row.cells[1:]))
     table.add_section()
-    table.add_row(*(Text(safe_text(c), style="bold") for c in totals.cells))
+    table.add_row(*(Text(visible(c), style="bold") for c in totals.cells))
     return table
 
 
-def summary(
-    ir: GraphIR,
-    depth: int | None = None,
-    fmt: SummaryFormat = "rich",
-    width: int = 160,
-    color: bool = False,
-) -> str:
-    """The summary table as a string in ``fmt``; ``depth=0`` keeps only the root call.
+@dataclass(frozen=True)
+class SummaryOptions:
+    """What the summary table shows and how; every field is also a keyword of ``Graph.summary``."""
+
+    depth: int | None = None
+    """Module nesting to list (the model is depth 0); deeper calls are left out. None: all."""
+    format: SummaryFormat = "text"
+    """``"rich"`` (a box table), ``"text"`` (aligned plain columns) or ``"markdown"``."""
+    width: int = 160
+    """Characters per line for ``"rich"``."""
+    color: bool = False
+    """ANSI styles in ``"rich"``."""
+
+    def __post_init__(self) -> None:
+        if self.format not in ("rich", "text", "markdown"):
+            raise ValueError(f"unknown summary format {self.format!r}; use 'rich', 'text' or 'markdown'")
+        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
+            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
+
+
+def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
+    """The summary table as a string; ``depth=0`` keeps only the root call.
 
     A partial trace (the forward pass failed) ends with a line naming the failing op."""
+    options = options or SummaryOptions()
+    depth, fmt, width, color = options.depth, options.format, options.width, options.color
     if fmt == "rich":
         buffer = io.StringIO()
         console = Console(file=buffer, width=width, force_terminal=color, color_system="standard" if color else None)
@@ -137,9 +144,7 @@ def summary(
     rows, totals = summary_rows(ir, depth)
     if fmt == "text":
         return _text_table(rows, totals) + _failure_line(ir)
-    if fmt == "markdown":
-        return _markdown_table(rows, totals) + _failure_line(ir)
-    raise ValueError(f"unknown summary format {fmt!r}; use 'rich', 'text' or 'markdown'")
+    return _markdown_table(rows, totals) + _failure_line(ir)
 
 
 def _failure_line(ir: GraphIR) -> str:
@@ -149,13 +154,13 @@ def _failure_line(ir: GraphIR) -> str:
     scope = ir.scope(failed.scope)
     where = f" at {failed.source}" if failed.source else ""
     text = f"✗ the forward pass failed at {failed.target} in {scope.label}{where}: {failed.meta['error']}"
-    return "\n" + safe_text(text) + "\n"
+    return "\n" + visible(text) + "\n"
 
 
 def _text_table(rows: list[Row], totals: Row) -> str:
     lines = [list(COLUMNS)]
     for row in [*rows, totals]:
-        cells = [safe_text(c) for c in row.cells]
+        cells = [visible(c) for c in row.cells]
         lines.append(["  " * row.depth + cells[0], *cells[1:]])
     widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._ir import GraphIR, Node, Source, TensorMeta
-from ._flow import ScopeFlow, op_display, scope_flows
-from ._text import safe_text, to_ascii
+from torchatlas._ir import GraphIR, Node, Ref, Source
+from torchatlas._text import to_ascii, visible
+
+from ._flow import Item, ScopeFlow, scope_flows
+from ._labels import dominant_dtype, op_display, shape_text
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 ASCII_GUIDES = ("|-- ", "`-- ", "|   ", "    ")
@@ -23,12 +25,28 @@ class Line:
     children: list[Line] = field(default_factory=list)
 
 
-def render_tree(ir: GraphIR, depth: int | None = None, ascii: bool = False, source: bool = False) -> str:
-    """The whole tree as text. ``depth`` collapses module calls deeper than it into one line;
-    ``source`` appends the user file:line of each op and call."""
-    root = _TreeBuilder(ir, depth, source).build()
-    text = "\n".join(_draw(root, ASCII_GUIDES if ascii else UNICODE_GUIDES))
-    return to_ascii(text) if ascii else text
+@dataclass(frozen=True)
+class TreeOptions:
+    """What the text tree shows; every field is also a keyword of ``Graph.tree``."""
+
+    depth: int | None = None
+    """Module nesting to expand (the model is depth 0); deeper calls are one line each. None: all."""
+    ascii: bool = False
+    """Draw with ``|--`` and spell arrows and marks in ASCII."""
+    source: bool = False
+    """Append the user file:line of each op and module call."""
+
+    def __post_init__(self) -> None:
+        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
+            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
+
+
+def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:
+    """The whole tree as text."""
+    options = options or TreeOptions()
+    root = _TreeBuilder(ir, options.depth, options.source).build()
+    text = "\n".join(_draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
+    return to_ascii(text) if options.ascii else text
 
 
 def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
@@ -48,23 +66,6 @@ def _short_source(src: Source) -> str:
     return f"{src.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{src.line}"
 
 
-def format_shape(meta: TensorMeta | None, default_dtype: str | None = None) -> str:
-    if meta is None:
-        return "?"
-    text = "×".join(str(s) for s in meta.shape) if meta.shape else "scalar"
-    if default_dtype and meta.dtype != default_dtype:
-        text += f" {meta.dtype}"
-    return text
-
-
-def dominant_dtype(ir: GraphIR) -> str | None:
-    counts: dict[str, int] = {}
-    for n in ir.nodes:
-        for m in n.outputs:
-            counts[m.dtype] = counts.get(m.dtype, 0) + 1
-    return max(counts, key=counts.__getitem__) if counts else None
-
-
 class _TreeBuilder:
     def __init__(self, ir: GraphIR, depth: int | None, source: bool = False) -> None:
         self.ir = ir
@@ -73,33 +74,32 @@ class _TreeBuilder:
         self.flows = scope_flows(ir)
         self.children = ir.children()
         self.dtype = dominant_dtype(ir)
-        self._preds: dict[int, dict[str, list[str]]] = {}
+        self._preds: dict[int, dict[Item, list[Item]]] = {}
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
 
     # -- labels -----------------------------------------------------------------
 
-    def shapes(self, refs: list[tuple[str, int]]) -> str:
-        metas = [self.ir.value_meta(n, s) for n, s in refs]
-        parts = [format_shape(m, self.dtype) for m in metas]
+    def shapes(self, refs: list[Ref]) -> str:
+        parts = [shape_text(self.ir.value_meta(r), self.dtype) for r in refs]
         return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
 
     def scope_label(self, scope_id: str) -> str:
         scope = self.ir.scope(scope_id)
         label = scope.label if scope.parent is not None else scope.class_name
         flow = self.flows[scope_id]
-        outs = [(o, 0) for o in scope.outputs]
+        outs = scope.outputs
         io = ""
         if flow.inputs or outs:
             io = f"  {self.shapes(flow.inputs) if flow.inputs else '()'} → {self.shapes(outs) if outs else '()'}"
         where = f"  @ {_short_source(scope.source)}" if self.show_source and scope.source else ""
-        return safe_text(label + io + where)
+        return visible(label + io + where)
 
     def op_label(self, node: Node) -> str:
         text = op_display(node)
-        named_inputs = [self.ir.node(i).name for i in node.inputs if self.ir.node(i).kind == "op"]
+        named_inputs = [self.ir.node(r).name for r in node.inputs if self.ir.node(r).kind == "op"]
         if named_inputs and all(named_inputs) and len(named_inputs) > 1:
             text += " (" + ", ".join(n for n in named_inputs if n) + ")"
-        outs = [(node.id, i) for i in range(len(node.outputs))]
+        outs = [Ref(node.id, i) for i in range(len(node.outputs))]
         text += f" → {self.shapes(outs)}" if outs else ""
         if node.inplace:
             text += "  [in-place]"
@@ -111,17 +111,17 @@ class _TreeBuilder:
             text += f"  ✗ FAILED: {node.meta['error']}"
         if self.show_source and node.source:
             text += f"  @ {_short_source(node.source)}"
-        return safe_text(text)
+        return visible(text)
 
-    def item_label(self, item: str) -> str:
-        return self.scope_label(item) if item.startswith("s") else self.op_label(self.ir.node(item))
+    def item_label(self, item: Item) -> str:
+        return self.scope_label(item.id) if item.is_scope else self.op_label(self.ir.node(item.id))
 
-    def item_name(self, item: str) -> str | None:
+    def item_name(self, item: Item) -> str | None:
         """The variable an item's result was assigned to, for branch labels."""
-        if item.startswith("s"):
-            outs = self.ir.scope(item).outputs
+        if item.is_scope:
+            outs = self.ir.scope(item.id).outputs
             return self.ir.node(outs[-1]).name if outs else None
-        return self.ir.node(item).name
+        return self.ir.node(item.id).name
 
     # -- structure ---------------------------------------------------------------
 
@@ -129,29 +129,29 @@ class _TreeBuilder:
         roots = self.children[None]
         if not roots:
             return Line("(empty graph)")
-        top = self.item_line(roots[0], 0)
+        top = self.item_line(Item(True, roots[0]), 0)
         for extra in roots[1:]:
-            top.children.append(self.item_line(extra, 1))
+            top.children.append(self.item_line(Item(True, extra), 1))
         return top
 
-    def item_line(self, item: str, level: int) -> Line:
+    def item_line(self, item: Item, level: int) -> Line:
         line = Line(self.item_label(item))
-        if not item.startswith("s"):
+        if not item.is_scope:
             return line
         if self.depth is not None and level >= self.depth:
-            if item in self.failed_scopes:
+            if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"
             return line
-        flow = self.flows[item]
+        flow = self.flows[item.id]
         if (
-            level > 0 and len(flow.items) == 1 and not flow.items[0].startswith("s") and not self.children[item]
-            and "error" not in self.ir.node(flow.items[0]).meta
+            level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
+            and "error" not in self.ir.node(flow.items[0].id).meta
         ):
             return line  # a leaf module that is one op: its own line says it all
         line.children = self.sequence(flow, flow.items, level + 1)
         return line
 
-    def sequence(self, flow: ScopeFlow, items: list[str], level: int) -> list[Line]:
+    def sequence(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Series-parallel layout of ``items``, a topologically ordered subset of the scope.
 
         Edges entering the subset come from its virtual source and edges leaving it go
@@ -190,7 +190,7 @@ class _TreeBuilder:
             start = cut + 1
         return out
 
-    def preds(self, flow: ScopeFlow, item: str) -> list[str]:
+    def preds(self, flow: ScopeFlow, item: Item) -> list[Item]:
         cache = self._preds.get(id(flow))
         if cache is None:
             cache = self._preds[id(flow)] = {}
@@ -199,7 +199,7 @@ class _TreeBuilder:
                     cache.setdefault(b, []).append(a)
         return cache.get(item, [])
 
-    def parallel(self, flow: ScopeFlow, items: list[str], level: int, bypassed: bool) -> list[Line]:
+    def parallel(self, flow: ScopeFlow, items: list[Item], level: int, bypassed: bool) -> list[Line]:
         """A section with no cut point inside: its connected components are branches.
 
         ``bypassed``: the section lies between two cuts, so a single component there is
@@ -208,7 +208,7 @@ class _TreeBuilder:
         members = set(items)
         parent = {it: it for it in items}
 
-        def find(x: str) -> str:
+        def find(x: Item) -> Item:
             while parent[x] != x:
                 parent[x] = parent[parent[x]]
                 x = parent[x]
@@ -218,7 +218,7 @@ class _TreeBuilder:
             for b in flow.edges.get(a, ()):
                 if b in members:
                     parent[find(a)] = find(b)
-        groups: dict[str, list[str]] = {}
+        groups: dict[Item, list[Item]] = {}
         for it in items:
             groups.setdefault(find(it), []).append(it)
         branches = list(groups.values())
@@ -229,14 +229,14 @@ class _TreeBuilder:
             lines.append(Line("┬ (skip connection)"))
         return lines
 
-    def branch(self, flow: ScopeFlow, items: list[str], level: int) -> Line:
+    def branch(self, flow: ScopeFlow, items: list[Item], level: int) -> Line:
         body = self.sequence(flow, items, level)
         if len(body) == 1 and not body[0].children:
             return Line("┬ " + body[0].text)
         name = self.item_name(items[-1])
-        return Line("┬ " + (safe_text(name) if name else "branch"), body)
+        return Line("┬ " + (visible(name) if name else "branch"), body)
 
-    def listing(self, flow: ScopeFlow, items: list[str], level: int) -> list[Line]:
+    def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""
         number = {it: k + 1 for k, it in enumerate(items)}
         lines = []

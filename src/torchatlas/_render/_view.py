@@ -1,10 +1,11 @@
-"""What a DOT diagram draws, before any text is written.
+"""The view model: what a drawing shows of a graph, before any text is written.
 
-Each drawn DOT node is a unit: an IR node, a module call collapsed into one
-box, a folded run of repeated blocks, or a small reference box standing in for
-a value read far from where it was made. Scopes that are not boxed become
-clusters. Edges gather every value flowing between two units. ``_dot`` turns
-this view into DOT text.
+Each drawn box is a unit: an IR node, a module call collapsed into one box, a
+folded run of repeated blocks, or a small reference box standing in for a value
+read far from where it was made. Scopes that are not boxed become clusters.
+Edges gather every value flowing between two units. ``_dot`` turns this view
+into DOT text; the web page's viewer is given its decisions (folds, far values)
+as data, so both draw the same picture.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from torchatlas._ir import GraphIR, Node, Scope
-from torchatlas._passes._repeats import find_repeats
-from torchatlas._render._categories import PALETTES
+from torchatlas._ir import GraphIR, Node, Ref, Scope
+from torchatlas._render._palette import PALETTES
 
 _HIDDEN_KINDS = ("param", "buffer")
 # A value read inside this many different module calls (Llama's rotary cos/sin,
@@ -77,7 +77,7 @@ class Unit:
 class Edge:
     """All values flowing between two units, drawn as one edge."""
 
-    values: list[tuple[str, int]] = field(default_factory=list)
+    values: list[Ref] = field(default_factory=list)
     from_param: bool = False
 
 
@@ -122,7 +122,7 @@ def _fold_runs(ir: GraphIR, children: dict[str | None, list[str]]) -> dict[str, 
 
 
 def _reader_branches(
-    ir: GraphIR, units: dict[str, Unit], readers: dict[tuple[str, int], list[str]]
+    ir: GraphIR, units: dict[str, Unit], readers: dict[Ref, list[str]]
 ) -> dict[tuple[str, int, str], str | None]:
     """(value, reader unit) -> the module call, below the scope shared with the producer, that holds the reader.
 
@@ -199,30 +199,30 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
         unit_of[n.id] = uid
 
     reads: list[tuple[str, int, str, str, bool]] = []
-    readers: dict[tuple[str, int], list[str]] = {}
+    readers: dict[Ref, list[str]] = {}
     for n in ir.nodes:
         dst = unit_of.get(n.id)
-        for src_id, slot in zip(n.inputs, n.input_slots):
+        for src_id, slot in n.inputs:
             from_param = ir.node(src_id).kind in _HIDDEN_KINDS
             src = unit_of.get(src_id)
             if dst is None or src is None or src == dst or (from_param and not options.show_params):
                 continue
             reads.append((src_id, slot, src, dst, from_param))
-            value_readers = readers.setdefault((src_id, slot), [])
+            value_readers = readers.setdefault(Ref(src_id, slot), [])
             if dst not in value_readers:
                 value_readers.append(dst)
 
     branch = _reader_branches(ir, units, readers)
     # value -> the one module call that keeps real edges, for values read in many calls
-    kept_call: dict[tuple[str, int], str] = {}
+    kept_call: dict[Ref, str] = {}
     for (src_id, slot), value_readers in readers.items():
         calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in value_readers) if b))
         if len(calls) >= _BROADCAST_CALLS:
-            kept_call[(src_id, slot)] = calls[0]
+            kept_call[Ref(src_id, slot)] = calls[0]
     refs: dict[str, Unit] = {}
     edges: dict[tuple[str, str], Edge] = {}
     for src_id, slot, src, dst, from_param in reads:
-        kept = kept_call.get((src_id, slot))
+        kept = kept_call.get(Ref(src_id, slot))
         if kept is not None and branch[(src_id, slot, dst)] not in (None, kept):
             ref = f"ref_{src_id}_{slot}_{dst}"
             target = units[dst]
@@ -232,14 +232,7 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             src = ref
         edge = edges.setdefault((src, dst), Edge(from_param=from_param))
         if (src_id, slot) not in edge.values:
-            edge.values.append((src_id, slot))
+            edge.values.append(Ref(src_id, slot))
     units.update(refs)
 
     return Layout(units, edges, root)
-
-
-def with_repeats(ir: GraphIR, options: DotOptions) -> GraphIR:
-    """Folding reads ``meta["repeat"]``; find the runs unless a pass already did."""
-    if options.fold_repeats and not any("repeat" in s.meta for s in ir.scopes):
-        return find_repeats(ir)
-    return ir

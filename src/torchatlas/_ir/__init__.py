@@ -1,0 +1,26 @@
+"""The IR floor: the graph a capture records, and its JSON document.
+
+It imports only the standard library: capture builds it, passes read it,
+renderers draw it.
+"""
+
+from ._document import FORMAT, GRAPH_FACTS, NODE_FACTS, SCOPE_FACTS, VERSION, graph_from_json
+from ._graph import NODE_KINDS, GraphFormatError, GraphIR, Node, NodeKind, Ref, Scope, Source, TensorMeta
+
+__all__ = [
+    "FORMAT",
+    "GRAPH_FACTS",
+    "NODE_FACTS",
+    "NODE_KINDS",
+    "SCOPE_FACTS",
+    "VERSION",
+    "GraphFormatError",
+    "GraphIR",
+    "Node",
+    "NodeKind",
+    "Ref",
+    "Scope",
+    "Source",
+    "TensorMeta",
+    "graph_from_json",
+]

@@ -1,0 +1,226 @@
+"""The graph IR: what one recorded forward pass computed.
+
+Modelled on torch.fx's ``Node``: few fields, a fixed set of kinds, edges as
+references (:class:`Ref`: a node id and which of its outputs), and an open
+``meta`` dict for analyses. Every dataclass field is the JSON key it is saved
+under (``_document.py``), except that a list of refs is saved as a list of ids
+plus a list of slots, as the graph document has always had it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NamedTuple
+
+NodeKind = Literal["input", "param", "buffer", "constant", "op", "output"]
+NODE_KINDS: tuple[str, ...] = ("input", "param", "buffer", "constant", "op", "output")
+
+
+class GraphFormatError(ValueError):
+    """A graph document is malformed, truncated or from an unknown version."""
+
+
+class Ref(NamedTuple):
+    """One end of an edge: output number ``slot`` of node ``node``."""
+
+    node: str
+    """The producing node's id."""
+    slot: int = 0
+    """Which of its ``outputs`` (0 for single-output ops)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TensorMeta:
+    """Shape, dtype and device of one tensor value."""
+
+    shape: tuple[int | str, ...]
+    """Sizes; symbolic sizes are saved as strings."""
+    dtype: str
+    """``torch.float32`` is saved as ``"float32"``."""
+    device: str
+    """``"cpu"``, ``"cuda:0"``, ``"meta"``..."""
+
+    def numel(self) -> int:
+        """Elements, counting each symbolic size as 1."""
+        n = 1
+        for s in self.shape:
+            n *= s if isinstance(s, int) else 1
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """The user source line that made a call (torch's own frames skipped)."""
+
+    file: str
+    line: int
+    code: str = ""
+    """The stripped text of that line, so a saved graph still shows it."""
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(slots=True)
+class Scope:
+    """One ``nn.Module`` call."""
+
+    id: str
+    """Unique; a trace numbers them ``"s0"``, ``"s1"``... in call order."""
+    parent: str | None
+    """The scope that was active when this call began; ``None`` for the root."""
+    path: str
+    """Qualified module name from the root, as in ``named_modules()``; ``""`` is the root."""
+    cls: str
+    """``type(m).__module__ + "." + type(m).__qualname__``; saved under the key ``class``."""
+    call: int
+    """How many earlier calls of the same module this pass made."""
+    source: Source | None = None
+    """Where the module was called from."""
+    outputs: list[Ref] = field(default_factory=list)
+    """The values the call returned, in the order it returned them."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Open slot for analyses (parameter counts, FLOPs, fold groups...)."""
+
+    @property
+    def class_name(self) -> str:
+        return self.cls.rsplit(".", 1)[-1]
+
+    @property
+    def label(self) -> str:
+        """``layer1.0.conv1 (Conv2d)``, with ``#k`` for repeated calls."""
+        name = self.path or "<root>"
+        if self.call:
+            name += f"#{self.call}"
+        return f"{name} ({self.class_name})"
+
+
+@dataclass(slots=True)
+class Node:
+    """One value-producing event: an input, a parameter, an op or an output."""
+
+    id: str
+    """Unique; a trace numbers them ``"n0"``, ``"n1"``... in execution order."""
+    kind: str
+    """One of :data:`NODE_KINDS`."""
+    scope: str
+    """Innermost module call active when the node was recorded."""
+    inputs: list[Ref] = field(default_factory=list)
+    """The values this node read, in argument order: its data flow."""
+    shape_inputs: list[Ref] = field(default_factory=list)
+    """Values whose shape, dtype or device (not contents) the op read: ``x.view_as(y)`` reads
+    ``y`` here. Kept for the record, never counted as data flow."""
+    target: str | None = None
+    """On ``op`` nodes, a stable name of the callable, e.g. ``torch.conv2d``."""
+    path: str | None = None
+    """Where the value lives: ``initial_conv.weight``, ``args[0]``, ``output['logits']``."""
+    outputs: list[TensorMeta] = field(default_factory=list)
+    """The tensor values this node produced (for writes: the tensor written)."""
+    args: list[Any] = field(default_factory=list)
+    """Positional arguments as JSON: ``{"tensor": i}`` is ``inputs[i]``, ``{"shape_of": i}`` is
+    ``shape_inputs[i]``; other values are JSON constants (see docs/format.md)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments, encoded as ``args``."""
+    inplace: bool = False
+    """True when the op wrote into one of its inputs (``add_``, ``x[i] = v``, ``out=``)."""
+    source: Source | None = None
+    """User source line that ran the op."""
+    name: str | None = None
+    """Python variable the result was assigned to in that line, where recoverable."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Open slot for facts recorded with the node and for analyses (FLOPs, bytes, dead code...)."""
+
+
+@dataclass
+class GraphIR:
+    """A whole capture: scopes in call order, nodes in execution order."""
+
+    scopes: list[Scope]
+    nodes: list[Node]
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Graph-level facts: capture level, torch version, model class, analyses."""
+
+    def __post_init__(self) -> None:
+        self._node_index = {n.id: n for n in self.nodes}
+        self._scope_index = {s.id: s for s in self.scopes}
+
+    def node(self, node_id: str | Ref) -> Node:
+        return self._node_index[node_id.node if isinstance(node_id, Ref) else node_id]
+
+    def scope(self, scope_id: str) -> Scope:
+        return self._scope_index[scope_id]
+
+    def has_scope(self, scope_id: str) -> bool:
+        return scope_id in self._scope_index
+
+    def ops(self) -> Iterator[Node]:
+        return (n for n in self.nodes if n.kind == "op")
+
+    def users(self) -> dict[str, list[str]]:
+        """Node id -> ids of the nodes that read it, in execution order."""
+        out: dict[str, list[str]] = {n.id: [] for n in self.nodes}
+        for n in self.nodes:
+            for producer in dict.fromkeys(r.node for r in n.inputs):
+                out[producer].append(n.id)
+        return out
+
+    def children(self) -> dict[str | None, list[str]]:
+        """Scope id -> ids of its child scopes, in call order (``None`` -> roots)."""
+        out: dict[str | None, list[str]] = {s.id: [] for s in self.scopes}
+        out.setdefault(None, [])
+        for s in self.scopes:
+            out[s.parent].append(s.id)
+        return out
+
+    def ancestry(self, scope_id: str) -> list[str]:
+        """Scope ids from the root down to ``scope_id``."""
+        chain: list[str] = []
+        cur: str | None = scope_id
+        while cur is not None:
+            chain.append(cur)
+            cur = self._scope_index[cur].parent
+        return chain[::-1]
+
+    def depth(self, scope_id: str) -> int:
+        return len(self.ancestry(scope_id)) - 1
+
+    def value_meta(self, ref: Ref) -> TensorMeta | None:
+        """Shape, dtype and device of the value ``ref`` names (None if the node has no such output)."""
+        outs = self._node_index[ref.node].outputs
+        return outs[ref.slot] if ref.slot < len(outs) else None
+
+    def with_meta(
+        self,
+        nodes: dict[str, dict[str, Any]] | None = None,
+        scopes: dict[str, dict[str, Any]] | None = None,
+        graph: dict[str, Any] | None = None,
+    ) -> GraphIR:
+        """A new graph whose meta dicts are this one's merged with the given ones.
+
+        Passes use this to return their results instead of mutating their input.
+        """
+        nodes, scopes = nodes or {}, scopes or {}
+        new_nodes = [replace(n, meta={**n.meta, **nodes[n.id]}) if n.id in nodes else n for n in self.nodes]
+        new_scopes = [replace(s, meta={**s.meta, **scopes[s.id]}) if s.id in scopes else s for s in self.scopes]
+        return GraphIR(scopes=new_scopes, nodes=new_nodes, meta={**self.meta, **(graph or {})})
+
+    # -- JSON: see _document.py ------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The graph document (``docs/format.md``): JSON-ready data, every field documented."""
+        from ._document import graph_to_dict
+
+        return graph_to_dict(self)
+
+    def to_json(self, indent: int | None = None) -> str:
+        from ._document import graph_to_json
+
+        return graph_to_json(self, indent)
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> GraphIR:
+        """A graph from its document; anything a renderer could trip on raises ``GraphFormatError``."""
+        from ._document import graph_from_dict
+
+        return graph_from_dict(doc)

@@ -1,0 +1,77 @@
+"""The words every renderer puts on screen, defined once: shapes, op names, module names,
+fold names and the model's title. The viewer receives these as data."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
+from torchatlas._ops import op_name, operator_symbol
+from torchatlas._text import fold_label as _fold_label
+from torchatlas._text import fold_name as _fold_name
+from torchatlas._text import format_shape
+
+
+def dominant_dtype(ir: GraphIR) -> str | None:
+    """The dtype most values have (ties: alphabetical); shapes of other dtypes name theirs."""
+    counts = Counter(m.dtype for n in ir.nodes if n.kind in ("op", "input") for m in n.outputs)
+    if not counts:
+        return None
+    return min(counts, key=lambda d: (-counts[d], d))
+
+
+def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
+    """``1×16×32×32``, with the dtype when it is not the dominant one (``4 int64``); ``?`` unknown."""
+    if meta is None:
+        return "?"
+    text = format_shape(meta.shape)
+    if meta.dtype and meta.dtype != dominant:
+        text += f" {meta.dtype}"
+    return text
+
+
+def op_display(node: Node) -> str:
+    """``conv2d``, ``view``, ``add (+)``, ``addmm`` (for ``aten.addmm.default``)."""
+    target = node.target or node.kind
+    symbol = operator_symbol(target)
+    name = op_name(target)
+    return f"{name} ({symbol})" if symbol else name
+
+
+def model_title(ir: GraphIR) -> str:
+    """``CoolCNN``: the model's class name, else the root call's class, else ``graph``."""
+    model = ir.meta.get("model")
+    if isinstance(model, str) and model:
+        return model.rsplit(".", 1)[-1]
+    roots = [s for s in ir.scopes if s.parent is None]
+    return roots[0].class_name if roots else "graph"
+
+
+def scope_name(scope: Scope, model: str) -> str:
+    """A module call's name: its path (the model's title for the root), ``#k`` for the k-th repeat call."""
+    name = scope.path or model
+    return name + (f"#{scope.call}" if scope.call else "")
+
+
+def fold_name(members: list[Scope]) -> str:
+    """``layers.0–11`` for a run of numbered siblings; the path alone for a loop calling one module."""
+    return _fold_name(members[0].path, members[-1].path)
+
+
+def fold_label(members: list[Scope]) -> str:
+    """``layers.0–79 (LlamaDecoderLayer) ×80``."""
+    return _fold_label(members[0].path, members[-1].path, members[0].class_name, len(members))
+
+
+def relative_name(name: str, within: str) -> str:
+    """A name inside its enclosing module, without that module's path: ``layer1.0.conv1`` in ``layer1.0`` -> ``conv1``."""
+    return name[len(within) + 1 :] if within and name.startswith(within + ".") else name
+
+
+def input_label(path: str | None) -> str:
+    """``kwargs['input_ids']`` -> ``input_ids``; other paths as they are."""
+    path = path or "?"
+    for prefix in ("kwargs['", 'kwargs["'):
+        if path.startswith(prefix) and path.endswith(prefix[-1] + "]"):
+            return path[len(prefix) : -2]
+    return path

@@ -1,0 +1,67 @@
+"""Colours: one palette per theme, with a fill and a border for each op category of ``_ops.py``.
+
+Every renderer that colours (the diagram, the web page) reads these, so an op has the
+same colour everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Palette:
+    """Colours of one theme: per-category fills and borders, plus the canvas."""
+
+    background: str
+    text: str
+    muted: str
+    """Secondary text: class names, shapes on edges."""
+    edge: str
+    cluster_fills: tuple[str, ...]
+    """Cluster fill by nesting depth (cycled), so nested modules stay distinguishable."""
+    cluster_border: str
+    fill: Mapping[str, str]
+    border: Mapping[str, str]
+    badge: str
+    """Fill of the ``×N`` badge on folded repeats."""
+
+
+# Both themes side by side, one row per Palette field and per category, so neither theme can miss one.
+_CANVAS: Mapping[str, Mapping[str, Any]] = {
+    "background": {"light": "#ffffff", "dark": "#16191f"},
+    "text": {"light": "#1f2430", "dark": "#e6e9ef"},
+    "muted": {"light": "#5f6b7a", "dark": "#a3acb9"},
+    "edge": {"light": "#7d8794", "dark": "#8b95a3"},
+    "cluster_fills": {
+        "light": ("#f5f7fb", "#eaeff7", "#e0e7f2", "#d6dfed"),
+        "dark": ("#1f242c", "#262c36", "#2d3440", "#343c4a"),
+    },
+    "cluster_border": {"light": "#b8c3d4", "dark": "#48526180"},
+    "badge": {"light": "#ffd166", "dark": "#b8860b"},
+}
+# category -> {theme: (fill, border)}
+_CATEGORY_COLOURS: Mapping[str, Mapping[str, tuple[str, str]]] = {
+    "compute": {"light": ("#d6e6ff", "#4a78c2"), "dark": ("#1f3b66", "#6f9de6")},
+    "elementwise": {"light": ("#dcf2d9", "#4f9a4a"), "dark": ("#244a2a", "#6fbf68")},
+    "shape": {"light": ("#eeeeee", "#9a9a9a"), "dark": ("#3a3d42", "#8e939a")},
+    "reduction": {"light": ("#fde3c8", "#cc7f2e"), "dark": ("#5a3a1a", "#e09a52")},
+    "normalization": {"light": ("#eadcf8", "#8a63b8"), "dark": ("#3f2d5a", "#a987d6")},
+    "io": {"light": ("#fff0b3", "#c9a227"), "dark": ("#5a4a12", "#d9b53c")},
+    "param": {"light": ("#f7dede", "#b46a6a"), "dark": ("#5a2e2e", "#cf8787")},
+    "module": {"light": ("#ffffff", "#51627a"), "dark": ("#2a303a", "#8aa0be")},
+    "other": {"light": ("#e6ebf0", "#8892a0"), "dark": ("#333a44", "#8892a0")},
+}
+
+
+def _palette(theme: str) -> Palette:
+    return Palette(
+        **{name: values[theme] for name, values in _CANVAS.items()},
+        fill={cat: colours[theme][0] for cat, colours in _CATEGORY_COLOURS.items()},
+        border={cat: colours[theme][1] for cat, colours in _CATEGORY_COLOURS.items()},
+    )
+
+
+PALETTES: Mapping[str, Palette] = {theme: _palette(theme) for theme in ("light", "dark")}

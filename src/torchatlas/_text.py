@@ -1,0 +1,108 @@
+"""Text that comes from user code, made safe to show, and numbers made readable.
+
+Module, class, op and variable names come from the user's code (or a loaded file),
+so every renderer shows them through :func:`visible`: one escape convention
+everywhere (a tab is ``\\t``, ESC ``\\x1b``, U+202E ``\\u202e``), so no name can drive
+a terminal, reorder a line, or break a file format. Imports the standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# C0/C1 controls, DEL, line and paragraph separators, bidi embedding/override/isolate
+# marks, surrogates and the two noncharacters XML refuses.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
+_ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%"})
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~"})
+
+
+def _escape(match: re.Match[str]) -> str:
+    return ascii(match.group())[1:-1]
+
+
+def visible(text: str, limit: int | None = None) -> str:
+    """``text`` with unsafe characters as escapes (``\\n``, ``\\x1b``, ``\\u202e``), cut to ``limit``
+    characters (the last one ``…``). Cut before escaping, so a huge name costs only ``limit``."""
+    if limit is not None and len(text) > limit:
+        shown = _UNSAFE.sub(_escape, text[:limit])
+        return shown[: limit - 1] + "…"
+    shown = _UNSAFE.sub(_escape, text)
+    if limit is not None and len(shown) > limit:
+        return shown[: limit - 1] + "…"
+    return shown
+
+
+def to_ascii(text: str) -> str:
+    """The ASCII fallback of rendered text: arrows and marks spelled out, anything else escaped."""
+    return text.translate(_ASCII).encode("ascii", "backslashreplace").decode("ascii")
+
+
+def markdown_text(text: str) -> str:
+    """User text as literal markdown (no emphasis, links, HTML or table breaks)."""
+    return visible(text).translate(_MD_SPECIAL)
+
+
+def fold_name(first_path: str, last_path: str) -> str:
+    """``layers.0–11`` for a run of numbered siblings; the path alone for a loop calling one module."""
+    if first_path == last_path:
+        return first_path
+    a, b = first_path.split("."), last_path.split(".")
+    if len(a) == len(b) and a[:-1] == b[:-1]:
+        return ".".join([*a[:-1], f"{a[-1]}–{b[-1]}"])
+    return f"{first_path} … {last_path}"
+
+
+def fold_label(first_path: str, last_path: str, class_name: str, count: int) -> str:
+    """``layers.0–79 (LlamaDecoderLayer) ×80``."""
+    return f"{fold_name(first_path, last_path) or '<root>'} ({class_name}) ×{count}"
+
+
+def format_shape(shape: list[Any] | tuple[Any, ...]) -> str:
+    """``(2, 3)`` -> ``2×3``; a 0-d tensor is ``scalar``."""
+    return "×".join(str(d) for d in shape) if shape else "scalar"
+
+
+def format_shapes(shapes: list[Any], limit: int = 3) -> str:
+    """``[[2, 3], [4]]`` -> ``2×3, 4``; ``-`` when there are none; long lists end ``+N``."""
+    if not shapes:
+        return "-"
+    shown = [format_shape(shape) for shape in shapes[:limit]]
+    more = f" +{len(shapes) - limit}" if len(shapes) > limit else ""
+    return ", ".join(shown) + more
+
+
+def format_count(value: Any) -> str:
+    """``1234567`` -> ``1,234,567``; ``?`` when unknown."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
+
+
+def format_si(value: Any) -> str:
+    """``1234567`` -> ``1.23M``; ``?`` when unknown."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "?"
+    for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f}{suffix}"
+    return str(int(value))
+
+
+def format_compact(value: int) -> str:
+    """``1234567`` -> ``1.2M``: one decimal, for labels that must stay short (``7.1B params``)."""
+    for scale, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "K")):
+        if value >= scale:
+            return f"{value / scale:.1f}{suffix}"
+    return str(value)
+
+
+def format_bytes(value: Any) -> str:
+    """``1536`` -> ``1.50 KiB``; ``?`` when unknown."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return "?"
+    for scale, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {suffix}"
+    return f"{int(value)} B"
