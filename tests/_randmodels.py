@@ -35,6 +35,7 @@ KINDS: dict[str, tuple[int, int]] = {
     "t": (1, 1), "transpose": (1, 1), "view": (1, 1), "flat": (1, 1), "unsqueeze_squeeze": (1, 1),
     "add_": (2, 1), "mul_": (1, 1), "relu_": (1, 1), "iadd": (2, 1),
     "setitem": (2, 0), "slice_mul_": (1, 0), "chunk_cat": (1, 1), "stack_sum": (2, 1),
+    "dropout_eval": (1, 1), "identity": (1, 1), "second_chunk": (1, 1),
 }
 
 
@@ -64,6 +65,9 @@ class TrueGraph:
     scopes: list[tuple[str, int]] = field(default_factory=list)
     """(path, call) of each module call, in call order."""
     outputs: dict[str, str] = field(default_factory=dict)
+    returned_inputs: dict[str, str] = field(default_factory=dict)
+    """Input label -> the node a module call made when it returned that input tensor unchanged
+    (the last one): what the input tensor holds when the program ends."""
 
 
 @dataclass
@@ -83,12 +87,23 @@ class Mixer(nn.Module):
         return total, product
 
 
+class SecondChunk(nn.Module):
+    """Returns the second output of a multi-output op: the call's output has slot 1."""
+
+    def forward(self, x):
+        return torch.cat([x, x]).chunk(2)[1]
+
+
 class RandomNet(nn.Module):
     def __init__(self, source: str, filename: str) -> None:
         super().__init__()
         self.lins = nn.ModuleList([nn.Linear(4, 4) for _ in range(N_LINEARS)])
         self.mixer = Mixer()
         self.act = nn.ReLU(inplace=True)
+        # Module calls that return their input unchanged: they stay on the data path.
+        self.drop = nn.Dropout(0.5).eval()
+        self.ident = nn.Identity()
+        self.second = SecondChunk()
         # frozen, so that writes into inputs and their views never meet autograd's leaf rules
         self.requires_grad_(False)
         namespace: dict = {"torch": torch}
@@ -241,6 +256,21 @@ class _Simulator:
             self.emit(f"{out} = torch.cat({names[0]}.chunk(2, dim=1)[::-1], dim=1)")
             k = self.op(T + "chunk", [self.read(vals[0])])
             self.pool.append(self.new(self.op("torch.cat", [f"op{k}.1", f"op{k}"])))
+        elif kind in ("dropout_eval", "identity"):
+            path, target = ("drop", "torch.nn.functional.dropout") if kind == "dropout_eval" else ("ident", "torchatlas.identity")
+            self.emit(f"{out} = self.{path}({names[0]})")
+            self.call(path)
+            v = vals[0]
+            k = self.op(target, [self.read(v)], scope=path)
+            # The call returns the same tensor: later readers of it read through the call.
+            v.producer, v.order = f"op{k}", k
+            self.pool.append(v)
+        elif kind == "second_chunk":
+            self.emit(f"{out} = self.second({names[0]})")
+            self.call("second")
+            cat = self.op("torch.cat", [self.read(vals[0])] * 2, scope="second")
+            chunk = self.op(T + "chunk", [f"op{cat}"], scope="second")
+            self.pool.append(self.new(chunk, slot=1, storage=next(self.storages)))
         elif kind == "stack_sum":
             self.emit(f"{out} = torch.stack([{names[0]}, {names[1]}]).sum(0)")
             k = self.op("torch.stack", [self.read(v) for v in vals])
@@ -269,6 +299,9 @@ class _Simulator:
         return f"{name}.clone()", f"op{self.op(T + 'clone', [self.read(value)])}"
 
     def finish(self, returned: tuple[int, ...]) -> None:
+        for path, value in zip(INPUT_PATHS, self.pool):
+            if value.producer != f"input:{path}" and value.storage not in self.last_write:
+                self.truth.returned_inputs[f"input:{path}"] = value.producer
         main, *extra = returned
         self.emit(f"return {{'main': v{main}, 'extra': [{', '.join(f'v{i}' for i in extra)}]}}")
         self.truth.outputs["output['main']"] = self.read(self.pool[main])

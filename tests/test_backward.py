@@ -8,7 +8,7 @@ from _capture_helpers import load_coolcnn, wiring
 from _fx_compare import make_fx_wiring
 from torch import nn
 
-from torchatlas._capture import TraceError, capture_backward
+from torchatlas._capture import TraceError, capture
 from torchatlas._capture._backward import default_loss
 from torchatlas._ir import GraphIR
 
@@ -19,7 +19,7 @@ def mlp() -> nn.Module:
 
 
 def backward(model, *args, loss_fn=None) -> GraphIR:
-    return capture_backward(model, args, {}, loss_fn)[0]
+    return capture(model, args, {}, level="backward", loss_fn=loss_fn)[0]
 
 
 def reference(model: nn.Module, x: torch.Tensor, ir: GraphIR):

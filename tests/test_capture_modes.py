@@ -36,12 +36,13 @@ TRAIN_WIRING = [
 
 EVAL_WIRING = [
     ("torch.nn.functional.linear", ("input:args[0]", "param:fc.weight", "param:fc.bias")),
-    # dropout in eval returns its input unchanged, so batch_norm reads the linear directly
+    # dropout in eval returns its input unchanged: the module call is still on the data path
+    ("torch.nn.functional.dropout", ("op0",)),
     (
         "torch.nn.functional.batch_norm",
-        ("op0", "buffer:bn.running_mean", "buffer:bn.running_var", "param:bn.weight", "param:bn.bias"),
+        ("op1", "buffer:bn.running_mean", "buffer:bn.running_var", "param:bn.weight", "param:bn.bias"),
     ),
-    ("torch.Tensor.__add__", ("op1",)),
+    ("torch.Tensor.__add__", ("op2",)),
 ]
 
 

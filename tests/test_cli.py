@@ -126,9 +126,14 @@ def test_file_spec_uses_its_example_input_in_eval_mode(capsys, net_file):
     assert code == 0, err
     assert out.splitlines()[0].startswith("Net") and "2x8 -> 2x4" in out.splitlines()[0]
     assert "fc (Linear)" in out
-    code, trained, _ = run_cli(capsys, f"{net_file}:Net", "--ascii", "--train")
-    # In eval mode dropout is the identity, which the tree leaves out.
-    assert "drop (Dropout)" in trained and "drop (Dropout)" not in out
+    code, trained, _ = run_cli(capsys, f"{net_file}:Net", "--format", "json", "--train")
+    code, evaluated, _ = run_cli(capsys, f"{net_file}:Net", "--format", "json")
+
+    def dropout_training_flags(doc: str) -> list[bool]:
+        return [n["kwargs"]["training"] for n in json.loads(doc)["nodes"] if n.get("target") == "torch.nn.functional.dropout"]
+
+    # Dropout is on the data path in both modes; only in training does it drop anything.
+    assert dropout_training_flags(trained) == [True] and dropout_training_flags(evaluated) == [False]
 
 
 def test_file_spec_with_explicit_input_shape(capsys, net_file):

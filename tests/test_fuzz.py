@@ -125,7 +125,13 @@ def nested_truth(truth: TrueGraph, nesting: Nesting) -> TrueGraph:
     prefix = ".".join(names)
     passes = 2 if nesting.loop_level is not None else 1
     loop_from = nesting.loop_level if nesting.loop_level is not None else len(names)
-    n_ops = len(truth.ops)
+    # Under a wrapper, the program's module call returns some inputs unchanged: each such value
+    # becomes one identity node in that call (readers, here the outputs, read through it).
+    passed = [] if not names else list(dict.fromkeys(v for v in truth.outputs.values() if v.startswith("input:")))
+    n_ops = len(truth.ops) + len(passed)
+
+    def identity(label: str, r: int) -> str:
+        return f"op{r * n_ops + len(truth.ops) + passed.index(label)}"
     inner_calls: dict[str, int] = {}
     for path, _ in truth.scopes:
         inner_calls[path] = inner_calls.get(path, 0) + 1
@@ -138,10 +144,25 @@ def nested_truth(truth: TrueGraph, nesting: Nesting) -> TrueGraph:
     for r in range(passes):
         out.scopes += [(".".join(names[:level]), r) for level in range(loop_from + 1, len(names))]
         out.scopes += [(under(path), call + r * inner_calls[path]) for path, call in truth.scopes]
-        out.ops += [(target, tuple(shift(x, r * n_ops, prefix) for x in reads)) for target, reads in truth.ops]
-        out.inplace += truth.inplace
-        out.op_scopes += [under(path) for path in truth.op_scopes]
-    out.outputs = {path: shift(label, (passes - 1) * n_ops, prefix) for path, label in truth.outputs.items()}
+
+        def read(label: str, r: int = r) -> str:
+            # An input a module call of the previous pass returned unchanged is read through that call.
+            if r > 0 and label in passed:
+                return identity(label, r - 1)
+            if r > 0 and label in truth.returned_inputs:
+                return shift(truth.returned_inputs[label], (r - 1) * n_ops, prefix)
+            return shift(label, r * n_ops, prefix)
+
+        out.ops += [(target, tuple(read(x) for x in reads)) for target, reads in truth.ops]
+        out.ops += [("torchatlas.identity", (read(label),)) for label in passed]
+        out.inplace += truth.inplace + [False] * len(passed)
+        out.op_scopes += [under(path) for path in truth.op_scopes] + [prefix] * len(passed)
+
+    last = passes - 1
+    out.outputs = {
+        path: identity(label, last) if label in passed else shift(label, last * n_ops, prefix)
+        for path, label in truth.outputs.items()
+    }
     return out
 
 

@@ -208,12 +208,11 @@ def trace(
         raise ValueError("torchatlas: partial=True records a failing forward pass; it cannot run backward")
     args = _normalize_args(args)
     kwargs = dict(kwargs or {})
+    options: dict[str, Any] = {"loss_fn": loss_fn} if backward else {}
     with _progress_reporter(progress) as report:
-        if backward:
-            ir, _output = _capture.capture_backward(model, args, kwargs, loss_fn, progress=report)
-            return Graph(ir)
-        capture = _capture.capture_aten if level == "aten" else _capture.capture_python
-        ir, _output, error = capture(model, args, kwargs, progress=report, partial=partial)
+        ir, _output, error = _capture.capture(
+            model, args, kwargs, level="backward" if backward else level, partial=partial, progress=report, **options
+        )
     return Graph(ir, error)
 
 

@@ -188,6 +188,7 @@ _add(
 )
 _add("data", None, "index_add scatter_add scatter_reduce index_reduce interpolate upsample upsample_nearest2d")
 _add("data", None, "upsample_bilinear2d fold col2im")
+_add("data", "free", "set")  # x.data = y, x.set_(y): the tensor now holds another's storage
 _add(
     "creation", "free",
     """zeros ones empty full arange linspace logspace eye rand randn randint zeros_like ones_like empty_like
@@ -195,6 +196,17 @@ _add(
     as_tensor scalar_tensor empty_strided bernoulli uniform normal random exponential geometric cauchy
     log_normal multinomial randperm""",
 )
+
+SHAPE_ONLY_ARGS: dict[str, tuple[tuple[int, str], ...]] = {
+    **dict.fromkeys(("view_as", "reshape_as", "expand_as", "type_as"), ((1, "other"),)),
+    **dict.fromkeys(
+        ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like"),
+        ((0, "input"),),
+    ),
+    **dict.fromkeys(("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"), ((0, "self"),)),
+}
+"""Ops that read an argument for its shape, dtype or device only: (position, keyword) of each.
+Such an argument is a shape input of the node, never data flow."""
 
 OPERATOR_SYMBOLS: dict[str, str] = {
     "__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/", "__floordiv__": "//",

@@ -1,19 +1,24 @@
-"""Turns a finished ``Recorder`` into a ``GraphIR``: ids, sources and variable names."""
+"""Turns a finished ``Recording`` into a ``GraphIR``: ids, sources and variable names.
+
+A pure conversion of plain records: nothing live is read, so it runs the same
+whether the forward pass returned or failed.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from . import _source
-from ._recorder import NodeRecord, Recorder, Slot
-from ._values import dtype_name, encode, iter_tensors, shape_of
+from ._records import NodeRecord, Recording, Slot
+from ._values import dtype_name, encode
 
 
-def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -> GraphIR:
-    names = _variable_names(rec)
+def build_graph(recording: Recording) -> GraphIR:
+    names = _variable_names(recording)
     sources: dict[tuple[Any, int], Source] = {}
 
     def source(code: Any, line: int) -> Source | None:
@@ -34,16 +39,14 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
             hit = metas[raw] = _tensor_meta(*raw)
         return hit
 
-    nodes = [_node(i, r, source, tensor_meta, names.get(i)) for i, r in enumerate(rec.nodes)]
-    if output is not None:
-        for path, t in iter_tensors(output, "output"):
-            producer, slot = rec.ref(t)
-            nodes.append(
-                Node(
-                    id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[Ref(f"n{producer}", slot)],
-                    path=path, outputs=[_tensor_meta(t.shape, t.dtype, t.device)],
-                )
+    nodes = [_node(i, r, source, tensor_meta, names.get(i)) for i, r in enumerate(recording.nodes)]
+    for path, (producer, slot), raw, extra in recording.outputs:
+        nodes.append(
+            Node(
+                id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[Ref(f"n{producer}", slot)],
+                path=path, outputs=[tensor_meta(raw)], meta=dict(extra),
             )
+        )
     scopes = [
         Scope(
             id=f"s{i}",
@@ -52,21 +55,22 @@ def build_graph(rec: Recorder, output: Any, model: Any, level: str = "python") -
             cls=s.cls,
             call=s.call,
             source=source(s.code, s.line),
-            outputs=list(dict.fromkeys(Ref(f"n{r}", slot) for r, slot in s.outputs)),
+            outputs=list(dict.fromkeys(Ref(f"n{r}", slot) for r, slot in recording.scope_outputs.get(i, []))),
+            meta={"passthrough": True} if s.passthrough else {},
         )
-        for i, s in enumerate(rec.scopes)
+        for i, s in enumerate(recording.scopes)
     ]
-    meta: dict[str, Any] = {"level": level, "torch": torch.__version__}
-    if isinstance(model, torch.nn.Module):
-        cls = type(model)
-        meta["model"] = f"{cls.__module__}.{cls.__qualname__}"
-        meta["parameters"] = _tensor_table(rec.parameters)
-        meta["buffers"] = _tensor_table(rec.buffers)
-    if rec.failure is not None:
+    meta: dict[str, Any] = {"level": recording.level, "torch": torch.__version__, **recording.meta}
+    if recording.model is not None:
+        meta["model"] = recording.model
+        meta["parameters"] = recording.parameters or []
+        meta["buffers"] = recording.buffers or []
+    failure = recording.failure
+    if failure is not None:
         meta["failure"] = {
-            "target": rec.failure.target,
-            "scope": None if rec.failure.scope is None else f"s{rec.failure.scope}",
-            "source": None if rec.failure.code is None else str(source(rec.failure.code, rec.failure.line)),
+            "target": failure.target,
+            "scope": None if failure.scope is None else f"s{failure.scope}",
+            "source": None if failure.code is None else str(source(failure.code, failure.line)),
         }
     return GraphIR(scopes=scopes, nodes=nodes, meta=meta)
 
@@ -77,7 +81,9 @@ def _tensor_meta(shape: Any, dtype: Any, device: Any) -> TensorMeta:
     return TensorMeta(tuple(shape), dtype_name(dtype), str(device))
 
 
-def _node(index: int, r: NodeRecord, source: Any, tensor_meta: Any, name: str | None) -> Node:
+def _node(
+    index: int, r: NodeRecord, source: Callable[[Any, int], Source | None], tensor_meta: Any, name: str | None
+) -> Node:
     meta: dict[str, Any] = dict(r.extra) if r.extra else {}
     if r.error is not None:
         meta["error"] = r.error
@@ -86,6 +92,7 @@ def _node(index: int, r: NodeRecord, source: Any, tensor_meta: Any, name: str | 
         kind=r.kind,
         scope=f"s{r.scope}",
         inputs=[Ref(f"n{p}", s) for p, s in r.inputs],
+        shape_inputs=[Ref(f"n{p}", s) for p, s in r.shape_inputs] if r.shape_inputs else [],
         target=r.target,
         path=r.path,
         outputs=[tensor_meta(m) for m in r.outputs],
@@ -98,67 +105,55 @@ def _node(index: int, r: NodeRecord, source: Any, tensor_meta: Any, name: str | 
     )
 
 
-def _tensor_table(named: Any) -> list[dict[str, Any]]:
-    """Every parameter (or buffer) once, with the other names it is shared under."""
-    by_id: dict[int, dict[str, Any]] = {}
-    for path, t in named:
-        entry = by_id.get(id(t))
-        if entry is None:
-            by_id[id(t)] = {
-                "path": path,
-                "shape": list(shape_of(t)),
-                "dtype": dtype_name(t.dtype),
-                "requires_grad": bool(t.requires_grad),
-                "shared_with": [],
-            }
-        else:
-            entry["shared_with"].append(path)
-    return list(by_id.values())
-
-
-def _variable_names(rec: Recorder) -> dict[int, str]:
+def _variable_names(recording: Recording) -> dict[int, str]:
     """Record index -> the variable its result was assigned to.
 
     The value a line assigns is the last one that line produced: its last op, or
     the output of the last module it called. Lines are told apart per frame, and a
-    frame's run ends when the frame reports a different line. A value assigned in
-    several frames keeps the name given in the frame that made it.
+    frame's run ends when the frame reports a different line. An op that library
+    code ran for the line (``pad_packed_sequence``'s internals) is not what the line
+    bound: it gets no name rather than a wrong one. A value assigned in several
+    frames keeps the name given in the frame that made it.
     """
+    nodes = recording.nodes
     names: dict[int, str] = {}
-    runs: dict[int, tuple[Any, int, list[Slot]]] = {}
-    outside = rec.scopes[0].frame if rec.scopes else None  # the line that called trace()
+    runs: dict[int, tuple[Any, int, list[Slot], bool]] = {}
 
-    def finish(code: Any, line: int, refs: list[Slot]) -> None:
+    def finish(code: Any, line: int, refs: list[Slot], bound: bool) -> None:
         targets = _source.assignment_targets(code.co_filename, line)
-        if not targets or not refs:
+        if not targets or not refs or not bound:
             return
         if len(targets) == len(refs) and len({r for r, _ in refs}) == 1:
             pairs = [(", ".join(targets), refs[0])]  # a, b = x.chunk(2)
         elif len(targets) == len(refs):
             pairs = list(zip(targets, refs))
-        else:
+        elif len(targets) == 1:
             pairs = [(targets[0], refs[0])]
+        else:
+            return  # out, _ = f(...) where f's values are not the line's own: name none
         for target, (record, _) in pairs:
-            node = rec.nodes[record]
+            node = nodes[record]
             if node.kind != "op":
                 continue
             if record not in names or node.code is code:
                 names[record] = target
 
-    for event in rec.timeline:
+    for event in recording.timeline:
         if event >= 0:
-            r = rec.nodes[event]
-            frame, code, line = r.frame, r.code, r.line
+            r = nodes[event]
+            frame, code, line, bound = r.frame, r.code, r.line, r.direct
             refs = [(event, slot) for slot in range(len(r.outputs))]
         else:
-            s = rec.scopes[-event - 1]
-            frame, code, line, refs = s.frame, s.code, s.line, s.outputs
-        if code is None or frame == outside:
+            index = -event - 1
+            s = recording.scopes[index]
+            frame, code, line, bound = s.frame, s.code, s.line, True
+            refs = recording.scope_outputs.get(index, [])
+        if code is None or frame == recording.outer_frame:
             continue
         run = runs.get(frame)
         if run is not None and (run[0] is not code or run[1] != line):
             finish(*run)
-        runs[frame] = (code, line, refs)
+        runs[frame] = (code, line, refs, bound)
     for run in runs.values():
         finish(*run)
     return names

@@ -1,9 +1,8 @@
-"""Stable names for the callables a TorchFunctionMode sees, and what they mutate."""
+"""Stable names for the callables a TorchFunctionMode sees, and the operator a call was written as."""
 
 from __future__ import annotations
 
 import dis
-import inspect
 import sys
 import types
 from collections.abc import Callable
@@ -61,14 +60,17 @@ def _add_method_name(names: dict[Any, str], attr: str, obj: Any) -> None:
 
 
 def target_name(func: Callable[..., Any]) -> str:
-    """``torch.conv2d``, ``torch.Tensor.view``, ``torch.nn.functional.relu``..."""
+    """``torch.conv2d``, ``torch.Tensor.view``, ``torch.nn.functional.relu``, ``aten.relu``..."""
     try:
         return _public_names()[func]
     except (KeyError, TypeError):
         pass
+    if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return str(func)  # torch.ops.aten.relu called directly: aten.relu, aten.add.Tensor
     getter_of = getattr(func, "__self__", None)
     if isinstance(getter_of, (property, types.GetSetDescriptorType)):
-        return f"torch.Tensor.{getter_of.__name__}"
+        setter = ".__set__" if getattr(func, "__name__", "") == "__set__" else ""
+        return f"torch.Tensor.{getter_of.__name__}{setter}"
     module = getattr(func, "__module__", None) or "torch"
     qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
     qualname = qualname.replace("TensorBase.", "Tensor.").replace("_VariableFunctionsClass.", "")
@@ -164,52 +166,3 @@ def operator_name(func: Callable[..., Any], caller: types.FrameType) -> str | No
     else:
         return None
     return f"torch.Tensor.{dunder}" if dunder else None
-
-
-# -- mutation --------------------------------------------------------------------
-
-_INPLACE_DUNDERS = {
-    "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__imod__", "__ipow__",
-    "__imatmul__", "__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__", "__setitem__",
-}
-_NOT_DATA_WRITES = {"requires_grad_", "retain_grad", "share_memory_", "pin_memory", "record_stream"}
-
-
-# Ops that update running statistics inside themselves: (buffer positions, the "training" flag).
-_STATS_WRITERS: dict[Any, tuple[tuple[int, str], ...]] = {
-    torch.nn.functional.batch_norm: ((1, "running_mean"), (2, "running_var"), (5, "training")),
-    torch.nn.functional.instance_norm: ((1, "running_mean"), (2, "running_var"), (5, "use_input_stats")),
-}
-
-
-def stats_written(func: Callable[..., Any], args: tuple, kwargs: dict) -> list[torch.Tensor]:
-    """The running-statistics buffers a normalization call updates (training mode only)."""
-    *buffers, (flag_pos, flag_name) = _STATS_WRITERS[func]
-    flag = kwargs.get(flag_name, args[flag_pos] if len(args) > flag_pos else False)
-    if not flag:
-        return []
-    found = [kwargs.get(name, args[pos] if len(args) > pos else None) for pos, name in buffers]
-    return [t for t in found if isinstance(t, torch.Tensor)]
-
-
-@lru_cache(maxsize=4096)
-def mutation_spec(func: Callable[..., Any]) -> int | str | None:
-    """How ``func`` writes into an argument.
-
-    ``"self"``: the first argument (``add_``, ``x[i] = v``); an int: the position of an
-    ``inplace`` parameter that, when true, makes it write its first argument
-    (``F.relu(x, inplace=True)``); ``"stats"``: it may update running statistics
-    (:func:`stats_written`); ``None``: it writes nothing (``out=`` is checked per call).
-    """
-    if func in _STATS_WRITERS:
-        return "stats"
-    name = getattr(func, "__name__", "")
-    if name in _NOT_DATA_WRITES:
-        return None
-    if name in _INPLACE_DUNDERS or (name.endswith("_") and not name.endswith("__")):
-        return "self"
-    try:
-        params = list(inspect.signature(func).parameters)
-    except (TypeError, ValueError):
-        return None
-    return params.index("inplace") if "inplace" in params else None

@@ -24,16 +24,15 @@ _ASSIGN = re.compile(
     r"\s*(?::[^=]+)?(?:[-+*/@%&|^]|//|\*\*|>>|<<)?=(?!=)"
 )
 
-_internal_cache: dict[types.CodeType, bool] = {}
-
-
 def _is_internal(code: types.CodeType) -> bool:
-    hit = _internal_cache.get(code)
-    if hit is None:
-        filename = code.co_filename
-        hit = (filename.startswith(_INTERNAL_PREFIXES) and filename != _EXAMPLE_FILE) or filename.startswith("<frozen")
-        _internal_cache[code] = hit
-    return hit
+    return _is_internal_file(code.co_filename)
+
+
+@lru_cache(maxsize=4096)
+def _is_internal_file(filename: str) -> bool:
+    """Keyed by file name, not code object: a cache of code objects would keep every traced
+    model's code alive, and grow with every generated model."""
+    return (filename.startswith(_INTERNAL_PREFIXES) and filename != _EXAMPLE_FILE) or filename.startswith("<frozen")
 
 
 def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
@@ -41,6 +40,16 @@ def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
     while frame is not None and _is_internal(frame.f_code):
         frame = frame.f_back
     return frame
+
+
+def user_frame_and_entry(frame: types.FrameType | None) -> tuple[types.FrameType | None, types.CodeType | None]:
+    """The user frame at or above ``frame``, and the code of the torch function that user line
+    called (the frame just below it; None when the user line is ``frame`` itself)."""
+    entry = None
+    while frame is not None and _is_internal(frame.f_code):
+        entry = frame.f_code
+        frame = frame.f_back
+    return frame, entry
 
 
 def user_traceback_frame(exc: BaseException) -> traceback.FrameSummary | None:

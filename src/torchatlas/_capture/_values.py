@@ -58,6 +58,12 @@ class TensorArg(int):
 _TENSOR_ARGS = [TensorArg(i) for i in range(64)]  # shared: most calls read a few tensors
 
 
+class ShapeArg(int):
+    """In an argument template: the tensor at this position of the op's shape inputs."""
+
+    __slots__ = ()
+
+
 def split_tensors(value: Any, tensors: list[Tensor]) -> Any:
     """A template of a torch call argument: each tensor is appended to ``tensors`` and
     replaced by its ``TensorArg`` position, so the record keeps no tensor alive."""
@@ -77,6 +83,8 @@ def encode(value: Any, depth: int = 0) -> Any:
     """The JSON form of an argument template; a ``TensorArg`` becomes ``{"tensor": i}``."""
     if isinstance(value, TensorArg):
         return {"tensor": int(value)}
+    if isinstance(value, ShapeArg):
+        return {"shape_of": int(value)}
     if value is None or isinstance(value, (bool, int, str)):
         return value if not isinstance(value, str) or len(value) <= _MAX_REPR else value[:_MAX_REPR] + "…"
     if isinstance(value, float):

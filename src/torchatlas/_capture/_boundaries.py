@@ -1,0 +1,94 @@
+"""What crosses a module call's boundary: the model's inputs when the first call opens,
+and what each call returns when it closes, for one capture level.
+
+A call that returns a value it was given (eval Dropout, Identity, a user module
+returning its argument) becomes one node in its own scope, so the call sits on the
+data path as it ran and later readers read through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._dataflow import DataFlow, raw_meta
+from ._records import NodeRecord, Recording, Slot
+from ._scopes import ScopeTracker
+from ._values import TensorArg, iter_tensors
+
+Tensor = torch.Tensor
+IDENTITY = "torchatlas.identity"
+"""Target of the node a module call that ran no op and returned its input becomes."""
+
+PassedBy = Callable[[int, Tensor], tuple[str, list[Any], dict[str, Any] | None] | None]
+"""(scope, tensor) -> (target, args template, kwargs template) of the op that returned the tensor
+unchanged inside that call, if the level saw one."""
+
+
+class Boundaries:
+    """Scope listener of one level: records inputs, and each call's outputs when it returns."""
+
+    def __init__(
+        self,
+        recording: Recording,
+        flow: DataFlow,
+        tracker: ScopeTracker,
+        inputs: list[tuple[str, Tensor]],
+        passed_by: PassedBy | None = None,
+    ) -> None:
+        self.recording = recording
+        self.flow = flow
+        self.tracker = tracker
+        self._inputs = inputs
+        self._passed_by = passed_by
+        self._first: dict[int, int] = {}  # scope index -> its first record index
+
+    def scope_entered(self, index: int, module: Any, args: Any) -> None:
+        if index == 0:
+            seen: set[int] = set()
+            for path, t in self._inputs:
+                if id(t) not in seen:  # one tensor passed twice is one input, under its first path
+                    seen.add(id(t))
+                    self.flow.new_leaf("input", path, t)
+            self._inputs = []
+        self._first[index] = len(self.recording.nodes)
+
+    def scope_exited(self, index: int, module: Any, output: Any) -> None:
+        if isinstance(output, Tensor):
+            tensors = [output]
+        elif output is not None:
+            tensors = [t for _, t in iter_tensors(output, "")]
+        else:
+            tensors = []
+        first = self._first.pop(index, 0)
+        root = self.tracker.scopes[index].parent is None  # the model's own call: its outputs are the graph's
+        refs = []
+        for t in tensors:
+            found = self.flow.known(t)
+            if found is None:
+                found = self.flow.ref(t)
+            elif found[0] < first and not root:  # made before the call: the call passed it through
+                found = self._passthrough(index, t, found)
+            refs.append(found)
+        self.recording.scope_outputs[index] = refs
+        self.recording.timeline.append(-(index + 1))
+
+    def release(self) -> None:
+        self._inputs = []
+        self._first.clear()
+
+    def _passthrough(self, index: int, t: Tensor, value: Slot) -> Slot:
+        scope = self.tracker.scopes[index]
+        scope.passthrough = True
+        passed = self._passed_by(index, t) if self._passed_by is not None else None
+        target, template, kw_template = passed if passed is not None else (IDENTITY, [TensorArg(0)], None)
+        nodes = self.recording.nodes
+        record = len(nodes)
+        nodes.append(
+            NodeRecord("op", index, [value], target, None, [raw_meta(t)], template, kw_template, False,
+                       scope.code, scope.line, scope.frame)
+        )
+        self.flow.produced(record, [t], [])
+        return record, 0

@@ -1,0 +1,103 @@
+"""Who produced each tensor value: the data-flow table of one capture level.
+
+Tensors are tracked by identity (weak references, never kept alive), plus, for
+in-place writes, the storage each tensor aliases: a reader of a tensor whose
+storage was written after the tensor was made reads from the last writer. A
+tensor nobody produced becomes a leaf node when first read (an input, a
+parameter or buffer, or a constant).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ._records import NodeRecord, Recording, Slot
+
+Tensor = torch.Tensor
+Classifier = Callable[[Tensor], tuple[str, str | None]]
+"""A tensor nobody produced -> (leaf kind, path): ``("param", "fc.weight")``, ``("constant", None)``."""
+
+
+class DataFlow:
+    """Producers by tensor identity and last writers by storage, for one :class:`Recording`."""
+
+    def __init__(self, recording: Recording, current_scope: Callable[[], int], classify: Classifier) -> None:
+        self.nodes = recording.nodes
+        self.timeline = recording.timeline
+        self.current_scope = current_scope
+        self.classify = classify
+        self._producer: dict[int, tuple[Any, int, int]] = {}  # id(t) -> (weakref, record, slot)
+        self._writes: dict[int, Slot] = {}  # storage key -> last writer
+
+    def register(self, t: Tensor, record: int, slot: int) -> None:
+        self._producer[id(t)] = (weakref.ref(t), record, slot)
+
+    def new_leaf(self, kind: str, path: str | None, t: Tensor) -> Slot:
+        index = len(self.nodes)
+        record = NodeRecord(kind, self.current_scope(), [], path=path, outputs=[raw_meta(t)])
+        if kind in ("param", "buffer"):
+            record.extra = {"requires_grad": bool(t.requires_grad)}
+        self.nodes.append(record)
+        self.register(t, index, 0)
+        return index, 0
+
+    def known(self, t: Tensor) -> Slot | None:
+        """The value ``t`` holds if a record made it, without making a leaf."""
+        entry = self._producer.get(id(t))
+        if entry is None or entry[0]() is not t:
+            return None
+        if self._writes:
+            written = self._writes.get(storage_key(t))
+            if written is not None and written[0] > entry[1]:
+                return written
+        return entry[1], entry[2]
+
+    def ref(self, t: Tensor) -> Slot:
+        """The value a read of ``t`` depends on (a new leaf for a tensor nobody produced)."""
+        found = self.known(t)
+        if found is not None:
+            return found
+        return self.new_leaf(*self.classify(t), t)
+
+    def refs(self, tensors: list[Tensor]) -> list[Slot]:
+        if self._writes:
+            return [self.ref(t) for t in tensors]
+        # Hot path: no write happened yet, so identity alone decides.
+        out = []
+        get = self._producer.get
+        for t in tensors:
+            entry = get(id(t))
+            out.append((entry[1], entry[2]) if entry is not None and entry[0]() is t else self.ref(t))
+        return out
+
+    def produced(self, index: int, outs: list[Tensor], written: list[Tensor]) -> None:
+        """Record ``index`` as the producer of ``outs`` and the last writer of ``written``."""
+        self.timeline.append(index)
+        for slot, t in enumerate(outs):
+            self.register(t, index, slot)
+        for t in written:
+            slot = next((i for i, o in enumerate(outs) if o is t), 0)
+            key = storage_key(t)
+            if key is not None:
+                self._writes[key] = (index, slot)
+            self.register(t, index, slot)
+
+    def clear(self) -> None:
+        self._producer.clear()
+        self._writes.clear()
+
+
+def raw_meta(t: Tensor) -> tuple[Any, Any, Any]:
+    """Raw (torch.Size, dtype, device): no reference to the tensor, converted at build time."""
+    return t.shape, t.dtype, t.device
+
+
+def storage_key(t: Tensor) -> int | None:
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, AttributeError):
+        return None

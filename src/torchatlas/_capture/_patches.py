@@ -1,0 +1,80 @@
+"""The two calls no mode or hook can see, made visible while a trace runs in some thread.
+
+* A TorchScript function runs in C++: ``torch.jit.ScriptFunction.__call__`` is wrapped so
+  the call becomes one opaque node that reads its tensor arguments.
+* ``Tensor.set_`` never reaches ``__torch_function__``: it is wrapped so the tensor it
+  re-points reads from the call.
+
+The wrappers are installed when the first trace starts and removed when the last one
+ends (a count, under a lock, so threads tracing at once share them); outside a trace,
+in any thread, they call straight through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+_lock = threading.Lock()
+_users = 0
+_SCRIPT_CALL = torch.jit.ScriptFunction.__call__
+_SET = torch._C.TensorBase.set_
+
+ActiveLevel = Callable[[], Any]
+"""This thread's Python level when it records: its mode is on the stack (a call it is itself
+running, or torch's own code inside one, has it popped), else None."""
+
+
+def _script_call(active: ActiveLevel) -> Callable[..., Any]:
+    def __call__(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        level = active()
+        if level is None:
+            return _SCRIPT_CALL(fn, *args, **kwargs)
+        return level.run_opaque(getattr(fn, "qualified_name", "script"), _SCRIPT_CALL, (fn, *args), kwargs, sys._getframe(1))
+
+    return __call__
+
+
+def _set(active: ActiveLevel) -> Callable[..., Any]:
+    def set_(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        level = active()
+        if level is None:
+            return _SET(self, *args, **kwargs)
+        return level.__torch_function__(torch._C.TensorBase.set_, (), (self, *args), kwargs)
+
+    return set_
+
+
+@contextlib.contextmanager
+def installed(active: ActiveLevel) -> Iterator[None]:
+    """Wrap the two calls while the block runs; ``active()`` gives this thread's Python level or None."""
+    global _users
+    with _lock:
+        if _users == 0:
+            torch.jit.ScriptFunction.__call__ = _script_call(active)
+            torch.Tensor.set_ = _set(active)  # shadows the TensorBase method it inherits
+        _users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
+                del torch.Tensor.set_
+
+
+@contextlib.contextmanager
+def compiled_code_runs_eagerly() -> Iterator[None]:
+    """``torch.compile``d submodules and functions run as the eager code they wrap, so their ops are
+    recorded and dynamo never traces into the recording mode. Without dynamo loaded nothing is compiled."""
+    if "torch._dynamo" not in sys.modules:
+        yield
+        return
+    with torch.compiler.set_stance("force_eager"):
+        yield

@@ -1,0 +1,288 @@
+"""The Python level: every torch function, Tensor method, operator and factory call.
+
+A ``TorchFunctionMode`` sees each call; the call runs, and a record of it (what it
+read, made and wrote, where in user code it ran) goes into the ``Recording``.
+Calls that make nothing (``x.shape``) or compute nothing (``x.contiguous()`` on a
+contiguous tensor) are not recorded, so readers keep reading the original value;
+but a *module call* that returns its input unchanged (eval Dropout, Identity) is:
+it becomes one node in its own scope. Calls that torch runs in C++ where no op can
+be seen (TorchScript) become one opaque node that reads their tensor arguments.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from . import _naming, _source
+from ._boundaries import Boundaries
+from ._dataflow import DataFlow, raw_meta
+from ._records import Failure, NodeRecord, Recording
+from ._scopes import ScopeTracker
+from ._values import ShapeArg, TensorArg, split_tensors, tensors_flat
+from ._writes import REPOINTS, shape_only_arguments, written
+
+Tensor = torch.Tensor
+
+
+class PythonLevel(TorchFunctionMode):
+    """Records Python-level calls into a :class:`Recording` and listens to module calls."""
+
+    def __init__(
+        self,
+        recording: Recording,
+        tracker: ScopeTracker,
+        inputs: list[tuple[str, Tensor]],
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        super().__init__()
+        self.recording = recording
+        self.nodes = recording.nodes
+        self.tracker = tracker
+        self.flow = DataFlow(recording, lambda: tracker.current, tracker.classify)
+        self.boundaries = Boundaries(recording, self.flow, tracker, inputs, self._passed_by)
+        self.quiet = tracker.quiet
+        self._progress = progress
+        self._next_progress = 1024
+        self._failures: list[Failure] = []
+        # Calls that returned an argument unchanged, per scope: id(result) -> (func, args, kwargs).
+        self._aliases: dict[int, dict[int, tuple[Any, tuple, dict]]] = {}
+        self._opaque: dict[int, list[Tensor]] = {}  # scope index -> tensor arguments of a TorchScript call
+        self.observer: Any = None
+        """The ATen level, when it runs alongside: told where each Python call starts and ends."""
+
+    # -- module calls -------------------------------------------------------------------
+
+    def scope_entered(self, index: int, module: Any, args: Any) -> None:
+        self.boundaries.scope_entered(index, module, args)
+        if isinstance(module, torch.jit.ScriptModule):
+            found: list[Tensor] = []
+            tensors_flat(args, found)
+            self._opaque[index] = found
+
+    def scope_exited(self, index: int, module: Any, output: Any) -> None:
+        opaque = self._opaque.pop(index, None)
+        if opaque is not None:
+            scope = self.tracker.scopes[index]
+            name = getattr(module, "original_name", type(module).__name__)
+            self.record_opaque(f"{name}.forward", opaque, output, scope.code, scope.line, scope.frame, index)
+        self.boundaries.scope_exited(index, module, output)
+        self._aliases.pop(index, None)
+
+    def _passed_by(self, index: int, t: Tensor) -> tuple[str, list[Any], dict[str, Any] | None] | None:
+        """The op inside call ``index`` that returned ``t`` unchanged (F.dropout with training=False)."""
+        call = self._aliases.get(index, {}).get(id(t))
+        if call is None:
+            return None
+        func, args, kwargs = call
+        tensors, template, kw_template = _split_call(args, kwargs)
+        if len(tensors) != 1:
+            return None
+        return _naming.target_name(func), template, kw_template
+
+    # -- ops ---------------------------------------------------------------------------------
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        caller = sys._getframe(1)
+        if self.observer is None:
+            return self._run(func, args, kwargs or {}, caller)
+        start = self.observer.python_call_started(caller)
+        recorded = len(self.nodes)
+        try:
+            return self._run(func, args, kwargs or {}, caller)
+        finally:
+            made = len(self.nodes) > recorded and self.nodes[-1].kind == "op"
+            target = self.nodes[-1].target if made else _naming.target_name(func)
+            self.observer.python_call_ended(start, target, len(self.nodes) - 1 if made else None)
+
+    def _run(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                self._quietly(self.record_failure, _naming.target_name(func), func, args, kwargs, exc, caller)
+            raise
+        self.record_call(func, args, kwargs, result, caller)
+        return result
+
+    def record_call(self, func: Any, args: tuple, kwargs: dict, result: Any, caller: Any) -> None:
+        if isinstance(result, Tensor):
+            outs = [result]
+        elif isinstance(result, (tuple, list)) and type(result) is not torch.Size:
+            outs = []
+            tensors_flat(result, outs)
+        else:
+            outs = []
+        writes = written(func, args, kwargs)
+        if not writes:
+            # Nothing made (x.shape, x.item()) or nothing computed (x.to(x.dtype), x.contiguous()
+            # when contiguous): not recorded, so readers keep reading the original value.
+            if not outs:
+                return
+            if len(outs) == 1 and any(a is result for a in args):
+                self._aliases.setdefault(self.tracker.current, {})[id(result)] = (func, args, kwargs)
+                return
+        else:
+            # A written tensor the op does not return (x[i] = v, running stats) is an extra output.
+            outs = outs + [t for t in writes if not any(t is o for o in outs)]
+        self._quietly(self._record_op, func, args, kwargs, outs, writes, caller)
+
+    def _quietly(self, record: Callable[..., Any], *args: Any) -> Any:
+        """Run bookkeeping out of sight of a user's own TorchFunctionMode."""
+        if self.quiet:
+            with torch._C.DisableTorchFunction():
+                return record(*args)
+        return record(*args)
+
+    def _record_op(self, func: Any, args: tuple, kwargs: dict, outs: list[Tensor], writes: list[Tensor], caller: Any) -> None:
+        target = _naming.operator_name(func, caller) or _naming.target_name(func)
+        if func in REPOINTS:  # x.data = y reads y only: x's old value flows nowhere
+            args = args[1:]
+        tensors, template, kw_template = _split_call(args, kwargs)
+        shape_only = shape_only_arguments(target) if tensors else ()
+        shape_refs = None
+        if shape_only:
+            tensors, template, kw_template, shape_tensors = _separate_shape_reads(args, kwargs, shape_only)
+            shape_refs = self.flow.refs(shape_tensors)
+        refs = self.flow.refs(tensors)
+        user, entry = _source.user_frame_and_entry(caller)
+        # Called by the user's line itself (not by library code it called): only then can the
+        # line's assignment have bound this op's result.
+        direct = entry is None or entry is getattr(func, "__code__", None)
+        index = len(self.nodes)
+        self.nodes.append(
+            NodeRecord(
+                "op", self.tracker.current, refs, target, None,
+                [(t.shape, t.dtype, t.device) for t in outs], template, kw_template, bool(writes),
+                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
+                direct, shape_inputs=shape_refs,
+            )
+        )
+        self.flow.produced(index, outs, writes)
+        if self._progress is not None and index >= self._next_progress:
+            self._next_progress += 1024
+            self._progress(index)
+
+    def run_opaque(self, target: str, call: Callable[..., Any], args: tuple, kwargs: dict, caller: Any) -> Any:
+        """Run a call torch runs where no op can be seen (a TorchScript function), recording it as one node."""
+        start = self.observer.python_call_started(caller) if self.observer is not None else 0
+        recorded = len(self.nodes)
+        try:
+            try:
+                result = call(*args, **kwargs)
+            except BaseException as exc:
+                if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    self._quietly(self.record_failure, target, None, args[1:], kwargs, exc, caller)
+                raise
+            reads: list[Tensor] = []
+            tensors_flat(list(args[1:]) + list(kwargs.values()), reads)
+            user = _source.user_frame(caller)
+            where = (user.f_code, user.f_lineno, id(user)) if user is not None else (None, 0, 0)
+            self._quietly(self.record_opaque, target, reads, result, *where)
+            return result
+        finally:
+            if self.observer is not None:
+                made = len(self.nodes) > recorded
+                self.observer.python_call_ended(start, target, len(self.nodes) - 1 if made else None)
+
+    def record_opaque(
+        self, target: str, reads: list[Tensor], result: Any, code: Any, line: int, frame: int, scope: int | None = None
+    ) -> None:
+        """One node for a call we cannot see into: it reads ``reads`` and makes ``result``'s tensors."""
+        outs: list[Tensor] = []
+        tensors_flat(result if isinstance(result, (tuple, list, dict)) else [result], outs)
+        refs = self.flow.refs(reads)
+        index = len(self.nodes)
+        self.nodes.append(
+            NodeRecord(
+                "op", self.tracker.current if scope is None else scope, refs, target, None,
+                [raw_meta(t) for t in outs], [TensorArg(i) for i in range(len(refs))], None, False,
+                code, line, frame, extra={"opaque": "torchscript"},
+            )
+        )
+        self.flow.produced(index, outs, [])
+
+    # -- failures ------------------------------------------------------------------------------
+
+    def record_failure(self, target: str, func: Any, args: tuple, kwargs: dict, exc: BaseException, caller: Any) -> None:
+        user = _source.user_frame(caller)
+        if func is not None:
+            target = _naming.operator_name(func, caller) or target
+        tensors, template, kw_template = _split_call(args, kwargs)
+        refs = [self.flow.ref(t) for t in tensors]
+        self.nodes.append(
+            NodeRecord(
+                "op", self.tracker.current, refs, target=target, args=template, kwargs=kw_template,
+                code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
+                error=error_text(exc),
+            )
+        )
+        self._failures.append(
+            Failure(target, self.tracker.current, user.f_code if user else None, user.f_lineno if user else 0,
+                    len(self.nodes) - 1, exc)
+        )
+
+    def settle_failures(self, escaped: BaseException | None) -> None:
+        """Keep as *the* failure the op whose error escaped forward; errors the model caught
+        itself only mark their op (``caught_error``)."""
+        chain = set()
+        while escaped is not None and id(escaped) not in chain:
+            chain.add(id(escaped))
+            escaped = escaped.__cause__ or escaped.__context__
+        for failure in self._failures:
+            if failure.exc is not None and id(failure.exc) in chain:
+                self.recording.failure = failure
+            else:
+                record = self.nodes[failure.record]
+                record.extra = {**(record.extra or {}), "caught_error": record.error}
+                record.error = None
+            failure.exc = None  # drop the traceback and the frames it holds
+        self._failures = []
+
+    def release(self) -> None:
+        """Forget every tensor seen, so nothing of the forward pass outlives it."""
+        self.flow.clear()
+        self._aliases.clear()
+        self._opaque.clear()
+        self.boundaries.release()
+
+
+def _split_call(args: tuple, kwargs: dict) -> tuple[list[Tensor], list[Any], dict[str, Any] | None]:
+    """Tensor inputs in argument order, and the call's templates (``out=`` is a write, not a read)."""
+    tensors: list[Tensor] = []
+    template = [split_tensors(a, tensors) for a in args]
+    kw_template = {k: split_tensors(v, tensors) for k, v in kwargs.items() if k != "out"} if kwargs else None
+    return tensors, template, kw_template
+
+
+def _separate_shape_reads(
+    args: tuple, kwargs: dict, shape_only: tuple[tuple[int, str], ...]
+) -> tuple[list[Tensor], list[Any], dict[str, Any] | None, list[Tensor]]:
+    """Like ``_split_call``, with the shape-only arguments as ``{"shape_of": i}`` in their own list."""
+    positions = {p for p, _ in shape_only}
+    names = {n for _, n in shape_only}
+    tensors: list[Tensor] = []
+    shapes: list[Tensor] = []
+
+    def split(value: Any, shape: bool) -> Any:
+        if shape and isinstance(value, Tensor):
+            shapes.append(value)
+            return ShapeArg(len(shapes) - 1)
+        return split_tensors(value, tensors)
+
+    template = [split(a, i in positions) for i, a in enumerate(args)]
+    kw_template = {k: split(v, k in names) for k, v in kwargs.items() if k != "out"} if kwargs else None
+    return tensors, template, kw_template, shapes
+
+
+def error_text(exc: BaseException) -> str:
+    """``TypeError: ...``, one line; never raises, even for an exception whose ``__str__`` does."""
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except Exception:
+        text = f"{type(exc).__name__} (its message could not be read)"
+    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -1,0 +1,88 @@
+"""What a capture records while the model runs: plain data, no torch objects kept alive.
+
+Records refer to each other by index (a :data:`Slot` is ``(record index, output
+slot)``); ``_build.py`` turns a finished :class:`Recording` into a ``GraphIR``
+without touching anything live.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# (producer record index, output slot): an edge while recording, before ids exist
+Slot = tuple[int, int]
+# (shape, dtype, device) as torch gives them; converted to TensorMeta at build time
+RawMeta = tuple[Any, Any, Any]
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    kind: str
+    scope: int
+    inputs: list[Slot]
+    target: str | None = None
+    path: str | None = None
+    outputs: list[RawMeta] = field(default_factory=list)
+    args: Any = None
+    kwargs: Any = None
+    inplace: bool = False
+    code: Any = None
+    """Code object of the user frame that ran it."""
+    line: int = 0
+    frame: int = 0
+    """``id()`` of that frame, only to group ops by line execution."""
+    direct: bool = True
+    """The op was called from the user's line itself, not from library code it called."""
+    error: str | None = None
+    extra: dict[str, Any] | None = None
+    shape_inputs: list[Slot] | None = None
+
+
+@dataclass(slots=True)
+class ScopeRecord:
+    parent: int | None
+    path: str
+    cls: str
+    call: int
+    code: Any
+    line: int
+    frame: int
+    first_record: int = 0
+    """Records before this index were made before the call began."""
+    passthrough: bool = False
+
+
+@dataclass(slots=True)
+class Failure:
+    """An op that raised during the forward pass."""
+
+    target: str | None
+    scope: int | None
+    code: Any
+    line: int
+    record: int
+    exc: BaseException | None
+
+
+@dataclass
+class Recording:
+    """Everything one level of one capture recorded, ready for ``build_graph``."""
+
+    level: str
+    scopes: list[ScopeRecord]
+    """Shared by every level of one capture: module calls happen once."""
+    nodes: list[NodeRecord] = field(default_factory=list)
+    scope_outputs: dict[int, list[Slot]] = field(default_factory=dict)
+    timeline: list[int] = field(default_factory=list)
+    """Op record index, or ``-(scope index + 1)`` when a scope returns: the order lines finished."""
+    outputs: list[tuple[str, Slot, RawMeta, dict[str, Any]]] = field(default_factory=list)
+    """What the model returned (and, for backward, the gradients): (path, value, its meta, node meta)."""
+    failure: Failure | None = None
+    parameters: list[dict[str, Any]] | None = None
+    buffers: list[dict[str, Any]] | None = None
+    model: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Extra graph meta facts (backward tables...)."""
+    outer_frame: int | None = None
+    """The frame that called trace(): its lines name nothing."""

@@ -1,0 +1,203 @@
+"""Module calls: the scope stack of one capture, fed by global module hooks.
+
+The model is walked once for module paths and for every parameter and buffer
+under each of its names. A ``torch.compile`` wrapper of a submodule is
+transparent: its eager module takes the wrapper's path and its call is the
+scope (``_orig_mod`` never shows). Modules the model does not register (plain
+lists, made inside forward) get one made-up path per object. Each level of the
+capture listens to scope entries and exits to record inputs and outputs.
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import torch
+
+from . import _source
+from ._records import ScopeRecord
+
+_COMPILED_WRAPPER = "OptimizedModule"
+_ORIG_MOD = "._orig_mod"
+
+
+class ScopeListener(Protocol):
+    def scope_entered(self, index: int, module: Any, args: Any) -> None: ...
+
+    def scope_exited(self, index: int, module: Any, output: Any) -> None: ...
+
+
+def is_compiled_wrapper(module: Any) -> bool:
+    return type(module).__name__ == _COMPILED_WRAPPER and isinstance(getattr(module, "_orig_mod", None), torch.nn.Module)
+
+
+def _eager_path(name: str) -> str:
+    """``blocks.0._orig_mod.fc`` -> ``blocks.0.fc``: the path without compile wrappers."""
+    return name.replace(_ORIG_MOD, "")
+
+
+class ModelIndex:
+    """Module paths, and every parameter and buffer of the model under each name it has."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.paths: dict[int, str] = {}
+        self.named: dict[int, tuple[str, str]] = {}  # id(param or buffer) -> (kind, path)
+        self.parameters: list[tuple[str, torch.Tensor]] = []
+        self.buffers: list[tuple[str, torch.Tensor]] = []
+        if isinstance(model, torch.nn.Module):
+            self.walk()
+
+    def walk(self) -> None:
+        """One walk of the model (in the order of ``named_parameters(remove_duplicate=False)``)."""
+        self.parameters, self.buffers = [], []
+        for raw_name, module in self.model.named_modules(remove_duplicate=False):
+            name = _eager_path(raw_name)
+            self.paths.setdefault(id(module), name)
+            prefix = f"{name}." if name else ""
+            for table, kind, out in ((module._parameters, "param", self.parameters), (module._buffers, "buffer", self.buffers)):
+                for attr, t in table.items():
+                    if t is not None:
+                        out.append((prefix + attr, t))
+                        self.named.setdefault(id(t), (kind, prefix + attr))
+
+
+class ScopeTracker:
+    """The stack of module calls running now, and a record of every call."""
+
+    def __init__(self, index: ModelIndex, is_active: Callable[[], bool], quiet: bool) -> None:
+        self.index = index
+        self.is_active = is_active
+        self.quiet = quiet
+        """A user's TorchFunctionMode is on the stack: our tensor queries must not reach it."""
+        self.scopes: list[ScopeRecord] = []
+        self.listeners: list[ScopeListener] = []
+        self.stack: list[tuple[int, Any]] = []  # (scope index, module)
+        self._calls: dict[str, int] = {}
+        self._unregistered: dict[int, tuple[Any, str]] = {}
+        self._unregistered_count: dict[str, int] = {}
+        self._class_names: dict[type, str] = {}
+        self._hooks: list[Any] = []
+
+    # -- installation ------------------------------------------------------------
+
+    def install(self) -> None:
+        self._hooks = [
+            torch.nn.modules.module.register_module_forward_pre_hook(self._enter_hook),
+            torch.nn.modules.module.register_module_forward_hook(self._exit_hook, always_call=True),
+        ]
+
+    def uninstall(self) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        self.stack.clear()
+
+    def _enter_hook(self, module: Any, args: Any) -> None:
+        if not self.is_active() or is_compiled_wrapper(module):
+            return
+        if self.quiet:
+            with torch._C.DisableTorchFunction():
+                self.enter(module, args, sys._getframe(1))
+        else:
+            self.enter(module, args, sys._getframe(1))
+
+    def _exit_hook(self, module: Any, args: Any, output: Any) -> None:
+        if not self.is_active() or is_compiled_wrapper(module):
+            return
+        if self.quiet:
+            with torch._C.DisableTorchFunction():
+                self.exit(module, output)
+        else:
+            self.exit(module, output)
+
+    # -- the stack -----------------------------------------------------------------
+
+    @property
+    def current(self) -> int:
+        return self.stack[-1][0] if self.stack else 0
+
+    @property
+    def running_module(self) -> Any:
+        return self.stack[-1][1] if self.stack else None
+
+    def open_root(self, cls: str, args: Any) -> None:
+        """For a plain callable (no module call to hook), open the root scope by hand."""
+        self._push(None, "", cls, None, args)
+
+    def enter(self, module: Any, args: Any, frame: Any) -> None:
+        cls = type(module)
+        name = self._class_names.get(cls)
+        if name is None:
+            name = self._class_names[cls] = f"{cls.__module__}.{cls.__qualname__}"
+        self._push(module, self.path_of(module), name, frame, args)
+
+    def _push(self, module: Any, path: str, cls: str, frame: Any, args: Any) -> None:
+        user = _source.user_frame(frame)
+        call = self._calls.get(path, 0)
+        self._calls[path] = call + 1
+        parent = self.stack[-1][0] if self.stack else None
+        self.scopes.append(
+            ScopeRecord(
+                parent, path, cls, call,
+                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
+            )
+        )
+        index = len(self.scopes) - 1
+        self.stack.append((index, module))
+        for listener in self.listeners:
+            listener.scope_entered(index, module, args)
+
+    def exit(self, module: Any, output: Any) -> None:
+        while self.stack:  # unwinds scopes left open by an exception
+            index, top = self.stack.pop()
+            if top is module:
+                break
+        else:
+            return
+        for listener in self.listeners:
+            listener.scope_exited(index, module, output)
+
+    # -- names -----------------------------------------------------------------------
+
+    def path_of(self, module: Any) -> str:
+        """The qualified path of a module of this model (as in ``named_modules()``)."""
+        path = self.index.paths.get(id(module))
+        if path is None and isinstance(self.index.model, torch.nn.Module):
+            self.index.walk()  # forward may have attached new submodules
+            path = self.index.paths.get(id(module))
+        return path if path is not None else self._unregistered_path(module)
+
+    def _unregistered_path(self, module: Any) -> str:
+        """``parent.<Linear>``, ``parent.<Linear:1>``... for modules the model does not register:
+        one path per module object, so calls count right."""
+        known = self._unregistered.get(id(module))
+        if known is not None and known[0]() is module:
+            return known[1]
+        parent = self.scopes[self.stack[-1][0]].path if self.stack else ""
+        base = f"{parent}.<{type(module).__name__}" if parent else f"<{type(module).__name__}"
+        number = self._unregistered_count.get(base, 0)
+        self._unregistered_count[base] = number + 1
+        path = f"{base}:{number}>" if number else f"{base}>"
+        self._unregistered[id(module)] = (weakref.ref(module), path)
+        return path
+
+    def classify(self, t: torch.Tensor) -> tuple[str, str | None]:
+        """(leaf kind, path) of a tensor nobody produced: a parameter or buffer of the model, an
+        attribute of the running module the model does not register, else a constant."""
+        named = self.index.named.get(id(t))
+        if named is not None:
+            return named
+        kind = "param" if isinstance(t, torch.nn.Parameter) else "constant"
+        module = self.running_module
+        if module is None:
+            return kind, None
+        scope_path = self.scopes[self.stack[-1][0]].path
+        for table, table_kind in (("_parameters", "param"), ("_buffers", "buffer"), ("__dict__", kind)):
+            for attr, value in (getattr(module, table, None) or {}).items():
+                if value is t:
+                    return table_kind, f"{scope_path}.{attr}" if scope_path else attr
+        return kind, None

@@ -1,0 +1,220 @@
+"""One capture: the skeleton every level runs in.
+
+A :class:`Session` holds the model index, the scope tracker and the Python level;
+a level (``LEVELS`` in ``__init__.py``) adds its recorders, the modes to enter
+around forward, and what to do once forward returns. :meth:`Session.run` does the
+rest the same way for every level: refuse a nested trace, install and always
+remove the hooks, modes and wrappers, name where a failing forward failed, resolve
+what the model returned, and build the graph from plain records.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from .._ir import GraphIR
+from . import _patches, _source
+from ._build import build_graph
+from ._dataflow import DataFlow, raw_meta
+from ._python import PythonLevel
+from ._records import Recording
+from ._scopes import ModelIndex, ScopeTracker, is_compiled_wrapper
+from ._values import dtype_name, iter_tensors, shape_of
+
+_tls = threading.local()
+
+
+class TraceError(RuntimeError):
+    """The model could not be traced; the message says why in one line."""
+
+
+def active_session() -> Session | None:
+    return getattr(_tls, "session", None)
+
+
+def _recording_python_level() -> PythonLevel | None:
+    session = active_session()
+    if session is None:
+        return None
+    stack = torch._C._len_torch_function_stack()
+    on_stack = any(torch._C._get_function_stack_at(i) is session.python for i in range(stack))
+    return session.python if on_stack and torch._C._is_torch_function_mode_enabled() else None
+
+
+def unwrap_model(model: Any) -> Any:
+    """The eager module behind a ``torch.compile`` wrapper; a clear refusal for what can't run eagerly."""
+    if isinstance(model, torch.export.ExportedProgram):
+        raise TraceError(
+            "torchatlas: an ExportedProgram is a graph already, not a model to run; use torchatlas.from_export(ep)"
+        )
+    if isinstance(model, (torch.jit.ScriptModule, torch.jit.ScriptFunction)):
+        raise TraceError(
+            "torchatlas: TorchScript runs in C++ where ops cannot be recorded; trace the original nn.Module instead"
+        )
+    if is_compiled_wrapper(model):
+        return model._orig_mod  # torch.compile wraps the eager module; its forward computes the same thing
+    if not callable(model):
+        raise TraceError(f"torchatlas: cannot trace a {type(model).__name__}; pass an nn.Module or a callable")
+    return getattr(model, "_torchdynamo_orig_callable", model)  # torch.compile(function)
+
+
+class Session:
+    """The parts of one capture that every level shares."""
+
+    def __init__(self, model: Any, args: tuple, kwargs: dict, progress: Callable[[int], None] | None = None) -> None:
+        self.model = unwrap_model(model)
+        self.args, self.kwargs = args, kwargs
+        self.index = ModelIndex(self.model)
+        # Under a user's own TorchFunctionMode, our bookkeeping (t.shape...) must not reach it.
+        quiet = torch._C._len_torch_function_stack() > 0
+        self.tracker = ScopeTracker(self.index, lambda: active_session() is self, quiet)
+        self.inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
+        self.python = PythonLevel(Recording("python", self.tracker.scopes), self.tracker, list(self.inputs), progress)
+        self.tracker.listeners.append(self.python)
+        self.modes: list[Any] = [self.python]
+        """Entered around forward, in order."""
+        self.result: tuple[Recording, DataFlow] = (self.python.recording, self.python.flow)
+        """The recording that becomes the graph, and its data flow (which resolves the outputs)."""
+        self.after_forward: Callable[[Any], None] | None = None
+        """Runs on what forward returned, still inside the modes (backward computes its loss here)."""
+        self.after_recording: Callable[[], None] | None = None
+        """Runs once the modes and hooks are gone (backward runs autograd here, under its own mode)."""
+        self.releases: list[Callable[[], None]] = [self.python.release]
+
+    def run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
+        """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""
+        if active_session() is not None:
+            raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
+        output: Any = None
+        error: BaseException | None = None
+        _tls.session = self
+        try:
+            try:
+                with _patches.installed(_recording_python_level), _patches.compiled_code_runs_eagerly():
+                    self._forward_recorded()
+                    output = self._output
+                self.python.settle_failures(None)
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:
+                self.python.settle_failures(exc)
+                note = self._describe_failure(exc)
+                if not partial:
+                    _add_note(exc, note)
+                    raise
+                error = _without_frames(exc)
+            if not self.tracker.scopes:
+                raise TraceError("torchatlas: the model recorded no module call; is it an nn.Module or a callable?")
+            if self.after_recording is not None and error is None:
+                self.after_recording()
+            # A user's own TorchFunctionMode must not see our bookkeeping; no user code runs here.
+            with torch._C.DisableTorchFunction():
+                recording = self._finish(output if error is None else None)
+        finally:
+            del _tls.session
+            for release in self.releases:
+                release()
+        return build_graph(recording), output, error
+
+    def _forward_recorded(self) -> None:
+        self.tracker.install()
+        try:
+            with contextlib.ExitStack() as modes:
+                for mode in self.modes:
+                    modes.enter_context(mode)
+                if not isinstance(self.model, torch.nn.Module):
+                    cls = type(self.model)
+                    self.tracker.open_root(f"{cls.__module__}.{getattr(self.model, '__qualname__', cls.__qualname__)}", self.args)
+                self._output = self.model(*self.args, **self.kwargs)
+                if self.after_forward is not None:
+                    self.after_forward(self._output)
+        finally:
+            self.tracker.uninstall()
+
+    def _finish(self, output: Any) -> Recording:
+        """Resolve what the model returned and the parameter tables, while the tensors live."""
+        recording, flow = self.result
+        if output is not None:
+            for path, t in iter_tensors(output, "output"):
+                recording.outputs.append((path, flow.ref(t), raw_meta(t), {}))
+        recording.failure = self.python.recording.failure
+        recording.outer_frame = self.tracker.scopes[0].frame if self.tracker.scopes else None
+        if isinstance(self.model, torch.nn.Module):
+            cls = type(self.model)
+            recording.model = f"{cls.__module__}.{cls.__qualname__}"
+            recording.parameters = _tensor_table(self.index.parameters)
+            recording.buffers = _tensor_table(self.index.buffers)
+        return recording
+
+    # -- failures ------------------------------------------------------------------------------
+
+    def _describe_failure(self, exc: BaseException) -> str:
+        """One line naming the op, the module call and the source line where forward failed."""
+        failure, scopes = self.python.recording.failure, self.tracker.scopes
+        if failure is not None:
+            where = f"{failure.code.co_filename}:{failure.line}" if failure.code is not None else "unknown source"
+            scope = scopes[failure.scope] if failure.scope is not None and failure.scope < len(scopes) else None
+            module = f" in module '{scope.path or '<root>'}' ({scope.cls.rsplit('.', 1)[-1]})" if scope else ""
+            return f"torchatlas: forward failed at {failure.target}{module}, {where}"
+        frame = _source.user_traceback_frame(exc)
+        where = f", {frame.filename}:{frame.lineno}" if frame else ""
+        module = _raising_module(exc)
+        if module is not None:
+            path = self.tracker.path_of(module)
+            return f"torchatlas: forward failed in module '{path or '<root>'}' ({type(module).__name__}){where}"
+        return f"torchatlas: forward failed{where}"
+
+
+def _raising_module(exc: BaseException) -> Any:
+    """The innermost module whose call the exception passed through (read from the
+    traceback, so an error the model caught earlier cannot mislead it)."""
+    module, tb = None, exc.__traceback__
+    call_impl = torch.nn.Module._call_impl.__code__
+    while tb is not None:
+        if tb.tb_frame.f_code is call_impl:
+            module = tb.tb_frame.f_locals.get("self")
+        tb = tb.tb_next
+    return module
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    """Add the note where Python can (3.11+, ``__notes__`` a list); the exception stays the model's own."""
+    notes = getattr(exc, "__notes__", None)
+    if hasattr(exc, "add_note") and (notes is None or isinstance(notes, list)):
+        exc.add_note(note)
+
+
+def _without_frames(exc: BaseException) -> BaseException:
+    """The exception, its chain's tracebacks kept as lines but their frames' locals dropped,
+    so a partial graph does not keep the forward pass's tensors alive."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
+    return exc
+
+
+def _tensor_table(named: list[tuple[str, torch.Tensor]]) -> list[dict[str, Any]]:
+    """Every parameter (or buffer) once, with the other names it is shared under."""
+    by_id: dict[int, dict[str, Any]] = {}
+    for path, t in named:
+        entry = by_id.get(id(t))
+        if entry is None:
+            by_id[id(t)] = {
+                "path": path,
+                "shape": list(shape_of(t)),
+                "dtype": dtype_name(t.dtype),
+                "requires_grad": bool(t.requires_grad),
+                "shared_with": [],
+            }
+        else:
+            entry["shared_with"].append(path)
+    return list(by_id.values())
