@@ -57,6 +57,7 @@ PUBLIC_API = [
     "from_export",
     "from_fx",
     "load",
+    "profile",
     "trace",
     "trace_shapes",
 ]

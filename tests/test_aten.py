@@ -15,7 +15,7 @@ from torchatlas._ir import GraphIR, Ref
 
 
 def aten(model, *args, **kwargs) -> GraphIR:
-    return capture(model, args, kwargs, level="aten")[0]
+    return capture(model, args, kwargs, level="aten").ir
 
 
 def input_paths(ir: GraphIR) -> list[str]:
@@ -92,7 +92,7 @@ def test_each_aten_op_keeps_its_module_scope_and_python_op():
     coolcnn = load_coolcnn()
     model, x = coolcnn.CoolCNN(), coolcnn.example_input()
     ir = aten(model, x)
-    python = capture(model, (x,), {})[0]
+    python = capture(model, (x,), {}).ir
     fc1 = [n for n in ir.ops() if scope_path(ir, n) == "fully_connected1"]
     assert [n.target for n in fc1] == ["aten.t.default", "aten.addmm.default"]
     links = [n.meta["python_op"] for n in fc1]
@@ -248,7 +248,8 @@ def test_failure_propagates_with_a_note_and_partial_keeps_the_graph():
     with pytest.raises(RuntimeError) as info:
         aten(Broken(), torch.ones(2, 4))
     assert any("torchatlas: forward failed" in n for n in getattr(info.value, "__notes__", []))
-    ir, _, error = capture(Broken(), (torch.ones(2, 4),), {}, level="aten", partial=True)
+    result = capture(Broken(), (torch.ones(2, 4),), {}, level="aten", partial=True)
+    ir, error = result.ir, result.error
     assert isinstance(error, RuntimeError)
     failed = [n for n in ir.ops() if "error" in n.meta]
     assert failed and failed[-1].target.startswith("aten.")
@@ -266,7 +267,7 @@ def test_nothing_stays_installed():
     assert _get_current_function_mode_stack() == []
     assert _get_current_dispatch_mode_stack() == []
     # A plain trace still works afterwards and records Python-level targets.
-    assert targets(capture(lambda x: x + 1, (torch.ones(1),), {})[0]) == ["torch.Tensor.__add__"]
+    assert targets(capture(lambda x: x + 1, (torch.ones(1),), {}).ir) == ["torch.Tensor.__add__"]
 
 
 def test_tensor_attributes_the_model_does_not_register_keep_their_path():

@@ -19,7 +19,7 @@ def mlp() -> nn.Module:
 
 
 def backward(model, *args, loss_fn=None) -> GraphIR:
-    return capture(model, args, {}, level="backward", loss_fn=loss_fn)[0]
+    return capture(model, args, {}, level="backward", loss_fn=loss_fn).ir
 
 
 def reference(model: nn.Module, x: torch.Tensor, ir: GraphIR):

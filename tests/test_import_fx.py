@@ -114,7 +114,7 @@ def test_export_keeps_the_leaf_module_data_flow_of_a_direct_trace():
     args, kwargs = nested_inputs()
     model = Nested()
     exported = from_export(torch.export.export(model, args, kwargs))
-    traced = capture(model, args, kwargs)[0]
+    traced = capture(model, args, kwargs).ir
     assert leaf_flow(exported) == leaf_flow(traced)
     assert ("block.lin#0", "block.lin#1") in leaf_flow(exported)
 
@@ -124,7 +124,7 @@ def test_export_of_coolcnn_keeps_its_two_branches():
     model, x = coolcnn.CoolCNN(), coolcnn.example_input()
     exported = from_export(torch.export.export(model, (x,)))
     flow = leaf_flow(exported)
-    assert flow == leaf_flow(capture(model, (x,), {})[0])
+    assert flow == leaf_flow(capture(model, (x,), {}).ir)
     assert {("max_pool#0", "secondary_conv#0"), ("max_pool#1", "secondary_conv#0")} <= flow
     assert [s.call for s in exported.scopes if s.path == "max_pool"] == [0, 1, 2]
 

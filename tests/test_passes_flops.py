@@ -283,7 +283,7 @@ def test_aten_level_capture_matches_flop_counter(kind):
         model = _hf_model("llama", "sdpa", **_HF_CONFIGS["llama"])
         args = (torch.randint(0, 1000, (2, 12)),)
     model.eval()
-    ir = flops(_capture.capture(model, args, {}, level="aten")[0])
+    ir = flops(_capture.capture(model, args, {}, level="aten").ir)
     assert all(n.target.startswith("aten.") for n in ir.ops())
     with FlopCounterMode(display=False) as counter:
         model(*args)

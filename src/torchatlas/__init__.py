@@ -1,6 +1,6 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
-from ._api import Graph, diff, from_export, from_fx, load, trace, trace_shapes
+from ._api import Graph, diff, from_export, from_fx, load, profile, trace, trace_shapes
 from ._capture import TraceError, UnsafeArchiveError
 from ._ir import GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
 from ._passes import GraphDiff
@@ -33,6 +33,7 @@ __all__ = [
     "from_export",
     "from_fx",
     "load",
+    "profile",
     "trace",
     "trace_shapes",
 ]

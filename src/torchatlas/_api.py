@@ -14,8 +14,8 @@ import torch
 
 from . import _capture
 from ._io import gc_paused, write_atomic
-from ._ir import GraphFormatError, GraphIR, graph_from_json
-from ._passes import GraphDiff, ensure_analyzed, strip_analyses
+from ._ir import GraphFormatError, GraphIR, Node, graph_from_json
+from ._passes import GraphDiff, ensure_analyzed, first_nonfinite, median_times, strip_analyses
 from ._passes import diff as diff_graphs
 from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
 from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
@@ -35,11 +35,15 @@ class Graph:
     returns its ``Path``.
     """
 
-    def __init__(self, ir: GraphIR, error: BaseException | None = None) -> None:
+    def __init__(
+        self, ir: GraphIR, error: BaseException | None = None, activations: dict[str, Any] | None = None
+    ) -> None:
         self._captured = ir
         self._analyzed: GraphIR | None = None
         self.error = error
-        """With ``trace(..., partial=True)``: the exception that stopped the forward pass."""
+        """With ``trace(..., partial=True)``: the exception that stopped the forward pass (its
+        traceback's frames cleared, so it keeps no activation alive)."""
+        self._activations = dict(activations or {})
 
     @property
     def ir(self) -> GraphIR:
@@ -59,6 +63,24 @@ class Graph:
     @property
     def scopes(self) -> list[Any]:
         return self.ir.scopes
+
+    # -- run time ------------------------------------------------------------------
+
+    def first_nonfinite(self) -> Node | None:
+        """The first op, in execution order, with a NaN or Inf in an output (needs ``stats=True``);
+        None when there is none. It carries ``target``, ``source`` (file, line) and ``scope``."""
+        return first_nonfinite(self.ir)
+
+    def activation(self, key: str) -> Any:
+        """An output ``save`` kept: a module path (``"fc"``; ``"fc#1"`` for its second call) or a node id."""
+        if key not in self._activations:
+            kept = ", ".join(list(self._activations)[:8]) or "nothing (pass save=... to trace)"
+            raise KeyError(f"torchatlas: no activation kept for {key!r}; kept: {kept}")
+        return self._activations[key]
+
+    def activations(self) -> dict[str, Any]:
+        """Every output ``save`` kept, by module path (``path#k`` for later calls) and node id."""
+        return dict(self._activations)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready graph document (``docs/format.md``)."""
@@ -187,6 +209,10 @@ def trace(
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
     partial: bool = False,
     progress: bool | None = None,
+    stats: bool = False,
+    save: str | Sequence[str] | Callable[[str], bool] | None = None,
+    save_device: str | torch.device | None = None,
+    profile: bool = False,
 ) -> Graph:
     """Run ``model(*args, **kwargs)`` once and record every tensor op with its module call.
 
@@ -200,9 +226,18 @@ def trace(
       the float outputs) and records its ATen ops (``node.meta["phase"]``).
     * ``partial=True``: a forward pass that fails part-way still gives the graph up to
       the failing op (marked in ``node.meta["error"]``) and ``graph.error``.
+    * ``stats=True``: each op's outputs get ``node.meta["stats"]`` (min, max, mean, std,
+      absmax, NaN and Inf counts, fraction of zeros), computed as the op runs; see
+      ``graph.first_nonfinite()``.
+    * ``save="layers.0.*"`` (a glob, a list of globs, or a callable on paths) keeps detached
+      copies of the outputs of matching module calls, and with a ``:`` of ops
+      (``"layers.0.mlp:relu"``, ``"*:softmax"``), on ``save_device`` if given:
+      ``graph.activation(path)``, ``graph.activations()``.
+    * ``profile=True``: ``node.meta["time_us"]`` per op and ``scope.meta["time_us"]`` per
+      module call (inclusive), from ``torch.profiler``; on CUDA also ``cuda_time_us``.
     * ``progress`` shows a live op counter on big traces (default: when stderr is a terminal).
     """
-    if level not in ("python", "aten"):
+    if level not in _capture.LEVELS or level == "backward":
         raise ValueError(f"torchatlas: level must be 'python' or 'aten', not {level!r}")
     if backward and partial:
         raise ValueError("torchatlas: partial=True records a failing forward pass; it cannot run backward")
@@ -210,10 +245,25 @@ def trace(
     kwargs = dict(kwargs or {})
     options: dict[str, Any] = {"loss_fn": loss_fn} if backward else {}
     with _progress_reporter(progress) as report:
-        ir, _output, error = _capture.capture(
-            model, args, kwargs, level="backward" if backward else level, partial=partial, progress=report, **options
+        result = _capture.capture(
+            model, args, kwargs, level="backward" if backward else level, partial=partial, progress=report,
+            stats=stats, save=save, save_device=save_device, profile=profile, **options,
         )
-    return Graph(ir, error)
+    return Graph(result.ir, result.error, result.activations)
+
+
+def profile(
+    model: Callable[..., Any], args: Any = (), kwargs: dict[str, Any] | None = None, *, repeat: int = 5, warmup: int = 1
+) -> Graph:
+    """The graph of one forward pass with ``time_us`` per op and module call: the median of
+    ``repeat`` profiled passes, after ``warmup`` passes that are not counted."""
+    if repeat < 1 or warmup < 0:
+        raise ValueError("torchatlas: profile needs repeat >= 1 and warmup >= 0")
+    args = _normalize_args(args)
+    for _ in range(warmup):
+        _capture.capture(model, args, dict(kwargs or {}), profile=True)
+    runs = [_capture.capture(model, args, dict(kwargs or {}), profile=True).ir for _ in range(repeat)]
+    return Graph(median_times(runs))
 
 
 def from_fx(graph_module: torch.fx.GraphModule) -> Graph:

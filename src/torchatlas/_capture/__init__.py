@@ -7,6 +7,7 @@ function that adds its recorders to a :class:`Session`, and one line here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,10 +19,12 @@ from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._fx_import import from_export, from_fx
 from ._pt2 import UnsafeArchiveError, load_exported
 from ._records import Recording
+from ._runtime import Keeper, Selector
 from ._session import Session, TraceError, unwrap_model
 
 __all__ = [
     "LEVELS",
+    "Capture",
     "TraceError",
     "UnsafeArchiveError",
     "capture",
@@ -44,6 +47,7 @@ def _aten(session: Session) -> AtenLevel:
     session.tracker.listeners.append(aten)
     session.modes.append(aten.mode)
     session.result = (aten.recording, aten.flow)
+    session.recorder = aten
     session.releases.append(aten.release)
     return aten
 
@@ -86,18 +90,37 @@ def capture(
     level: str = "python",
     partial: bool = False,
     progress: Callable[[int], None] | None = None,
+    stats: bool = False,
+    save: Selector | None = None,
+    save_device: str | torch.device | None = None,
+    profile: bool = False,
     **options: Any,
-) -> tuple[GraphIR, Any, BaseException | None]:
+) -> Capture:
     """Run ``model(*args, **kwargs)`` once, recording it at ``level``.
 
-    Returns the graph, the model's output, and (only with ``partial=True``) the
-    exception that stopped the forward pass. Without ``partial`` an exception
-    propagates unchanged, with a note naming where it happened. ``options`` go to
-    the level (``loss_fn`` for "backward").
+    Without ``partial`` an exception propagates unchanged, with a note naming where it
+    happened. ``stats``, ``save`` and ``profile`` record what the model did at run time.
+    ``options`` go to the level (``loss_fn`` for "backward").
     """
     session = Session(model, args, kwargs, progress)
     LEVELS[level](session, **options)
-    return session.run(partial)
+    keep = Keeper(save, save_device, session.result[0]) if save is not None else None
+    session.watch_run_time(stats, keep, profile)
+    ir, output, error = session.run(partial)
+    return Capture(ir, output, error, keep.kept if keep is not None else {})
+
+
+@dataclass
+class Capture:
+    """What one capture gives."""
+
+    ir: GraphIR
+    output: Any
+    """What the model returned (None after a failed forward pass)."""
+    error: BaseException | None
+    """With ``partial=True``: the exception that stopped the forward pass."""
+    activations: dict[str, Any]
+    """The outputs ``save`` asked to keep, by module path (``path#k`` for later calls) and node id."""
 
 
 def user_location(exc: BaseException) -> str:

@@ -80,6 +80,8 @@ class AtenLevel:
         self.boundaries = Boundaries(recording, self.flow, tracker, inputs)
         self.phase = "forward"
         self.backward: Phase | None = None
+        self.watchers: list[Any] = []
+        """Told of each op recorded, with its output tensors (run-time statistics, kept activations)."""
         self.mode = AtenMode(self)
         self._calling: Any = None  # the user frame of the Python call now running
 
@@ -156,6 +158,8 @@ class AtenLevel:
             )
         )
         self.flow.produced(index, outs, written)
+        for watcher in self.watchers:
+            watcher.op_recorded(index, outs)
         if self.backward is not None:
             self.backward.recorded(index, result)
         return index

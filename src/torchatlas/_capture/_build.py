@@ -56,7 +56,7 @@ def build_graph(recording: Recording) -> GraphIR:
             call=s.call,
             source=source(s.code, s.line),
             outputs=list(dict.fromkeys(Ref(f"n{r}", slot) for r, slot in recording.scope_outputs.get(i, []))),
-            meta={"passthrough": True} if s.passthrough else {},
+            meta={**(s.extra or {}), **({"passthrough": True} if s.passthrough else {})},
         )
         for i, s in enumerate(recording.scopes)
     ]

@@ -54,6 +54,10 @@ class PythonLevel(TorchFunctionMode):
         self._opaque: dict[int, list[Tensor]] = {}  # scope index -> tensor arguments of a TorchScript call
         self.observer: Any = None
         """The ATen level, when it runs alongside: told where each Python call starts and ends."""
+        self.watchers: list[Any] = []
+        """Told of each op recorded, with its output tensors (run-time statistics, kept activations)."""
+        self.timer: Any = None
+        """Times each call in a profiler range, when asked to."""
 
     # -- module calls -------------------------------------------------------------------
 
@@ -100,13 +104,22 @@ class PythonLevel(TorchFunctionMode):
             self.observer.python_call_ended(start, target, len(self.nodes) - 1 if made else None)
 
     def _run(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        timer = self.timer
         try:
-            result = func(*args, **kwargs)
+            if timer is None:
+                result = func(*args, **kwargs)
+            else:
+                call, timed = timer.call_range()
+                with timed:
+                    result = func(*args, **kwargs)
         except BaseException as exc:
             if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 self._quietly(self.record_failure, _naming.target_name(func), func, args, kwargs, exc, caller)
             raise
+        recorded = len(self.nodes)
         self.record_call(func, args, kwargs, result, caller)
+        if timer is not None and len(self.nodes) > recorded:
+            timer.assign(call, len(self.nodes) - 1)
         return result
 
     def record_call(self, func: Any, args: tuple, kwargs: dict, result: Any, caller: Any) -> None:
@@ -163,6 +176,8 @@ class PythonLevel(TorchFunctionMode):
             )
         )
         self.flow.produced(index, outs, writes)
+        for watcher in self.watchers:
+            watcher.op_recorded(index, outs)
         if self._progress is not None and index >= self._next_progress:
             self._next_progress += 1024
             self._progress(index)
@@ -205,6 +220,8 @@ class PythonLevel(TorchFunctionMode):
             )
         )
         self.flow.produced(index, outs, [])
+        for watcher in self.watchers:
+            watcher.op_recorded(index, outs)
 
     # -- failures ------------------------------------------------------------------------------
 

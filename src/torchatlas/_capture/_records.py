@@ -48,9 +48,9 @@ class ScopeRecord:
     code: Any
     line: int
     frame: int
-    first_record: int = 0
-    """Records before this index were made before the call began."""
     passthrough: bool = False
+    extra: dict[str, Any] | None = None
+    """Facts recorded about the call (its time)."""
 
 
 @dataclass(slots=True)

@@ -24,6 +24,7 @@ from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
 from ._python import PythonLevel
 from ._records import Recording
+from ._runtime import Keeper, OutputStats, Timer
 from ._scopes import ModelIndex, ScopeTracker, is_compiled_wrapper
 from ._values import dtype_name, iter_tensors, shape_of
 
@@ -81,11 +82,34 @@ class Session:
         """Entered around forward, in order."""
         self.result: tuple[Recording, DataFlow] = (self.python.recording, self.python.flow)
         """The recording that becomes the graph, and its data flow (which resolves the outputs)."""
+        self.recorder: Any = self.python
+        """The level whose recording becomes the graph: run-time watchers attach to it."""
+        self.finishers: list[Callable[[], None]] = []
+        """Run once forward is over, before the graph is built (collect run-time numbers)."""
         self.after_forward: Callable[[Any], None] | None = None
         """Runs on what forward returned, still inside the modes (backward computes its loss here)."""
         self.after_recording: Callable[[], None] | None = None
         """Runs once the modes and hooks are gone (backward runs autograd here, under its own mode)."""
         self.releases: list[Callable[[], None]] = [self.python.release]
+
+    def watch_run_time(self, stats: bool, keep: Keeper | None, profile: bool) -> None:
+        """Statistics of every op output, kept activations, profiler times."""
+        recording = self.result[0]
+        if stats:
+            numbers = OutputStats(recording)
+            self.recorder.watchers.append(numbers)
+            self.finishers.append(numbers.finish)
+        if keep is not None:
+            self.recorder.watchers.append(keep)
+            self.tracker.listeners.append(keep)
+        if profile:
+            if self.recorder is not self.python:
+                raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
+            timer = Timer(recording)
+            self.python.timer = timer
+            self.tracker.listeners.insert(0, timer)
+            self.modes.insert(0, timer)
+            self.finishers.append(timer.finish)
 
     def run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
         """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""
@@ -116,6 +140,8 @@ class Session:
             # A user's own TorchFunctionMode must not see our bookkeeping; no user code runs here.
             with torch._C.DisableTorchFunction():
                 recording = self._finish(output if error is None else None)
+                for finish in self.finishers:
+                    finish()
         finally:
             del _tls.session
             for release in self.releases:

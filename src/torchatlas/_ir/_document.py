@@ -394,7 +394,7 @@ NODE_FACTS: dict[str, Check] = {
     "saved_for_backward": _of(_objects({"shape": _shape, "dtype": _string, "bytes": _count, "node": _string})),
     "python_op": _of(lambda v, w: _obj(v, w)),
     "requires_grad": _of(_bool),
-    "stats": _of(lambda v, w: [_numbers(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w))]),
+    "stats": _of(lambda v, w: [_numbers(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
     "time_us": _of(_number),
     "cuda_time_us": _of(_number),
     "compile_region": _of(_opt_int),
@@ -419,6 +419,9 @@ GRAPH_FACTS: dict[str, Check] = {
     "failure": _of(lambda v, w: _obj(v, w)),
     "saved_activations": _sizes_by_scope,
     "saved_activation_bytes": _of(_count),
+    "stats_note": _of(_string),
+    "profile_runs": _of(_count),
+    "time_measure": _of(_string),
 }
 
 

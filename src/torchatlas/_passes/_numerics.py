@@ -1,0 +1,76 @@
+"""Run-time numbers on the graph: where the first NaN or Inf appeared, each module call's
+output range, and the median of several timed passes.
+
+The numbers themselves are recorded by capture (``node.meta["stats"]``, ``time_us``); this
+pass reads them into module-call summaries.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import replace
+from typing import Any
+
+from torchatlas._ir import GraphIR, Node
+from torchatlas._passes._common import MetaUpdate, Pass, roll_up
+
+
+def _nonfinite(node: Node) -> bool:
+    stats = node.meta.get("stats")
+    return isinstance(stats, list) and any(isinstance(s, dict) and (s.get("nan") or s.get("inf")) for s in stats)
+
+
+def first_nonfinite(ir: GraphIR) -> Node | None:
+    """The first op, in execution order, with a NaN or Inf in one of its outputs."""
+    return next((n for n in ir.ops() if _nonfinite(n)), None)
+
+
+def numerics_update(ir: GraphIR) -> MetaUpdate:
+    """Scope meta ``output_stats`` (the stats of each value the call returned) and
+    ``nonfinite_ops`` (inclusive count of ops with NaN/Inf outputs); graph meta ``nonfinite_ops``
+    and ``first_nonfinite`` (its node id)."""
+    if not any("stats" in n.meta for n in ir.ops()):
+        return MetaUpdate()
+    own: dict[str, float] = {}
+    for n in ir.ops():
+        if _nonfinite(n):
+            own[n.scope] = own.get(n.scope, 0) + 1
+    inclusive = roll_up(ir, own)
+    scopes: dict[str, dict[str, Any]] = {}
+    for s in ir.scopes:
+        outputs = []
+        for ref in s.outputs:
+            stats = ir.node(ref).meta.get("stats")
+            outputs.append(stats[ref.slot] if isinstance(stats, list) and ref.slot < len(stats) else None)
+        scopes[s.id] = {"output_stats": outputs, "nonfinite_ops": int(inclusive[s.id])}
+    first = first_nonfinite(ir)
+    graph = {"nonfinite_ops": int(sum(own.values())), "first_nonfinite": first.id if first else None}
+    return MetaUpdate(scopes=scopes, graph=graph)
+
+
+PASS = Pass(
+    "numerics",
+    numerics_update,
+    scope_keys=frozenset({"output_stats", "nonfinite_ops"}),
+    graph_keys=frozenset({"nonfinite_ops", "first_nonfinite"}),
+)
+
+
+def median_times(runs: list[GraphIR]) -> GraphIR:
+    """The first run, with each op's and module call's time the median over all runs."""
+    first = runs[0]
+    if any(len(r.nodes) != len(first.nodes) or len(r.scopes) != len(first.scopes) for r in runs):
+        raise ValueError("torchatlas: the profiled passes took different paths through the model; no median exists")
+    keys = ("time_us", "cuda_time_us")
+
+    def median(items: list[dict[str, Any]]) -> dict[str, Any]:
+        out = {}
+        for key in keys:
+            values = [m[key] for m in items if isinstance(m.get(key), (int, float))]
+            if values:
+                out[key] = statistics.median(values)
+        return out
+
+    nodes = [replace(n, meta={**n.meta, **median([r.nodes[i].meta for r in runs])}) for i, n in enumerate(first.nodes)]
+    scopes = [replace(s, meta={**s.meta, **median([r.scopes[i].meta for r in runs])}) for i, s in enumerate(first.scopes)]
+    return GraphIR(scopes=scopes, nodes=nodes, meta={**first.meta, "profile_runs": len(runs)})
