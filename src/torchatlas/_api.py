@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from . import _capture
-from ._io import gc_paused, write_atomic
+from ._io import write_atomic
 from ._ir import GraphFormatError, GraphIR, Node, graph_from_json
 from ._passes import GraphDiff, ensure_analyzed, first_nonfinite, median_times, strip_analyses
 from ._passes import diff as diff_graphs
@@ -50,8 +50,7 @@ class Graph:
         """The graph with every analysis in its ``meta`` (parameters, FLOPs, memory, repeated
         blocks, dead code). Computed on first use, so ``trace`` costs one forward pass."""
         if self._analyzed is None:
-            with gc_paused():
-                self._analyzed = ensure_analyzed(self._captured)
+            self._analyzed = ensure_analyzed(self._captured)
         return self._analyzed
 
     # -- data -------------------------------------------------------------------

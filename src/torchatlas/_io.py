@@ -1,30 +1,10 @@
-"""Atomic file writes, and a pause of the garbage collector for allocation bursts."""
+"""Atomic file writes."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while we build many objects and run no user code.
-
-    Each full collection walks every live object (the whole model included), and a burst
-    of allocations triggers many: on a 100k-op graph that doubled the time. The
-    collector's previous state is restored.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _umask() -> int:

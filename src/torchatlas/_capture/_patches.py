@@ -1,5 +1,8 @@
-"""The two calls no mode or hook can see, made visible while a trace runs in some thread.
+"""Calls no mode sees, made visible while a trace runs in some thread.
 
+* ``nn.Module.__call__`` is wrapped so each module call opens and closes its scope
+  (``ScopeTracker.call``): cheaper than global module hooks, which put every module call
+  of the process on torch's slow path, and one frame shallower per nested call.
 * A TorchScript function runs in C++: ``torch.jit.ScriptFunction.__call__`` is wrapped so
   the call becomes one opaque node that reads its tensor arguments.
 * ``Tensor.set_`` never reaches ``__torch_function__``: it is wrapped so the tensor it
@@ -20,14 +23,39 @@ from typing import Any
 
 import torch
 
+from ._scopes import is_compiled_wrapper
+
 _lock = threading.Lock()
 _users = 0
+_MODULE_CALL = torch.nn.Module.__call__
 _SCRIPT_CALL = torch.jit.ScriptFunction.__call__
 _SET = torch._C.TensorBase.set_
 
 ActiveLevel = Callable[[], Any]
 """This thread's Python level when it records: its mode is on the stack (a call it is itself
 running, or torch's own code inside one, has it popped), else None."""
+ActiveTracker = Callable[[], Any]
+"""This thread's scope tracker while a trace runs in it, else None."""
+
+
+def _module_call(tracker_of: ActiveTracker) -> Callable[..., Any]:
+    # One frame per module call, as untraced (``_wrapped_call_impl``): deep models keep their
+    # recursion headroom. Global module hooks would put every call on torch's slow path instead.
+    def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+        tracker = tracker_of()
+        if tracker is None or is_compiled_wrapper(module):  # a compile wrapper is transparent
+            return _MODULE_CALL(module, *args, **kwargs)
+        tracker.call_started(module, args, kwargs, sys._getframe(1))
+        try:
+            compiled = module._compiled_call_impl  # what _wrapped_call_impl does, inline
+            output = compiled(*args, **kwargs) if compiled is not None else module._call_impl(*args, **kwargs)
+        except BaseException:
+            tracker.call_ended(module, None)
+            raise
+        tracker.call_ended(module, output)
+        return output
+
+    return __call__
 
 
 def _script_call(active: ActiveLevel) -> Callable[..., Any]:
@@ -51,11 +79,12 @@ def _set(active: ActiveLevel) -> Callable[..., Any]:
 
 
 @contextlib.contextmanager
-def installed(active: ActiveLevel) -> Iterator[None]:
-    """Wrap the two calls while the block runs; ``active()`` gives this thread's Python level or None."""
+def installed(active: ActiveLevel, tracker_of: ActiveTracker) -> Iterator[None]:
+    """Wrap the calls while the block runs, in every thread that traces at once."""
     global _users
     with _lock:
         if _users == 0:
+            torch.nn.Module.__call__ = _module_call(tracker_of)
             torch.jit.ScriptFunction.__call__ = _script_call(active)
             torch.Tensor.set_ = _set(active)  # shadows the TensorBase method it inherits
         _users += 1
@@ -65,6 +94,7 @@ def installed(active: ActiveLevel) -> Iterator[None]:
         with _lock:
             _users -= 1
             if _users == 0:
+                torch.nn.Module.__call__ = _MODULE_CALL
                 torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
                 del torch.Tensor.set_
 

@@ -1,4 +1,4 @@
-"""Module calls: the scope stack of one capture, fed by global module hooks.
+"""Module calls: the scope stack of one capture, fed by every ``nn.Module`` call.
 
 The model is walked once for module paths and for every parameter and buffer
 under each of its names. A ``torch.compile`` wrapper of a submodule is
@@ -10,9 +10,7 @@ capture listens to scope entries and exits to record inputs and outputs.
 
 from __future__ import annotations
 
-import sys
 import weakref
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -68,9 +66,8 @@ class ModelIndex:
 class ScopeTracker:
     """The stack of module calls running now, and a record of every call."""
 
-    def __init__(self, index: ModelIndex, is_active: Callable[[], bool], quiet: bool) -> None:
+    def __init__(self, index: ModelIndex, quiet: bool) -> None:
         self.index = index
-        self.is_active = is_active
         self.quiet = quiet
         """A user's TorchFunctionMode is on the stack: our tensor queries must not reach it."""
         self.scopes: list[ScopeRecord] = []
@@ -80,39 +77,27 @@ class ScopeTracker:
         self._unregistered: dict[int, tuple[Any, str]] = {}
         self._unregistered_count: dict[str, int] = {}
         self._class_names: dict[type, str] = {}
-        self._hooks: list[Any] = []
 
-    # -- installation ------------------------------------------------------------
+    # -- module calls ---------------------------------------------------------------
 
-    def install(self) -> None:
-        self._hooks = [
-            torch.nn.modules.module.register_module_forward_pre_hook(self._enter_hook),
-            torch.nn.modules.module.register_module_forward_hook(self._exit_hook, always_call=True),
-        ]
-
-    def uninstall(self) -> None:
-        for handle in self._hooks:
-            handle.remove()
-        self._hooks = []
-        self.stack.clear()
-
-    def _enter_hook(self, module: Any, args: Any) -> None:
-        if not self.is_active() or is_compiled_wrapper(module):
-            return
-        if self.quiet:
+    def call_started(self, module: Any, args: tuple, kwargs: dict, frame: Any) -> None:
+        """A module call begins (``_patches`` calls this from ``Module.__call__``)."""
+        if self.quiet:  # a user's TorchFunctionMode must not see our tensor queries
             with torch._C.DisableTorchFunction():
-                self.enter(module, args, sys._getframe(1))
+                self.enter(module, (*args, *kwargs.values()), frame)
         else:
-            self.enter(module, args, sys._getframe(1))
+            self.enter(module, (*args, *kwargs.values()), frame)
 
-    def _exit_hook(self, module: Any, args: Any, output: Any) -> None:
-        if not self.is_active() or is_compiled_wrapper(module):
-            return
+    def call_ended(self, module: Any, output: Any) -> None:
+        """A module call returned ``output`` (None when it raised)."""
         if self.quiet:
             with torch._C.DisableTorchFunction():
                 self.exit(module, output)
         else:
             self.exit(module, output)
+
+    def close(self) -> None:
+        self.stack.clear()
 
     # -- the stack -----------------------------------------------------------------
 

@@ -39,6 +39,11 @@ def active_session() -> Session | None:
     return getattr(_tls, "session", None)
 
 
+def _active_tracker() -> ScopeTracker | None:
+    session = active_session()
+    return session.tracker if session is not None else None
+
+
 def _recording_python_level() -> PythonLevel | None:
     session = active_session()
     if session is None:
@@ -74,7 +79,7 @@ class Session:
         self.index = ModelIndex(self.model)
         # Under a user's own TorchFunctionMode, our bookkeeping (t.shape...) must not reach it.
         quiet = torch._C._len_torch_function_stack() > 0
-        self.tracker = ScopeTracker(self.index, lambda: active_session() is self, quiet)
+        self.tracker = ScopeTracker(self.index, quiet)
         self.inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
         self.python = PythonLevel(Recording("python", self.tracker.scopes), self.tracker, list(self.inputs), progress)
         self.tracker.listeners.append(self.python)
@@ -120,7 +125,7 @@ class Session:
         _tls.session = self
         try:
             try:
-                with _patches.installed(_recording_python_level), _patches.compiled_code_runs_eagerly():
+                with _patches.installed(_recording_python_level, _active_tracker), _patches.compiled_code_runs_eagerly():
                     self._forward_recorded()
                     output = self._output
                 self.python.settle_failures(None)
@@ -149,7 +154,6 @@ class Session:
         return build_graph(recording), output, error
 
     def _forward_recorded(self) -> None:
-        self.tracker.install()
         try:
             with contextlib.ExitStack() as modes:
                 for mode in self.modes:
@@ -161,7 +165,7 @@ class Session:
                 if self.after_forward is not None:
                     self.after_forward(self._output)
         finally:
-            self.tracker.uninstall()
+            self.tracker.close()
 
     def _finish(self, output: Any) -> Recording:
         """Resolve what the model returned and the parameter tables, while the tensors live."""
