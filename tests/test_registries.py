@@ -69,3 +69,28 @@ def test_a_new_pass_is_one_registration_away(monkeypatch: pytest.MonkeyPatch, tm
     loaded = torchatlas.load(path)
     assert loaded._captured.meta.get("relu_count") is None
     assert loaded.ir.meta["relu_count"] == 1
+
+
+def test_a_new_capture_level_is_one_registration_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchatlas import _capture
+
+    class CallCounter:
+        """A level that adds a listener: how many module calls the forward pass made."""
+
+        def __init__(self, meta: dict) -> None:
+            self.meta = meta
+
+        def scope_entered(self, index: int, module: object, args: object) -> None:
+            self.meta["module_calls"] = self.meta.get("module_calls", 0) + 1
+
+        def scope_exited(self, index: int, module: object, output: object) -> None:
+            pass
+
+    def counting(session: _capture.Session) -> None:
+        session.tracker.listeners.append(CallCounter(session.result[0].meta))
+
+    monkeypatch.setitem(_capture.LEVELS, "counting", counting)
+    graph = torchatlas.trace(Tiny(), torch.randn(1, 4), level="counting")
+    assert graph.ir.meta["module_calls"] == 2 and [n.target for n in graph.ir.ops()] == [
+        "torch.nn.functional.linear", "torch.relu"
+    ]

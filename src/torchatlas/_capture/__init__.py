@@ -25,6 +25,7 @@ from ._session import Session, TraceError, unwrap_model
 __all__ = [
     "LEVELS",
     "Capture",
+    "Session",
     "TraceError",
     "UnsafeArchiveError",
     "capture",

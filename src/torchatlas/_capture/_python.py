@@ -45,7 +45,6 @@ class PythonLevel(TorchFunctionMode):
         self.tracker = tracker
         self.flow = DataFlow(recording, lambda: tracker.current, tracker.classify)
         self.boundaries = Boundaries(recording, self.flow, tracker, inputs, self._passed_by)
-        self.quiet = tracker.quiet
         self._progress = progress
         self._next_progress = 1024
         self._failures: list[Failure] = []
@@ -144,12 +143,12 @@ class PythonLevel(TorchFunctionMode):
             outs = outs + [t for t in writes if not any(t is o for o in outs)]
         self._quietly(self._record_op, func, args, kwargs, outs, writes, caller)
 
-    def _quietly(self, record: Callable[..., Any], *args: Any) -> Any:
-        """Run bookkeeping out of sight of a user's own TorchFunctionMode."""
-        if self.quiet:
-            with torch._C.DisableTorchFunction():
-                return record(*args)
-        return record(*args)
+    @staticmethod
+    def _quietly(record: Callable[..., Any], *args: Any) -> Any:
+        """Run bookkeeping out of sight of torch-function overrides: a user's own mode, and
+        tensor subclasses whose ``__torch_function__`` would see (or refuse) ``t.shape``."""
+        with torch._C.DisableTorchFunction():
+            return record(*args)
 
     def _record_op(self, func: Any, args: tuple, kwargs: dict, outs: list[Tensor], writes: list[Tensor], caller: Any) -> None:
         target = _naming.operator_name(func, caller) or _naming.target_name(func)

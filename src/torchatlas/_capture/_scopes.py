@@ -66,10 +66,8 @@ class ModelIndex:
 class ScopeTracker:
     """The stack of module calls running now, and a record of every call."""
 
-    def __init__(self, index: ModelIndex, quiet: bool) -> None:
+    def __init__(self, index: ModelIndex) -> None:
         self.index = index
-        self.quiet = quiet
-        """A user's TorchFunctionMode is on the stack: our tensor queries must not reach it."""
         self.scopes: list[ScopeRecord] = []
         self.listeners: list[ScopeListener] = []
         self.stack: list[tuple[int, Any]] = []  # (scope index, module)
@@ -82,18 +80,14 @@ class ScopeTracker:
 
     def call_started(self, module: Any, args: tuple, kwargs: dict, frame: Any) -> None:
         """A module call begins (``_patches`` calls this from ``Module.__call__``)."""
-        if self.quiet:  # a user's TorchFunctionMode must not see our tensor queries
-            with torch._C.DisableTorchFunction():
-                self.enter(module, (*args, *kwargs.values()), frame)
-        else:
+        # Our tensor queries must reach no torch-function override: not the recording mode, not a
+        # user's own mode, not a tensor subclass.
+        with torch._C.DisableTorchFunction():
             self.enter(module, (*args, *kwargs.values()), frame)
 
     def call_ended(self, module: Any, output: Any) -> None:
         """A module call returned ``output`` (None when it raised)."""
-        if self.quiet:
-            with torch._C.DisableTorchFunction():
-                self.exit(module, output)
-        else:
+        with torch._C.DisableTorchFunction():
             self.exit(module, output)
 
     def close(self) -> None:

@@ -77,9 +77,7 @@ class Session:
         self.model = unwrap_model(model)
         self.args, self.kwargs = args, kwargs
         self.index = ModelIndex(self.model)
-        # Under a user's own TorchFunctionMode, our bookkeeping (t.shape...) must not reach it.
-        quiet = torch._C._len_torch_function_stack() > 0
-        self.tracker = ScopeTracker(self.index, quiet)
+        self.tracker = ScopeTracker(self.index)
         self.inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
         self.python = PythonLevel(Recording("python", self.tracker.scopes), self.tracker, list(self.inputs), progress)
         self.tracker.listeners.append(self.python)

@@ -1,0 +1,163 @@
+"""Capture leaves the process as it found it: the garbage collector's state, the model's
+own exceptions, memory (no activation behind a partial graph, no cache that grows per
+model), and the recursion headroom of deep models."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torchatlas
+from torchatlas._capture import _source
+
+
+class Small(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class Fails(nn.Module):
+    def forward(self, x):
+        big = torch.ones(1024, 1024)  # noqa: F841 (a local the failing frame holds)
+        return x @ torch.ones(3, 3)  # shapes do not match
+
+
+def test_the_garbage_collector_is_left_exactly_as_the_user_set_it() -> None:
+    threshold, enabled = gc.get_threshold(), gc.isenabled()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        gc.set_threshold(1234, 11, 12)
+        assert torchatlas.trace(Small(), torch.randn(2, 4)).ir.meta["analyzed"]
+        with pytest.raises(RuntimeError):
+            torchatlas.trace(Fails(), torch.randn(2, 4))
+        assert gc.get_freeze_count() == frozen
+        assert gc.get_threshold() == (1234, 11, 12) and gc.isenabled() == enabled
+        gc.disable()
+        assert torchatlas.trace(Small(), torch.randn(2, 4)).ir.meta["analyzed"]
+        assert not gc.isenabled()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
+def test_a_partial_graph_keeps_no_activation_alive() -> None:
+    seen: list[weakref.ref] = []
+    real_ones = torch.ones
+
+    class Remembers(Fails):
+        def forward(self, x):
+            kept = real_ones(256, 256)
+            seen.append(weakref.ref(kept))
+            return x @ torch.ones(3, 3)
+
+    graph = torchatlas.trace(Remembers(), torch.randn(2, 4), partial=True)
+    assert isinstance(graph.error, RuntimeError) and graph.error.__traceback__ is not None
+    gc.collect()
+    assert seen[0]() is None
+    assert "✗ FAILED" in graph.tree(ascii=False)
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise ValueError("no message for you")
+
+
+class RaisesUnprintable(nn.Module):
+    def forward(self, x):
+        raise Unprintable()
+
+
+class TupleNotes(Exception):
+    pass
+
+
+class RaisesTupleNotes(nn.Module):
+    def forward(self, x):
+        error = TupleNotes("tuple notes")
+        error.__notes__ = ("the model's own note",)
+        raise error
+
+
+def test_an_exception_whose_str_raises_propagates_as_itself() -> None:
+    with pytest.raises(Unprintable) as caught:
+        torchatlas.trace(RaisesUnprintable(), torch.randn(2))
+    assert type(caught.value) is Unprintable
+
+
+class RefusesOps(torch.Tensor):
+    """A tensor whose every op raises an exception that cannot print itself."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        raise Unprintable()
+
+
+class AddsOne(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+def test_an_op_error_whose_str_raises_is_recorded_and_propagates_as_itself() -> None:
+    x = torch.randn(2).as_subclass(RefusesOps)
+    with pytest.raises(Unprintable):
+        torchatlas.trace(AddsOne(), x)
+    graph = torchatlas.trace(AddsOne(), x, partial=True)
+    assert isinstance(graph.error, Unprintable)
+    assert list(graph.ir.ops())[-1].meta["error"] == "Unprintable (its message could not be read)"
+
+
+def test_an_exception_with_tuple_notes_propagates_as_itself_untouched() -> None:
+    with pytest.raises(TupleNotes) as caught:
+        torchatlas.trace(RaisesTupleNotes(), torch.randn(2))
+    assert caught.value.__notes__ == ("the model's own note",)
+
+
+def test_the_source_caches_are_bounded_and_keep_no_code_alive() -> None:
+    functions: list[weakref.ref] = []
+    for i in range(50):
+        namespace: dict = {"torch": torch, "nn": nn}
+        exec(compile("def forward(self, x):\n    return x * 2\n", f"<generated-{i}>", "exec"), namespace)
+        model_cls = type(f"Gen{i}", (nn.Module,), {"forward": namespace["forward"]})
+        functions.append(weakref.ref(namespace["forward"]))
+        assert torchatlas.trace(model_cls(), torch.randn(2)).ir.meta["analyzed"]
+        del namespace, model_cls
+    gc.collect()
+    assert sum(f() is not None for f in functions) == 0
+    for cache in (_source._is_internal_file, _source.line_text, _source.assignment_targets):
+        assert cache.cache_info().maxsize is not None
+
+
+class Recursive(nn.Module):
+    def forward(self, x, depth):
+        return x + 1 if depth == 0 else self(x, depth - 1)
+
+
+def _deepest(run) -> int:
+    low, high = 1, 3000
+    while low < high:
+        middle = (low + high + 1) // 2
+        try:
+            run(middle)
+            low = middle
+        except RecursionError:
+            high = middle - 1
+    return low
+
+
+def test_tracing_keeps_the_recursion_headroom_of_deep_models() -> None:
+    model, x = Recursive(), torch.ones(1)
+    untraced = _deepest(lambda d: model(x, d))
+    traced = _deepest(lambda d: torchatlas.trace(model, (x, d)))
+    # A constant few frames for trace() itself, none more per module call.
+    assert traced >= untraced - 5
