@@ -14,7 +14,7 @@ import torch
 from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from . import _source
 from ._records import NodeRecord, Recording, Slot
-from ._values import dtype_name, encode
+from ._values import dtype_name, encode, encode_arguments
 
 
 def build_graph(recording: Recording) -> GraphIR:
@@ -39,11 +39,13 @@ def build_graph(recording: Recording) -> GraphIR:
             hit = metas[raw] = _tensor_meta(*raw)
         return hit
 
-    nodes = [_node(i, r, source, tensor_meta, names.get(i)) for i, r in enumerate(recording.nodes)]
+    ids = [f"n{i}" for i in range(len(recording.nodes) + len(recording.outputs))]
+    scope_ids = [f"s{i}" for i in range(len(recording.scopes))]
+    nodes = [_node(ids, scope_ids, i, r, source, tensor_meta, names.get(i)) for i, r in enumerate(recording.nodes)]
     for path, (producer, slot), raw, extra in recording.outputs:
         nodes.append(
             Node(
-                id=f"n{len(nodes)}", kind="output", scope="s0", inputs=[Ref(f"n{producer}", slot)],
+                id=ids[len(nodes)], kind="output", scope="s0", inputs=[_ref(ids[producer], slot)],
                 path=path, outputs=[tensor_meta(raw)], meta=dict(extra),
             )
         )
@@ -55,7 +57,7 @@ def build_graph(recording: Recording) -> GraphIR:
             cls=s.cls,
             call=s.call,
             source=source(s.code, s.line),
-            outputs=list(dict.fromkeys(Ref(f"n{r}", slot) for r, slot in recording.scope_outputs.get(i, []))),
+            outputs=list(dict.fromkeys(_ref(ids[r], slot) for r, slot in recording.scope_outputs.get(i, []))),
             meta={**(s.extra or {}), **({"passthrough": True} if s.passthrough else {})},
         )
         for i, s in enumerate(recording.scopes)
@@ -81,27 +83,40 @@ def _tensor_meta(shape: Any, dtype: Any, device: Any) -> TensorMeta:
     return TensorMeta(tuple(shape), dtype_name(dtype), str(device))
 
 
+def _ref(node: str, slot: int) -> Ref:
+    return _new_tuple(Ref, (node, slot))  # Ref(node, slot), without NamedTuple's Python-level __new__
+
+
+_new_tuple = tuple.__new__
+
+
 def _node(
-    index: int, r: NodeRecord, source: Callable[[Any, int], Source | None], tensor_meta: Any, name: str | None
+    ids: list[str],
+    scope_ids: list[str],
+    index: int,
+    r: NodeRecord,
+    source: Callable[[Any, int], Source | None],
+    tensor_meta: Any,
+    name: str | None,
 ) -> Node:
     meta: dict[str, Any] = dict(r.extra) if r.extra else {}
     if r.error is not None:
         meta["error"] = r.error
     return Node(
-        id=f"n{index}",
-        kind=r.kind,
-        scope=f"s{r.scope}",
-        inputs=[Ref(f"n{p}", s) for p, s in r.inputs],
-        shape_inputs=[Ref(f"n{p}", s) for p, s in r.shape_inputs] if r.shape_inputs else [],
-        target=r.target,
-        path=r.path,
-        outputs=[tensor_meta(m) for m in r.outputs],
-        args=encode(r.args) if r.args else [],
-        kwargs={k: encode(v) for k, v in r.kwargs.items()} if r.kwargs else {},
-        inplace=r.inplace,
-        source=source(r.code, r.line),
-        name=name,
-        meta=meta,
+        ids[index],
+        r.kind,
+        scope_ids[r.scope],
+        [_new_tuple(Ref, (ids[p], s)) for p, s in r.inputs],
+        [_ref(ids[p], s) for p, s in r.shape_inputs] if r.shape_inputs else [],
+        r.target,
+        r.path,
+        [tensor_meta(m) for m in r.outputs],
+        encode_arguments(r.args) if r.args else [],
+        {k: encode(v) for k, v in r.kwargs.items()} if r.kwargs else {},
+        r.inplace,
+        source(r.code, r.line),
+        name,
+        meta,
     )
 
 

@@ -77,8 +77,9 @@ class DataFlow:
     def produced(self, index: int, outs: list[Tensor], written: list[Tensor]) -> None:
         """Record ``index`` as the producer of ``outs`` and the last writer of ``written``."""
         self.timeline.append(index)
+        producer = self._producer
         for slot, t in enumerate(outs):
-            self.register(t, index, slot)
+            producer[id(t)] = (weakref.ref(t), index, slot)
         for t in written:
             slot = next((i for i, o in enumerate(outs) if o is t), 0)
             key = storage_key(t)

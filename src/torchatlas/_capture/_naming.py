@@ -147,6 +147,11 @@ _OPERATOR_METHODS = {
 }
 
 
+def is_operator_method(func: Callable[..., Any]) -> bool:
+    """Whether ``func`` is a Tensor method an operator (``+``, ``@``, ``[]``...) reaches the mode as."""
+    return func in _OPERATOR_METHODS
+
+
 def operator_name(func: Callable[..., Any], caller: types.FrameType) -> str | None:
     """``torch.Tensor.__add__`` when ``func`` ran for an operator in ``caller``'s current instruction."""
     if func not in _OPERATOR_METHODS:

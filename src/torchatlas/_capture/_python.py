@@ -20,11 +20,12 @@ from torch.overrides import TorchFunctionMode
 
 from . import _naming, _source
 from ._boundaries import Boundaries
+from ._calls import CallInfo, call_info
 from ._dataflow import DataFlow, raw_meta
 from ._records import Failure, NodeRecord, Recording
 from ._scopes import ScopeTracker
-from ._values import ShapeArg, TensorArg, split_tensors, tensors_flat
-from ._writes import REPOINTS, shape_only_arguments, written
+from ._values import TENSOR_ARGS, ShapeArg, TensorArg, split_tensors, tensors_flat
+from ._writes import written_by
 
 Tensor = torch.Tensor
 
@@ -85,43 +86,55 @@ class PythonLevel(TorchFunctionMode):
         tensors, template, kw_template = _split_call(args, kwargs)
         if len(tensors) != 1:
             return None
-        return _naming.target_name(func), template, kw_template
+        return call_info(func).target, template, kw_template
 
     # -- ops ---------------------------------------------------------------------------------
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        caller = sys._getframe(1)
-        if self.observer is None:
-            return self._run(func, args, kwargs or {}, caller)
-        start = self.observer.python_call_started(caller)
-        recorded = len(self.nodes)
+        if kwargs is None:
+            kwargs = {}
+        if self.observer is not None or self.timer is not None:
+            return self._observed_call(func, args, kwargs, sys._getframe(1))
         try:
-            return self._run(func, args, kwargs or {}, caller)
-        finally:
-            made = len(self.nodes) > recorded and self.nodes[-1].kind == "op"
-            target = self.nodes[-1].target if made else _naming.target_name(func)
-            self.observer.python_call_ended(start, target, len(self.nodes) - 1 if made else None)
-
-    def _run(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
-        timer = self.timer
-        try:
-            if timer is None:
-                result = func(*args, **kwargs)
-            else:
-                call, timed = timer.call_range()
-                with timed:
-                    result = func(*args, **kwargs)
+            result = func(*args, **kwargs)
         except BaseException as exc:
-            if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                self._quietly(self.record_failure, _naming.target_name(func), func, args, kwargs, exc, caller)
+            self._failed(func, args, kwargs, exc, sys._getframe(1))
             raise
-        recorded = len(self.nodes)
-        self.record_call(func, args, kwargs, result, caller)
-        if timer is not None and len(self.nodes) > recorded:
-            timer.assign(call, len(self.nodes) - 1)
+        self.record_call(func, args, kwargs, result, sys._getframe(1))
         return result
 
+    def _observed_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        """A call the ATen level watches (which Python op its ATen ops came from) or the timer times."""
+        observer, timer = self.observer, self.timer
+        start = observer.python_call_started(caller) if observer is not None else 0
+        recorded = len(self.nodes)
+        try:
+            try:
+                if timer is None:
+                    result = func(*args, **kwargs)
+                else:
+                    call, timed = timer.call_range()
+                    with timed:
+                        result = func(*args, **kwargs)
+            except BaseException as exc:
+                self._failed(func, args, kwargs, exc, caller)
+                raise
+            self.record_call(func, args, kwargs, result, caller)
+            if timer is not None and len(self.nodes) > recorded:
+                timer.assign(call, len(self.nodes) - 1)
+            return result
+        finally:
+            if observer is not None:
+                made = len(self.nodes) > recorded and self.nodes[-1].kind == "op"
+                target = self.nodes[-1].target if made else call_info(func).target
+                observer.python_call_ended(start, target, len(self.nodes) - 1 if made else None)
+
+    def _failed(self, func: Any, args: tuple, kwargs: dict, exc: BaseException, caller: Any) -> None:
+        if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            self._quietly(self.record_failure, call_info(func).target, func, args, kwargs, exc, caller)
+
     def record_call(self, func: Any, args: tuple, kwargs: dict, result: Any, caller: Any) -> None:
+        info = call_info(func)
         if isinstance(result, Tensor):
             outs = [result]
         elif isinstance(result, (tuple, list)) and type(result) is not torch.Size:
@@ -129,19 +142,22 @@ class PythonLevel(TorchFunctionMode):
             tensors_flat(result, outs)
         else:
             outs = []
-        writes = written(func, args, kwargs)
+        writes = written_by(info.writes, info.repoints, args, kwargs) if info.may_write or kwargs else None
         if not writes:
             # Nothing made (x.shape, x.item()) or nothing computed (x.to(x.dtype), x.contiguous()
             # when contiguous): not recorded, so readers keep reading the original value.
             if not outs:
                 return
-            if len(outs) == 1 and any(a is result for a in args):
-                self._aliases.setdefault(self.tracker.current, {})[id(result)] = (func, args, kwargs)
-                return
+            if len(outs) == 1:
+                for a in args:
+                    if a is result:
+                        self._aliases.setdefault(self.tracker.current, {})[id(result)] = (func, args, kwargs)
+                        return
         else:
             # A written tensor the op does not return (x[i] = v, running stats) is an extra output.
             outs = outs + [t for t in writes if not any(t is o for o in outs)]
-        self._quietly(self._record_op, func, args, kwargs, outs, writes, caller)
+        with torch._C.DisableTorchFunction():  # our tensor queries reach no override (see _quietly)
+            self._record_op(info, func, args, kwargs, outs, writes or (), caller)
 
     @staticmethod
     def _quietly(record: Callable[..., Any], *args: Any) -> Any:
@@ -150,28 +166,30 @@ class PythonLevel(TorchFunctionMode):
         with torch._C.DisableTorchFunction():
             return record(*args)
 
-    def _record_op(self, func: Any, args: tuple, kwargs: dict, outs: list[Tensor], writes: list[Tensor], caller: Any) -> None:
-        target = _naming.operator_name(func, caller) or _naming.target_name(func)
-        if func in REPOINTS:  # x.data = y reads y only: x's old value flows nowhere
+    def _record_op(
+        self, info: CallInfo, func: Any, args: tuple, kwargs: dict, outs: list[Tensor], writes: Any, caller: Any
+    ) -> None:
+        target = (info.operator and _naming.operator_name(func, caller)) or info.target
+        if info.repoints:  # x.data = y reads y only: x's old value flows nowhere
             args = args[1:]
-        tensors, template, kw_template = _split_call(args, kwargs)
-        shape_only = shape_only_arguments(target) if tensors else ()
         shape_refs = None
-        if shape_only:
-            tensors, template, kw_template, shape_tensors = _separate_shape_reads(args, kwargs, shape_only)
+        if info.shape_only:
+            tensors, template, kw_template, shape_tensors = _separate_shape_reads(args, kwargs, info.shape_only)
             shape_refs = self.flow.refs(shape_tensors)
+        else:
+            tensors, template, kw_template = _split_call(args, kwargs)
         refs = self.flow.refs(tensors)
         user, entry = _source.user_frame_and_entry(caller)
-        # Called by the user's line itself (not by library code it called): only then can the
-        # line's assignment have bound this op's result.
-        direct = entry is None or entry is getattr(func, "__code__", None)
         index = len(self.nodes)
+        stack = self.tracker.stack
         self.nodes.append(
             NodeRecord(
-                "op", self.tracker.current, refs, target, None,
+                "op", stack[-1][0] if stack else 0, refs, target, None,
                 [(t.shape, t.dtype, t.device) for t in outs], template, kw_template, bool(writes),
                 user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
-                direct, shape_inputs=shape_refs,
+                # Called by the user's line itself (not by library code it called): only then
+                # can the line's assignment have bound this op's result.
+                entry is None or entry is info.code, None, None, shape_refs,
             )
         )
         self.flow.produced(index, outs, writes)
@@ -270,9 +288,20 @@ class PythonLevel(TorchFunctionMode):
 def _split_call(args: tuple, kwargs: dict) -> tuple[list[Tensor], list[Any], dict[str, Any] | None]:
     """Tensor inputs in argument order, and the call's templates (``out=`` is a write, not a read)."""
     tensors: list[Tensor] = []
-    template = [split_tensors(a, tensors) for a in args]
+    template = []
+    for a in args:  # the common case inline: a tensor or a plain value
+        if isinstance(a, Tensor):
+            template.append(TENSOR_ARGS[len(tensors)] if len(tensors) < 64 else TensorArg(len(tensors)))
+            tensors.append(a)
+        elif type(a) in _CONTAINERS:
+            template.append(split_tensors(a, tensors))
+        else:
+            template.append(a)
     kw_template = {k: split_tensors(v, tensors) for k, v in kwargs.items() if k != "out"} if kwargs else None
     return tensors, template, kw_template
+
+
+_CONTAINERS = (list, tuple, dict)
 
 
 def _separate_shape_reads(

@@ -24,10 +24,6 @@ _ASSIGN = re.compile(
     r"\s*(?::[^=]+)?(?:[-+*/@%&|^]|//|\*\*|>>|<<)?=(?!=)"
 )
 
-def _is_internal(code: types.CodeType) -> bool:
-    return _is_internal_file(code.co_filename)
-
-
 @lru_cache(maxsize=4096)
 def _is_internal_file(filename: str) -> bool:
     """Keyed by file name, not code object: a cache of code objects would keep every traced
@@ -37,7 +33,7 @@ def _is_internal_file(filename: str) -> bool:
 
 def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
     """The first frame at or above ``frame`` that is neither torch's nor ours."""
-    while frame is not None and _is_internal(frame.f_code):
+    while frame is not None and _is_internal_file(frame.f_code.co_filename):
         frame = frame.f_back
     return frame
 
@@ -46,7 +42,7 @@ def user_frame_and_entry(frame: types.FrameType | None) -> tuple[types.FrameType
     """The user frame at or above ``frame``, and the code of the torch function that user line
     called (the frame just below it; None when the user line is ``frame`` itself)."""
     entry = None
-    while frame is not None and _is_internal(frame.f_code):
+    while frame is not None and _is_internal_file(frame.f_code.co_filename):
         entry = frame.f_code
         frame = frame.f_back
     return frame, entry

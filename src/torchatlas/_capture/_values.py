@@ -55,7 +55,7 @@ class TensorArg(int):
     __slots__ = ()
 
 
-_TENSOR_ARGS = [TensorArg(i) for i in range(64)]  # shared: most calls read a few tensors
+TENSOR_ARGS = [TensorArg(i) for i in range(64)]  # shared: most calls read a few tensors
 
 
 class ShapeArg(int):
@@ -70,13 +70,28 @@ def split_tensors(value: Any, tensors: list[Tensor]) -> Any:
     if isinstance(value, Tensor):
         tensors.append(value)
         i = len(tensors) - 1
-        return _TENSOR_ARGS[i] if i < 64 else TensorArg(i)
+        return TENSOR_ARGS[i] if i < 64 else TensorArg(i)
     kind = type(value)
     if kind is list or kind is tuple:
         return [split_tensors(v, tensors) for v in value]
     if kind is dict:
         return {k: split_tensors(v, tensors) for k, v in value.items()}
     return value
+
+
+def encode_arguments(values: list[Any]) -> list[Any]:
+    """:func:`encode` of a call's positional template, with its usual items (tensors, ints,
+    bools, None, finite floats) handled inline: this runs once per recorded op."""
+    out = []
+    for v in values:
+        kind = type(v)
+        if kind is TensorArg:
+            out.append({"tensor": int(v)})
+        elif kind is int or kind is bool or v is None or (kind is float and math.isfinite(v)):
+            out.append(v)
+        else:
+            out.append(encode(v, 1))
+    return out
 
 
 def encode(value: Any, depth: int = 0) -> Any:

@@ -19,7 +19,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .._ops import SHAPE_ONLY_ARGS, op_name
 from ._values import tensors_flat
 
 Tensor = torch.Tensor
@@ -111,14 +110,18 @@ def writes_of(func: Callable[..., Any]) -> Writes:
 
 def written(func: Any, args: tuple, kwargs: dict) -> list[Tensor]:
     """The tensors this call writes into."""
-    out = kwargs.get("out")
+    return written_by(writes_of(func), func in REPOINTS, args, kwargs)
+
+
+def written_by(spec: Writes, repoints: bool, args: tuple, kwargs: dict) -> list[Tensor]:
+    """The tensors a call writes into, given how its callable writes."""
+    out = kwargs.get("out") if kwargs else None
     if out is not None:
         found: list[Tensor] = []
         tensors_flat(out, found)
         return found
-    if func in REPOINTS:
+    if repoints:
         return [args[0]] if args and isinstance(args[0], Tensor) else []
-    spec = writes_of(func)
     if spec is _NONE:
         return []
     if spec.conditional is not None:
@@ -131,6 +134,3 @@ def written(func: Any, args: tuple, kwargs: dict) -> list[Tensor]:
     return []
 
 
-def shape_only_arguments(target: str) -> tuple[tuple[int, str], ...]:
-    """(position, keyword) of the arguments an op reads for their shape, dtype or device only."""
-    return SHAPE_ONLY_ARGS.get(op_name(target), ())

@@ -1,0 +1,64 @@
+"""What capture needs to know about a callable, worked out once per callable.
+
+Every op the mode sees looks these facts up in one dict: its stable name, whether
+the caller's bytecode names it (``+`` reaches the mode as ``Tensor.add``), how it
+writes, which arguments it reads for their shape only, and its code object (to tell
+a call from the user's line from one made by library code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .._ops import SHAPE_ONLY_ARGS, op_name
+from . import _naming
+from ._writes import REPOINTS, Writes, writes_of
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    target: str
+    """The stable name (``torch.conv2d``); an operator's name comes from the caller's bytecode."""
+    operator: bool
+    """It may have been written as an operator: ask the caller's bytecode."""
+    writes: Writes
+    may_write: bool
+    """It writes into an argument on some calls (``out=`` is checked on every call)."""
+    repoints: bool
+    """``x.data = y`` / ``x.set_(y)``: writes its first argument, reads only the rest."""
+    shape_only: tuple[tuple[int, str], ...]
+    code: Any
+    """Its code object, when it is a Python function."""
+
+
+_INFO: dict[Any, CallInfo] = {}
+_MAX = 8192  # torch's callables, and the user's own __torch_function__ overrides
+
+
+def call_info(func: Callable[..., Any]) -> CallInfo:
+    try:
+        hit = _INFO.get(func)
+    except TypeError:  # an unhashable callable
+        return _work_out(func)
+    if hit is None:  # the first call of this callable
+        hit = _work_out(func)
+        if len(_INFO) >= _MAX:
+            _INFO.clear()
+        _INFO[func] = hit
+    return hit
+
+
+def _work_out(func: Callable[..., Any]) -> CallInfo:
+    target = _naming.target_name(func)
+    writes = writes_of(func)
+    return CallInfo(
+        target=target,
+        operator=_naming.is_operator_method(func),
+        writes=writes,
+        may_write=writes != Writes() or func in REPOINTS,
+        repoints=func in REPOINTS,
+        shape_only=SHAPE_ONLY_ARGS.get(op_name(target), ()),
+        code=getattr(func, "__code__", None),
+    )
