@@ -80,7 +80,7 @@ def test_a_new_capture_level_is_one_registration_away(monkeypatch: pytest.Monkey
         def __init__(self, meta: dict) -> None:
             self.meta = meta
 
-        def scope_entered(self, index: int, module: object, args: object) -> None:
+        def scope_entered(self, index: int, module: object, args: tuple, kwargs: dict) -> None:
             self.meta["module_calls"] = self.meta.get("module_calls", 0) + 1
 
         def scope_exited(self, index: int, module: object, output: object) -> None:

@@ -108,8 +108,8 @@ class AtenLevel:
 
     # -- scopes --------------------------------------------------------------------------------
 
-    def scope_entered(self, index: int, module: Any, args: Any) -> None:
-        self.boundaries.scope_entered(index, module, args)
+    def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
+        self.boundaries.scope_entered(index, module, args, kwargs)
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None:
         self.boundaries.scope_exited(index, module, output)

@@ -45,13 +45,14 @@ class Boundaries:
         self._passed_by = passed_by
         self._first: dict[int, int] = {}  # scope index -> its first record index
 
-    def scope_entered(self, index: int, module: Any, args: Any) -> None:
+    def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
         if index == 0:
             seen: set[int] = set()
-            for path, t in self._inputs:
-                if id(t) not in seen:  # one tensor passed twice is one input, under its first path
-                    seen.add(id(t))
-                    self.flow.new_leaf("input", path, t)
+            with torch._C.DisableTorchFunction():  # the recording mode is on: t.shape must not reach it
+                for path, t in self._inputs:
+                    if id(t) not in seen:  # one tensor passed twice is one input, under its first path
+                        seen.add(id(t))
+                        self.flow.new_leaf("input", path, t)
             self._inputs = []
         self._first[index] = len(self.recording.nodes)
 

@@ -61,11 +61,11 @@ class PythonLevel(TorchFunctionMode):
 
     # -- module calls -------------------------------------------------------------------
 
-    def scope_entered(self, index: int, module: Any, args: Any) -> None:
-        self.boundaries.scope_entered(index, module, args)
+    def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
+        self.boundaries.scope_entered(index, module, args, kwargs)
         if isinstance(module, torch.jit.ScriptModule):
             found: list[Tensor] = []
-            tensors_flat(args, found)
+            tensors_flat([*args, *kwargs.values()], found)
             self._opaque[index] = found
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None:

@@ -159,7 +159,7 @@ class Keeper:
         if self.matches(f"{scope}:{name}"):
             self.kept[f"n{index}"] = self._copy(outs[0] if len(outs) == 1 else tuple(outs))
 
-    def scope_entered(self, index: int, module: Any, args: Any) -> None:
+    def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
         """Nothing: a call is kept when it returns."""
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None:
@@ -203,7 +203,7 @@ class Timer:
     def assign(self, call: int, record: int) -> None:
         self._call_record[call] = record
 
-    def scope_entered(self, index: int, module: Any, args: Any) -> None:
+    def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
         with torch._C.DisableTorchFunction(), _disable_current_modes():
             handle = torch.autograd.profiler.record_function(f"{_PREFIX}s{index}")
             handle.__enter__()

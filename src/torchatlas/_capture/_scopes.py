@@ -23,7 +23,7 @@ _ORIG_MOD = "._orig_mod"
 
 
 class ScopeListener(Protocol):
-    def scope_entered(self, index: int, module: Any, args: Any) -> None: ...
+    def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None: ...
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None: ...
 
@@ -80,13 +80,17 @@ class ScopeTracker:
 
     def call_started(self, module: Any, args: tuple, kwargs: dict, frame: Any) -> None:
         """A module call begins (``_patches`` calls this from ``Module.__call__``)."""
-        # Our tensor queries must reach no torch-function override: not the recording mode, not a
-        # user's own mode, not a tensor subclass.
-        with torch._C.DisableTorchFunction():
-            self.enter(module, (*args, *kwargs.values()), frame)
+        cls = type(module)
+        name = self._class_names.get(cls)
+        if name is None:
+            name = self._class_names[cls] = f"{cls.__module__}.{cls.__qualname__}"
+        path = self.index.paths.get(id(module))
+        self._push(module, path if path is not None else self.path_of(module), name, frame, args, kwargs)
 
     def call_ended(self, module: Any, output: Any) -> None:
         """A module call returned ``output`` (None when it raised)."""
+        # Our tensor queries must reach no torch-function override: not the recording mode, not a
+        # user's own mode, not a tensor subclass.
         with torch._C.DisableTorchFunction():
             self.exit(module, output)
 
@@ -103,32 +107,26 @@ class ScopeTracker:
     def running_module(self) -> Any:
         return self.stack[-1][1] if self.stack else None
 
-    def open_root(self, cls: str, args: Any) -> None:
+    def open_root(self, cls: str, args: tuple, kwargs: dict) -> None:
         """For a plain callable (no module call to hook), open the root scope by hand."""
-        self._push(None, "", cls, None, args)
+        self._push(None, "", cls, None, args, kwargs)
 
-    def enter(self, module: Any, args: Any, frame: Any) -> None:
-        cls = type(module)
-        name = self._class_names.get(cls)
-        if name is None:
-            name = self._class_names[cls] = f"{cls.__module__}.{cls.__qualname__}"
-        self._push(module, self.path_of(module), name, frame, args)
-
-    def _push(self, module: Any, path: str, cls: str, frame: Any, args: Any) -> None:
+    def _push(self, module: Any, path: str, cls: str, frame: Any, args: tuple, kwargs: dict) -> None:
         user = _source.user_frame(frame)
         call = self._calls.get(path, 0)
         self._calls[path] = call + 1
-        parent = self.stack[-1][0] if self.stack else None
-        self.scopes.append(
+        stack = self.stack
+        scopes = self.scopes
+        index = len(scopes)
+        scopes.append(
             ScopeRecord(
-                parent, path, cls, call,
+                stack[-1][0] if stack else None, path, cls, call,
                 user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
             )
         )
-        index = len(self.scopes) - 1
-        self.stack.append((index, module))
+        stack.append((index, module))
         for listener in self.listeners:
-            listener.scope_entered(index, module, args)
+            listener.scope_entered(index, module, args, kwargs)
 
     def exit(self, module: Any, output: Any) -> None:
         while self.stack:  # unwinds scopes left open by an exception

@@ -11,6 +11,7 @@ what the model returned, and build the graph from plain records.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import traceback
 from collections.abc import Callable
@@ -29,6 +30,8 @@ from ._scopes import ModelIndex, ScopeTracker, is_compiled_wrapper
 from ._values import dtype_name, iter_tensors, shape_of
 
 _tls = threading.local()
+_ACTIVE_TRACKER = functools.partial(getattr, _tls, "tracker", None)
+"""This thread's scope tracker while it traces, else None: looked up on every module call, in C."""
 
 
 class TraceError(RuntimeError):
@@ -37,11 +40,6 @@ class TraceError(RuntimeError):
 
 def active_session() -> Session | None:
     return getattr(_tls, "session", None)
-
-
-def _active_tracker() -> ScopeTracker | None:
-    session = active_session()
-    return session.tracker if session is not None else None
 
 
 def _recording_python_level() -> PythonLevel | None:
@@ -120,10 +118,10 @@ class Session:
             raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
         output: Any = None
         error: BaseException | None = None
-        _tls.session = self
+        _tls.session, _tls.tracker = self, self.tracker
         try:
             try:
-                with _patches.installed(_recording_python_level, _active_tracker), _patches.compiled_code_runs_eagerly():
+                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER), _patches.compiled_code_runs_eagerly():
                     self._forward_recorded()
                     output = self._output
                 self.python.settle_failures(None)
@@ -146,7 +144,7 @@ class Session:
                 for finish in self.finishers:
                     finish()
         finally:
-            del _tls.session
+            del _tls.session, _tls.tracker
             for release in self.releases:
                 release()
         return build_graph(recording), output, error
@@ -158,7 +156,8 @@ class Session:
                     modes.enter_context(mode)
                 if not isinstance(self.model, torch.nn.Module):
                     cls = type(self.model)
-                    self.tracker.open_root(f"{cls.__module__}.{getattr(self.model, '__qualname__', cls.__qualname__)}", self.args)
+                    name = f"{cls.__module__}.{getattr(self.model, '__qualname__', cls.__qualname__)}"
+                    self.tracker.open_root(name, self.args, self.kwargs)
                 self._output = self.model(*self.args, **self.kwargs)
                 if self.after_forward is not None:
                     self.after_forward(self._output)
