@@ -125,6 +125,22 @@ class TorchAtlas(Tool):
         return {"passes": lambda: analyze(g.ir), "json": g.to_json, "tree": g.tree}
 
 
+class TorchAtlasRunTime(TorchAtlas):
+    """``trace`` with one of its run-time options: what ``stats=``, ``save=`` or ``profile=`` cost."""
+
+    def __init__(self, option: str, value: Any) -> None:
+        self.name, self.option, self.value = f"torchatlas-{option}", option, value
+
+    def capture(self, model, args, kwargs, workdir):
+        import torchatlas
+
+        return torchatlas.trace(model, args, kwargs, **{self.option: self.value})
+
+
+RUN_TIME_TOOLS = [TorchAtlasRunTime("stats", True), TorchAtlasRunTime("save", "*"), TorchAtlasRunTime("profile", True)]
+"""The run-time options, each timed like a tool (``bench/bench_runtime.py``); ``save="*"`` keeps
+every module call's output, the most memory a save can ask for."""
+
 FULL_DEPTH = 99
 
 
@@ -217,5 +233,5 @@ class TorchVista(Tool):
 
 
 TOOLS: dict[str, Tool] = {
-    t.name: t for t in [TorchAtlas(), TorchView(), TorchLens(), TorchInfo(), TorchViz(), TorchVista()]
+    t.name: t for t in [TorchAtlas(), TorchView(), TorchLens(), TorchInfo(), TorchViz(), TorchVista(), *RUN_TIME_TOOLS]
 }
