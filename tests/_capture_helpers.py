@@ -39,6 +39,31 @@ def wiring(ir: GraphIR) -> list[tuple[str, tuple[str, ...]]]:
     ]
 
 
+PASS_THROUGH = "torchatlas.identity"
+
+
+def computed_wiring(ir: GraphIR) -> list[tuple[str, tuple[str, ...]]]:
+    """:func:`wiring` without the pass-through nodes of module calls that returned their input.
+
+    This is the data flow a tracer that sees only tensor ops (make_fx, torch.export) records:
+    a reader of a passed-through value reads what the pass-through node read.
+    """
+    ops = [n for n in ir.ops() if n.target != PASS_THROUGH]
+    number = {n.id: k for k, n in enumerate(ops)}
+    through = {n.id: n.inputs[0] for n in ir.ops() if n.target == PASS_THROUGH}
+
+    def label(ref) -> str:
+        while ref.node in through:
+            ref = through[ref.node]
+        node = ir.node(ref.node)
+        if node.kind == "op":
+            k = number[ref.node]
+            return f"op{k}" if ref.slot == 0 else f"op{k}.{ref.slot}"
+        return "constant" if node.kind == "constant" else f"{node.kind}:{node.path}"
+
+    return [(n.target, tuple(label(r) for r in n.inputs)) for n in ops]
+
+
 def targets(ir: GraphIR) -> list[str]:
     return [n.target for n in ir.ops()]
 
