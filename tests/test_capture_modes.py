@@ -98,3 +98,11 @@ def test_trace_shapes_on_meta() -> None:
     ir = torchatlas.trace_shapes(model, (5, 4)).ir
     assert wiring(ir) == EVAL_WIRING
     assert ir.nodes[0].outputs[0] == torchatlas.TensorMeta((5, 4), "float32", "meta")
+
+
+def test_trace_shapes_takes_the_level_and_backward_of_trace() -> None:
+    model = Block().eval()
+    aten = torchatlas.trace_shapes(model, (5, 4), level="aten").ir
+    assert aten.ops() and all(n.target.startswith(("aten.", "torchatlas.")) for n in aten.ops())
+    both = torchatlas.trace_shapes(model, (5, 4), backward=True).ir
+    assert {n.meta.get("phase") for n in both.ops()} >= {"backward"}

@@ -295,13 +295,16 @@ def trace_shapes(
     high: int | None = None,
     kwargs: dict[str, Any] | None = None,
     partial: bool = False,
+    level: str = "python",
+    backward: bool = False,
 ) -> Graph:
     """Trace from input shapes alone, as torchinfo's ``input_size`` does.
 
     Inputs are built for you on the model's device (or ``device``): random normal
     floats, or random integers in ``[0, high)`` for integer dtypes (token ids; ``high``
     defaults to the model config's ``vocab_size`` where there is one, else 2). On the
-    ``meta`` device they are meta tensors.
+    ``meta`` device they are meta tensors. ``level``, ``backward`` and ``partial`` are
+    :func:`trace`'s.
     """
     dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(shapes)
     if len(dtypes) != len(shapes):
@@ -309,7 +312,7 @@ def trace_shapes(
     target = torch.device(device) if device is not None else _model_device(model)
     vocab = high or getattr(getattr(model, "config", None), "vocab_size", None) or 2
     inputs = tuple(make_input(tuple(s), dt, target, vocab) for s, dt in zip(shapes, dtypes))
-    return trace(model, inputs, kwargs, partial=partial)
+    return trace(model, inputs, kwargs, level=level, backward=backward, partial=partial)
 
 
 def make_input(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, high: int = 2) -> torch.Tensor:
