@@ -178,3 +178,14 @@ def test_profile_takes_the_median_of_repeated_passes() -> None:
     assert all(n.meta["time_us"] >= 0 for n in graph.ir.ops())
     with pytest.raises(ValueError, match="repeat"):
         torchatlas.profile(OneHeavyLayer(), torch.randn(1, 16), repeat=0)
+
+
+def test_the_diagram_marks_the_ops_and_modules_that_made_nan_or_inf() -> None:
+    graph = torchatlas.trace(DividesByZero(), torch.randn(2, 4), stats=True)
+    bad = graph.first_nonfinite()
+    assert sum(bad.meta["nonfinite"].values()) == 8  # every element of the 2x4 quotient
+    assert "⚠ 1 ops with NaN/Inf" in graph.to_dot(depth=1)  # `norm` collapsed to one box
+    marks = [line for line in graph.to_dot().splitlines() if "nan×" in line or "inf×" in line]
+    assert len(marks) == 1 and f'"{bad.id}"' in marks[0]
+    clean = torchatlas.trace(nn.Linear(4, 4), torch.randn(2, 4), stats=True).to_dot()
+    assert "nan×" not in clean and "inf×" not in clean and "NaN/Inf" not in clean

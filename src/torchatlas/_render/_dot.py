@@ -200,6 +200,11 @@ class _Writer:
             label = f"{html_text(name)}<BR/>{_font(html_text(shape_text(meta, self.dominant)), p.muted, 9)}"
             tip = tooltip(f"{n.kind} {n.path or ''}")
         extra = ", penwidth=2" if n.inplace else ""
+        nonfinite = n.meta.get("nonfinite")
+        if nonfinite:  # a NaN or Inf came out of this op (trace(stats=True))
+            counts = " ".join(f"{k}×{format_compact(v)}" for k, v in nonfinite.items() if v)
+            label += f'<BR/>{_font("⚠ " + html_text(counts), _FAILED, 9)}'
+            extra += f', color="{_FAILED}", penwidth=2.2'
         if "error" in n.meta:  # the op a partial trace stopped at
             label += f'<BR/>{_font("✗ " + html_text(str(n.meta["error"]), 48), _FAILED, 9)}'
             return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
@@ -234,6 +239,10 @@ class _Writer:
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'
             return f"label=<{label}>, {self._colors(cat)}{extra}, tooltip={tip}"
         width = 2.0 if self.children[scope.id] else 1.6
+        nonfinite = scope.meta.get("nonfinite_ops") if unit.kind != "fold" else None
+        if nonfinite:
+            label += "<BR/>" + _font(f"⚠ {format_compact(nonfinite)} ops with NaN/Inf", _FAILED, 9)
+            return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.2, tooltip={tip}'
         if scope.id in self.failed_scopes:
             label += "<BR/>" + _font("✗ failed here", _FAILED, 9)
             return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
