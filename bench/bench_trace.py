@@ -7,8 +7,9 @@ figure is the median per-round ratio. Llama-70B is built on the meta device
 (no memory for weights) and traced against a meta forward, with the peak
 resident memory of the trace. Writes ``bench/results/trace.md``.
 
-Targets (issue 2): trace within 1.1x of the forward pass, never over 1.3x;
-Llama-70B on meta within 2x of the meta forward and under 2 GB peak. The
+Targets (issue 19): trace within 1.1x of the forward pass on real models (T5-small
+1.15x), 1.5x where the fixed per-trace cost shows (CoolCNN, a 2-layer GPT-2), and
+Llama-70B on meta within 1.2x of the meta forward at no more than 360 MB peak. The
 timings are printed and written, never asserted: they depend on the machine.
 """
 
@@ -25,20 +26,24 @@ import _report
 import torch
 from compare import BENCH, run_worker, worker_env
 
-MODELS = ["resnet50", "bert-base", "gpt2", "llama-1b", "llama-70b"]
-AIM, LIMIT = 1.1, 1.3
-META_RATIO, META_PEAK_MB = 2.0, 2048
+TARGETS = {
+    "coolcnn": 1.5, "tiny-gpt2": 1.5, "resnet50": 1.1, "vit-base": 1.1, "bert-base": 1.1,
+    "gpt2": 1.1, "t5-small": 1.15, "llama-1b": 1.1, "llama-70b": 1.2,
+}
+MODELS = list(TARGETS)
+META_PEAK_MB = 360
 
 
 def verdict(model: str, doc: dict) -> str:
     if "ratio" not in doc:
         return doc.get("error", "no result")
+    target = TARGETS.get(model)
+    if target is None:
+        return "no target"
     if model == "llama-70b":
-        ok = doc["ratio"] < META_RATIO and doc["capture_peak_rss_mb"] < META_PEAK_MB
-        return "meets target" if ok else f"misses target (< {META_RATIO}x and < {META_PEAK_MB} MB)"
-    if doc["ratio"] <= AIM:
-        return "meets aim"
-    return "within limit" if doc["ratio"] <= LIMIT else f"over the {LIMIT}x limit"
+        ok = doc["ratio"] <= target and doc["capture_peak_rss_mb"] <= META_PEAK_MB
+        return "meets target" if ok else f"misses target (≤ {target}x and ≤ {META_PEAK_MB} MB)"
+    return f"meets ≤ {target}x" if doc["ratio"] <= target else f"misses ≤ {target}x"
 
 
 def markdown(docs: dict[str, dict], threads: object) -> str:
@@ -79,8 +84,8 @@ def markdown(docs: dict[str, dict], threads: object) -> str:
         "Each model runs in a fresh process: a warm-up, then alternating rounds of `torch.no_grad()` forward and "
         "`torchatlas.trace`; times are medians, the ratio is the median of per-round ratios. Llama-70B is built "
         "and run on the meta device; its peak RSS includes the interpreter and torch (~250 MB).\n\n"
-        f"Targets: trace ≤ {AIM}× forward (aim), never > {LIMIT}×; Llama-70B on meta < {META_RATIO}× and "
-        f"< {META_PEAK_MB} MB peak.\n\n" + _report.table(header, rows) + "\n"
+        "Targets (issue 19): ≤ 1.1× forward on real models, T5-small ≤ 1.15×, CoolCNN and a 2-layer GPT-2 "
+        f"≤ 1.5×, Llama-70B on meta ≤ 1.2× at ≤ {META_PEAK_MB} MB peak.\n\n" + _report.table(header, rows) + "\n"
     )
 
 

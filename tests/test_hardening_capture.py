@@ -51,6 +51,28 @@ def test_the_garbage_collector_is_left_exactly_as_the_user_set_it() -> None:
             gc.enable()
 
 
+class SeesCollection(nn.Module):
+    def forward(self, x):
+        self.collecting = gc.isenabled()
+        return x + 1
+
+
+def test_collection_pauses_only_while_a_trace_runs_and_only_if_it_was_on() -> None:
+    model = SeesCollection()
+    assert gc.isenabled()
+    torchatlas.trace(model, torch.randn(2))
+    assert model.collecting is False and gc.isenabled()
+    with pytest.raises(RuntimeError):
+        torchatlas.trace(Fails(), torch.randn(2, 4))
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        torchatlas.trace(model, torch.randn(2))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
 def test_a_partial_graph_keeps_no_activation_alive() -> None:
     seen: list[weakref.ref] = []
     real_ones = torch.ones

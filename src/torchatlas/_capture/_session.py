@@ -116,6 +116,10 @@ class Session:
         """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""
         if active_session() is not None:
             raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
+        with _patches.collection_paused():
+            return self._run(partial)
+
+    def _run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
         output: Any = None
         error: BaseException | None = None
         _tls.session, _tls.tracker = self, self.tracker
