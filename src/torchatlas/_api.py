@@ -50,7 +50,8 @@ class Graph:
         """The graph with every analysis in its ``meta`` (parameters, FLOPs, memory, repeated
         blocks, dead code). Computed on first use, so ``trace`` costs one forward pass."""
         if self._analyzed is None:
-            self._analyzed = ensure_analyzed(self._captured)
+            with _capture.collection_paused():  # analyses allocate per node: see collection_paused
+                self._analyzed = ensure_analyzed(self._captured)
         return self._analyzed
 
     # -- data -------------------------------------------------------------------
@@ -105,7 +106,9 @@ class Graph:
         return self._emit(format, renderer.options(**options), path)
 
     def _emit(self, format: str, options: Any, path: PathLike | None) -> Any:
-        value = RENDERERS[format].render(self.ir, options)
+        ir = self.ir
+        with _capture.collection_paused():
+            value = RENDERERS[format].render(ir, options)
         return value if path is None else write_atomic(path, value)
 
     def tree(

@@ -17,6 +17,7 @@ from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._fx_import import from_export, from_fx
+from ._patches import collection_paused
 from ._pt2 import UnsafeArchiveError, load_exported
 from ._records import Recording
 from ._runtime import Keeper, Selector
@@ -29,6 +30,7 @@ __all__ = [
     "TraceError",
     "UnsafeArchiveError",
     "capture",
+    "collection_paused",
     "from_export",
     "from_fx",
     "load_exported",
