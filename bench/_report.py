@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -163,10 +164,13 @@ def markdown(
     if scale:
         parts += [
             "",
-            "## Scale: synthetic chains of 1k, 10k and 100k ops (seconds per capture)",
+            "## Scale: synthetic chains of " + ", ".join(m.split("-")[1] for m in scale)
+            + " ops (seconds per capture)",
             "",
             _grid(runs, tools, scale, capture_seconds),
             "",
+            *_slopes(runs, tools, scale),
+            "torchatlas stages on the same graphs (seconds):",
             "torchatlas stages on the same graphs (seconds):",
             "",
             table(
@@ -188,8 +192,23 @@ def markdown(
 
 
 def _ops(scale_model: str) -> int:
-    """``chain-10k`` -> 10000."""
-    return int(scale_model.split("-")[1].removesuffix("k")) * 1000
+    """``chain-10k`` -> 10000, ``chain-1m`` -> 1000000."""
+    size = scale_model.split("-")[1]
+    return int(size[:-1]) * (1_000_000 if size.endswith("m") else 1000)
+
+
+def _slopes(runs: dict[tuple[str, str], Doc], tools: list[str], scale: list[str]) -> list[str]:
+    """The log-log slope of capture time against op count per tool (1.0 is linear)."""
+    lines = []
+    for tool in tools:
+        docs = [(m, runs.get((tool, m), {})) for m in scale]
+        points = [(_ops(m), d.get("capture_s", d.get("first_capture_s"))) for m, d in docs]
+        points = [(n, t) for n, t in points if t]
+        if len(points) >= 2:
+            (n0, t0), (n1, t1) = points[0], points[-1]
+            slope = math.log(t1 / t0) / math.log(n1 / n0)
+            lines.append(f"- {tool}: slope {slope:.2f} from {n0:,} to {n1:,} ops")
+    return ["Scale curve, log-log slope of capture time (1.00 is linear):", "", *lines, ""] if lines else []
 
 
 def plots(

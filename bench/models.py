@@ -150,6 +150,10 @@ class ChainNet(torch.nn.Module):
         return x
 
 
+def _chain_name(ops: int) -> str:
+    return f"chain-{ops // 1_000_000}m" if ops >= 1_000_000 else f"chain-{ops // 1000}k"
+
+
 def _chain_builder(ops: int) -> Callable[[str], Built]:
     def build_chain(device: str) -> Built:
         torch.manual_seed(0)
@@ -160,7 +164,7 @@ def _chain_builder(ops: int) -> Callable[[str], Built]:
     return build_chain
 
 
-SCALE_OPS = (1_000, 10_000, 100_000)
+SCALE_OPS = (1_000, 10_000, 100_000, 1_000_000)
 
 MODELS: dict[str, ModelSpec] = {
     spec.name: spec
@@ -174,7 +178,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("t5-small", build_t5_small),
         ModelSpec("llama-1b", build_llama_1b),
         ModelSpec("llama-70b", build_llama_70b, meta_only=True),
-        *(ModelSpec(f"chain-{ops // 1000}k", _chain_builder(ops), scale=True) for ops in SCALE_OPS),
+        *(ModelSpec(_chain_name(ops), _chain_builder(ops), scale=True) for ops in SCALE_OPS),
     ]
 }
 
