@@ -314,13 +314,20 @@ def _say_first_nonfinite(graph: Graph) -> None:
     scope = graph.ir.scope(node.scope)
     where = f" at {node.source}" if node.source else ""
     inputs = "; ".join(
-        f"{graph.ir.node(ref).name or ref.node}: {_stats_text(graph.ir.node(ref).meta.get('stats'), ref.slot)}"
+        f"{_value_name(graph.ir.node(ref))} {_stats_text(graph.ir.node(ref).meta.get('stats'), ref.slot)}"
         for ref in node.inputs
     )
     _say(
         visible(f"torchatlas: first NaN/Inf: {node.target} in {scope.label}{where}; "
                 f"output {_stats_text(node.meta.get('stats'), 0)}; inputs: {inputs or 'none'}")
     )
+
+
+def _value_name(node: Any) -> str:
+    """``x (torch.relu)``, ``fc.weight``, ``input``: what a reader recognises a value by."""
+    if node.kind == "op":
+        return f"{node.name} ({node.target})" if node.name else str(node.target)
+    return getattr(node, "path", None) or node.name or node.kind
 
 
 def _stats_text(stats: Any, slot: int) -> str:

@@ -20,10 +20,10 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ContextManager
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import torch
@@ -74,11 +74,11 @@ class InputSpec:
     dtype: torch.dtype | None = None
 
 
-Status = Callable[[str], ContextManager[Any]]
+Status = Callable[[str], AbstractContextManager[Any]]
 """Shows what is being done (``building hf:llama (536M params)…``) while the block runs."""
 
 
-def no_status(text: str) -> ContextManager[Any]:
+def no_status(text: str) -> AbstractContextManager[Any]:
     return nullcontext()
 
 
