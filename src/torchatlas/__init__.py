@@ -1,9 +1,7 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
-from __future__ import annotations
-
 import importlib
-from typing import TYPE_CHECKING, Any
+import typing
 
 from ._ir import GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
 from ._passes import GraphDiff
@@ -12,7 +10,7 @@ from ._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
 from ._render._graphviz import GraphvizNotFoundError
 from ._render._html import ViewerBundleMissing
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from ._api import Graph, diff, from_export, from_fx, load, profile, trace, trace_shapes
     from ._capture import TraceError, UnsafeArchiveError
 
@@ -34,7 +32,7 @@ _NEEDS_TORCH = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     module = _NEEDS_TORCH.get(name)
     if module is None:
         raise AttributeError(f"module 'torchatlas' has no attribute {name!r}")

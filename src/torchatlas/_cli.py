@@ -228,8 +228,10 @@ def _trace(opts: argparse.Namespace) -> int:
     else:
         graph = _trace_model(opts)
     if opts.find_nan:
-        _say_first_nonfinite(graph)
-        if not (opts.out_dir or opts.output or opts.format):
+        # The answer is the command's output, unless a format is asked for as well.
+        only_answer = not (opts.out_dir or opts.output or opts.format)
+        _print(sys.stdout if only_answer else sys.stderr, _first_nonfinite_line(graph) + "\n")
+        if only_answer:
             return 0
     if opts.out_dir:
         return _write_out_dir(graph, Path(opts.out_dir), opts)
@@ -305,22 +307,19 @@ def _status(text: str) -> Iterator[None]:
         yield
 
 
-def _say_first_nonfinite(graph: Graph) -> None:
-    """One line: where the first NaN or Inf appeared and what went into that op."""
+def _first_nonfinite_line(graph: Graph) -> str:
+    """Where the first NaN or Inf appeared and what went into that op, in one line."""
     node = graph.first_nonfinite()
     if node is None:
-        _say("torchatlas: no NaN or Inf in any op's output")
-        return
+        return "no NaN or Inf in any op's output"
     scope = graph.ir.scope(node.scope)
     where = f" at {node.source}" if node.source else ""
     inputs = "; ".join(
         f"{_value_name(graph.ir.node(ref))} {_stats_text(graph.ir.node(ref).meta.get('stats'), ref.slot)}"
         for ref in node.inputs
     )
-    _say(
-        visible(f"torchatlas: first NaN/Inf: {node.target} in {scope.label}{where}; "
-                f"output {_stats_text(node.meta.get('stats'), 0)}; inputs: {inputs or 'none'}")
-    )
+    output = _stats_text(node.meta.get("stats"), 0)
+    return visible(f"first NaN/Inf: {node.target} in {scope.label}{where}; output {output}; inputs: {inputs or 'none'}")
 
 
 def _value_name(node: Any) -> str:
