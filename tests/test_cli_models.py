@@ -271,3 +271,18 @@ def test_show_on_a_machine_without_a_browser_says_where_the_page_is(capsys, monk
     monkeypatch.setattr("webbrowser.open", lambda url: False)
     path = torchatlas.trace(torch.nn.Linear(2, 2), torch.ones(1, 2)).show()
     assert path.is_file() and f"the viewer page is {path}" in capsys.readouterr().err
+
+
+def test_the_example_file_is_the_bundled_example(capsys):
+    """examples/coolcnn.py writes the model out for readers; it must stay the one `torchatlas` traces."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "coolcnn.py"
+    code, from_file, err = run_cli(capsys, f"{example}:CoolCNN", "--format", "json")
+    assert code == 0, err
+    code, bundled, _ = run_cli(capsys, "--format", "json")
+
+    def structure(doc: str) -> list[object]:
+        parsed = json.loads(doc)
+        scopes = [(s["path"], s["class"].rsplit(".", 1)[-1]) for s in parsed["scopes"]]
+        return [scopes, [(n["kind"], n.get("target"), n["inputs"], n.get("outputs")) for n in parsed["nodes"]]]
+
+    assert structure(from_file) == structure(bundled)
