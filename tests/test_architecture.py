@@ -26,7 +26,8 @@ ALLOWED = {
     "_passes": {"_passes", "_ir", "_ops", "_text"},
     "_render": {"_render", "_ir", "_ops", "_text"},
     "_cli": {"_cli", "__init__", "_models", "_io", "_text"},
-    "_models": {"_models", "__init__", "_api", "_io", "_text"},
+    "_models": {"_models", "__init__", "_api", "_io", "_text", "_hf"},
+    "_hf": {"_hf", "_models", "_text"},
 }
 FLOOR = {"_ir", "_ops", "_text", "_io"}
 TORCH_FREE = FLOOR | {"_passes", "_render"}
@@ -52,6 +53,7 @@ PUBLIC_API = [
     "TraceError",
     "TreeOptions",
     "UnsafeArchiveError",
+    "ViewerBundleMissing",
     "__version__",
     "diff",
     "from_export",

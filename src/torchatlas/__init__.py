@@ -1,14 +1,49 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
-from ._api import Graph, diff, from_export, from_fx, load, profile, trace, trace_shapes
-from ._capture import TraceError, UnsafeArchiveError
+import importlib
+import typing
+
 from ._ir import GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
 from ._passes import GraphDiff
 from ._render import RENDERERS as FORMATS
 from ._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
 from ._render._graphviz import GraphvizNotFoundError
+from ._render._html import ViewerBundleMissing
+
+if typing.TYPE_CHECKING:
+    from ._api import Graph, diff, from_export, from_fx, load, profile, trace, trace_shapes
+    from ._capture import TraceError, UnsafeArchiveError
 
 __version__ = "0.1.0"
+
+# The names that need torch are imported on first use, so that `import torchatlas` (and
+# `torchatlas --help`, loading a saved graph, rendering) does not pay for importing torch.
+_NEEDS_TORCH = {
+    "Graph": "_api",
+    "diff": "_api",
+    "from_export": "_api",
+    "from_fx": "_api",
+    "load": "_api",
+    "profile": "_api",
+    "trace": "_api",
+    "trace_shapes": "_api",
+    "TraceError": "_capture",
+    "UnsafeArchiveError": "_capture",
+}
+
+
+def __getattr__(name: str) -> typing.Any:
+    module = _NEEDS_TORCH.get(name)
+    if module is None:
+        raise AttributeError(f"module 'torchatlas' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "FORMATS",
@@ -28,6 +63,7 @@ __all__ = [
     "TraceError",
     "TreeOptions",
     "UnsafeArchiveError",
+    "ViewerBundleMissing",
     "__version__",
     "diff",
     "from_export",

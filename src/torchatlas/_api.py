@@ -157,13 +157,19 @@ class Graph:
         return self._emit("html", HtmlOptions(title=title), path)
 
     def show(self, title: str | None = None) -> Path:
-        """Open the interactive viewer in the default web browser; returns the page's path."""
+        """Open the interactive viewer in the default web browser; returns the page's path.
+        Where no browser can be started (a headless machine), says on stderr where the page is."""
         import tempfile
         import webbrowser
 
         path = Path(tempfile.mkdtemp(prefix="torchatlas-")) / "graph.html"
         self.to_html(path, title)
-        webbrowser.open(path.as_uri())
+        try:
+            opened = webbrowser.open(path.as_uri())
+        except webbrowser.Error:
+            opened = False
+        if not opened:
+            print(f"torchatlas: no web browser to open here; the viewer page is {path}", file=sys.stderr)
         return path
 
     def to_model_explorer(self, path: PathLike | None = None) -> dict[str, Any] | Path:

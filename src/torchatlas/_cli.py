@@ -4,26 +4,32 @@ Exit codes: 0 success; 1 the model failed (import, build, or forward pass) or a 
 could not be read or written; 2 the command line is wrong (bad option, missing file,
 unknown name, malformed shape). Errors print one line (plus, for a failed forward
 pass, the line naming where it failed); ``--debug`` prints the traceback as well.
+
+torch (and transformers) are imported only once a command needs them, so ``--help`` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import torchatlas
-from torchatlas import Graph, GraphvizNotFoundError
+from torchatlas import GraphvizNotFoundError, ViewerBundleMissing
 
 from . import _models
 from ._io import write_atomic
 from ._models import ModelError, SpecError
-from ._text import visible
+from ._text import to_ascii, visible
+
+if TYPE_CHECKING:
+    from torchatlas import Graph
 
 DEFAULT_SPEC = "torchatlas._example:CoolCNN"
 """What ``torchatlas`` with no model traces: the bundled CoolCNN example."""
@@ -85,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--tokens", metavar="BATCH,SEQ", help="random token ids in [0, vocab) passed as input_ids=")
     parser.add_argument(
+        "--decoder-tokens",
+        metavar="BATCH,SEQ",
+        help="hf: encoder-decoder models: decoder_input_ids of this size (default: the --tokens size, or 16 "
+        "tokens), starting with the config's decoder_start_token_id",
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -117,10 +129,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--out-dir", metavar="DIR", help="write every format into DIR (tree.txt, graph.json, graph.svg, graph.html...)"
     )
     parser.add_argument(
+        "--find-nan",
+        action="store_true",
+        help="trace with value statistics and print where the first NaN or Inf appeared (op, module, file:line) "
+        "and the statistics of that op's inputs",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="live op counter while tracing (default: when stderr is a terminal)",
+        help="a spinner while building and a live op counter while tracing (default: when stderr is a terminal)",
     )
     _common_output_options(parser)
     return parser
@@ -145,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _trace(build_parser().parse_args(argv))
     except SpecError as e:
         return _report(e, EXIT_USAGE, debug)
-    except (ModelError, GraphvizNotFoundError, torchatlas.TraceError) as e:
+    except (ModelError, GraphvizNotFoundError, ViewerBundleMissing) as e:
         return _report(e, EXIT_MODEL_FAILED, debug)
     except _ForwardFailed as e:
         return _report(e, EXIT_MODEL_FAILED, debug, notes=e.notes)
@@ -153,6 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(e, EXIT_MODEL_FAILED, debug)
     except KeyboardInterrupt:
         return 130
+    except Exception as e:
+        # TraceError lives with capture (torch): it can only have been raised once capture was imported.
+        if "torchatlas._capture" in sys.modules and isinstance(e, torchatlas.TraceError):
+            return _report(e, EXIT_MODEL_FAILED, debug)
+        raise
 
 
 def _report(e: BaseException, code: int, debug: bool, notes: Sequence[str] = ()) -> int:
@@ -160,10 +183,25 @@ def _report(e: BaseException, code: int, debug: bool, notes: Sequence[str] = ())
         traceback.print_exception(e.__cause__ or e)
     # Messages carry names and text from user code: escape control characters, keep one line each.
     message = visible(str(e).strip().removeprefix("torchatlas: "))
-    print(f"torchatlas: error: {message}", file=sys.stderr)
+    _say(f"torchatlas: error: {message}")
     for note in notes:
-        print(visible(note), file=sys.stderr)
+        _say(visible(note))
     return code
+
+
+def _print(stream: TextIO, text: str) -> None:
+    """Write ``text``; a stream that cannot encode it (an ASCII-only terminal or pipe) gets the
+    ASCII spelling the tree uses (arrows as ``->``, anything else escaped) instead of a crash."""
+    try:
+        text.encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        text = to_ascii(text)
+    stream.write(text)
+
+
+def _say(line: str) -> None:
+    """One line on stderr."""
+    _print(sys.stderr, line + "\n")
 
 
 class _ForwardFailed(Exception):
@@ -182,14 +220,21 @@ def _trace(opts: argparse.Namespace) -> int:
         raise SpecError(f"--depth must be >= 0, not {opts.depth}")
     fmt = _choose_format(opts)
     if _models.is_saved_graph(opts.model):
-        if opts.input or opts.tokens or opts.overrides or opts.device or opts.task:
-            raise SpecError("--input, --tokens, --set, --task and --device apply to models, not saved graphs")
+        if opts.input or opts.tokens or opts.decoder_tokens or opts.overrides or opts.device or opts.task:
+            raise SpecError(
+                "--input, --tokens, --decoder-tokens, --set, --task and --device apply to models, not saved graphs"
+            )
         graph = _models.open_saved(opts.model, trust_pickle=opts.trust_pickle)
     else:
         graph = _trace_model(opts)
+    if opts.find_nan:
+        # The answer is the command's output, unless a format is asked for as well.
+        only_answer = not (opts.out_dir or opts.output or opts.format)
+        _print(sys.stdout if only_answer else sys.stderr, _first_nonfinite_line(graph) + "\n")
+        if only_answer:
+            return 0
     if opts.out_dir:
-        _write_out_dir(graph, Path(opts.out_dir), opts)
-        return 0
+        return _write_out_dir(graph, Path(opts.out_dir), opts)
     _write_format(graph, fmt, opts.output, opts)
     return 0
 
@@ -208,22 +253,37 @@ def _choose_format(opts: argparse.Namespace) -> str:
 
 
 def _trace_model(opts: argparse.Namespace) -> Graph:
-    import torch
-
     overrides = _models.parse_overrides(opts.overrides)
     input_specs = [_models.parse_input(text) for text in opts.input]
     tokens = _models.parse_tokens(opts.tokens) if opts.tokens else None
+    decoder_tokens = _models.parse_tokens(opts.decoder_tokens, "--decoder-tokens") if opts.decoder_tokens else None
     device = _models.parse_device(opts.device) if opts.device else None
-    loaded = _models.load_model(opts.model, overrides=overrides, task=opts.task, device=device)
+    loaded = _models.load_model(
+        opts.model,
+        overrides=overrides,
+        task=opts.task,
+        device=device,
+        has_inputs=bool(input_specs or tokens),
+        status=_status if _interactive(opts) else _models.no_status,
+        warn=lambda text: _say(f"torchatlas: warning: {text}"),
+    )
+    import torch
+
     model = loaded.model
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
-    inputs = _models.build_inputs(loaded, input_specs, tokens, device)
+    inputs = _models.build_inputs(loaded, input_specs, tokens, device, decoder_tokens)
     _models.check_signature(model, inputs, loaded.spec)
     try:
         with torch.enable_grad() if opts.backward else torch.no_grad():
             return torchatlas.trace(
-                model, inputs.args, inputs.kwargs, level=opts.level, backward=opts.backward, progress=opts.progress
+                model,
+                inputs.args,
+                inputs.kwargs,
+                level=opts.level,
+                backward=opts.backward,
+                progress=opts.progress,
+                stats=opts.find_nan,
             )
     except torchatlas.TraceError:
         raise
@@ -232,6 +292,50 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
         first_line = (str(e).strip().splitlines() or [""])[0]
         message = f"{loaded.spec} failed on {_models.describe_inputs(inputs)}: {type(e).__name__}: {first_line}"
         raise _ForwardFailed(message, notes) from e
+
+
+def _interactive(opts: argparse.Namespace) -> bool:
+    return opts.progress if opts.progress is not None else sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def _status(text: str) -> Iterator[None]:
+    """A spinner with ``text`` on stderr while the block runs; it leaves no line behind."""
+    from rich.console import Console
+
+    with Console(stderr=True).status(text):
+        yield
+
+
+def _first_nonfinite_line(graph: Graph) -> str:
+    """Where the first NaN or Inf appeared and what went into that op, in one line."""
+    node = graph.first_nonfinite()
+    if node is None:
+        return "no NaN or Inf in any op's output"
+    scope = graph.ir.scope(node.scope)
+    where = f" at {node.source}" if node.source else ""
+    inputs = "; ".join(
+        f"{_value_name(graph.ir.node(ref))} {_stats_text(graph.ir.node(ref).meta.get('stats'), ref.slot)}"
+        for ref in node.inputs
+    )
+    output = _stats_text(node.meta.get("stats"), 0)
+    return visible(f"first NaN/Inf: {node.target} in {scope.label}{where}; output {output}; inputs: {inputs or 'none'}")
+
+
+def _value_name(node: Any) -> str:
+    """``x (torch.relu)``, ``fc.weight``, ``input``: what a reader recognises a value by."""
+    if node.kind == "op":
+        return f"{node.name} ({node.target})" if node.name else str(node.target)
+    return getattr(node, "path", None) or node.name or node.kind
+
+
+def _stats_text(stats: Any, slot: int) -> str:
+    if not isinstance(stats, list) or slot >= len(stats) or not isinstance(stats[slot], dict):
+        return "no stats"
+    values = stats[slot]
+    shown = [f"{key}={values[key]:.4g}" for key in ("min", "max", "mean") if isinstance(values.get(key), (int, float))]
+    shown += [f"{key}={values[key]}" for key in ("nan", "inf") if values.get(key)]
+    return " ".join(shown) or "no stats"
 
 
 def _view_options(fmt: str, opts: argparse.Namespace) -> dict[str, Any]:
@@ -254,7 +358,7 @@ def _text(graph: Graph, fmt: str, opts: argparse.Namespace) -> str:
 def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Namespace) -> None:
     renderer = torchatlas.FORMATS[fmt]
     if renderer.text and not output:
-        sys.stdout.write(_with_newline(_text(graph, fmt, opts)))
+        _print(sys.stdout, _with_newline(_text(graph, fmt, opts)))
         return
     path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
     _write(graph, fmt, path, opts)
@@ -268,14 +372,29 @@ def _write(graph: Graph, fmt: str, path: Path, opts: argparse.Namespace) -> None
     _wrote(path)
 
 
-def _write_out_dir(graph: Graph, out_dir: Path, opts: argparse.Namespace) -> None:
+def _write_out_dir(graph: Graph, out_dir: Path, opts: argparse.Namespace) -> int:
+    """Every format into ``out_dir``; one that cannot be made is named, and the rest still written.
+    A missing tool (Graphviz, the viewer bundle) is a note; any other failure makes the exit code 1."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    missing: list[str] = []
+    failed = False
     for fmt, renderer in torchatlas.FORMATS.items():
         path = out_dir / renderer.file_name
         try:
             _write(graph, fmt, path, opts)
         except GraphvizNotFoundError:
-            print(f"torchatlas: skipped {path}: Graphviz 'dot' is not installed", file=sys.stderr)
+            missing.append(f"{path.name} (Graphviz 'dot' is not installed)")
+        except ViewerBundleMissing as e:
+            missing.append(f"{path.name} ({visible(str(e))})")
+        except Exception as e:  # one format's failure must not cost the others
+            if opts.debug:
+                traceback.print_exception(e)
+            first_line = (str(e).strip().splitlines() or [""])[0]
+            missing.append(f"{path.name} ({type(e).__name__}: {visible(first_line)})")
+            failed = True
+    if missing:
+        _say(f"torchatlas: not written: {'; '.join(missing)}")
+    return EXIT_MODEL_FAILED if failed else 0
 
 
 def _with_newline(text: str) -> str:
@@ -289,7 +408,7 @@ def _file_stem(graph: Graph) -> str:
 
 
 def _wrote(path: Path) -> None:
-    print(f"torchatlas: wrote {path}", file=sys.stderr)
+    _say(f"torchatlas: wrote {path}")
 
 
 # -- torchatlas diff A B ----------------------------------------------------------
@@ -310,5 +429,5 @@ def _diff(opts: argparse.Namespace) -> int:
     if opts.output:
         _wrote(write_atomic(opts.output, _with_newline(text)))
     else:
-        sys.stdout.write(_with_newline(text))
+        _print(sys.stdout, _with_newline(text))
     return 0

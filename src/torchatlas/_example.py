@@ -1,7 +1,7 @@
 """The CoolCNN example: two parallel paths that join at an add.
 
 It ships inside the package so that ``torchatlas`` with no arguments works from any
-install; ``examples/coolcnn.py`` in the repository imports it from here.
+install; ``examples/coolcnn.py`` in the repository is the same model, written out for readers.
 """
 
 import torch

@@ -1,8 +1,10 @@
 """Model specs for the command line: find a model, build it, and build inputs for it.
 
 A spec is ``path/to/file.py:Name``, ``package.module:Name`` (a class is instantiated
-with no arguments, a function is called), or ``hf:<model_type>[/<task>]`` (a
-transformers architecture built from its config with random weights). Failures raise
+with no arguments, a function is called; modules are found in the current folder as with
+``python -m``), or ``hf:<model_type>[/<task>]`` (a transformers architecture built from its
+config with random weights, see ``_hf.py``). torch is imported only when a model is loaded,
+so the command line starts fast. Failures raise
 :class:`SpecError` when the command line names something that is not there, and
 :class:`ModelError` when the model is there but fails to import, build or run.
 """
@@ -14,16 +16,19 @@ import importlib
 import importlib.util
 import inspect
 import json
+import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from ._api import Graph, _model_device, make_input, user_location
+    from ._api import Graph
 
 HF_PREFIX = "hf:"
 
@@ -37,13 +42,10 @@ HF_TASKS: dict[str, str] = {
     "token-classification": "AutoModelForTokenClassification",
     "question-answering": "AutoModelForQuestionAnswering",
     "image-classification": "AutoModelForImageClassification",
+    "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
 }
 
-# Config keywords that transformers accepts although a fresh config has no such attribute.
-_HF_EXTRA_KEYS = frozenset({"attn_implementation"})
-
-_DTYPE_NAMES = "float16 bfloat16 float32 float64 half float double int8 uint8 int16 int32 int64 long int bool complex64"
-_DTYPES: dict[str, torch.dtype] = {name: getattr(torch, name) for name in _DTYPE_NAMES.split()}
+_DTYPES = "float16 bfloat16 float32 float64 half float double int8 uint8 int16 int32 int64 long int bool complex64".split()
 
 
 class SpecError(Exception):
@@ -66,10 +68,18 @@ class LoadedModel:
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One ``--input`` value: a shape and a dtype."""
+    """One ``--input`` value: a shape and a dtype (``None``: float32)."""
 
     shape: tuple[int, ...]
-    dtype: torch.dtype = torch.float32
+    dtype: torch.dtype | None = None
+
+
+Status = Callable[[str], AbstractContextManager[Any]]
+"""Shows what is being done (``building hf:llama (536M params)…``) while the block runs."""
+
+
+def no_status(text: str) -> AbstractContextManager[Any]:
+    return nullcontext()
 
 
 @dataclass
@@ -99,22 +109,26 @@ def parse_input(text: str) -> InputSpec:
     shape = parse_shape(shape_text, "--input")
     if not dtype_text:
         return InputSpec(shape)
-    dtype = _DTYPES.get(dtype_text.strip().removeprefix("torch."))
-    if dtype is None:
+    name = dtype_text.strip().removeprefix("torch.")
+    if name not in _DTYPES:
         raise SpecError(f"--input {text!r}: unknown dtype {dtype_text!r}; expected one of {', '.join(sorted(_DTYPES))}")
-    return InputSpec(shape, dtype)
+    import torch
+
+    return InputSpec(shape, getattr(torch, name))
 
 
-def parse_tokens(text: str) -> tuple[int, int]:
+def parse_tokens(text: str, option: str = "--tokens") -> tuple[int, int]:
     """``--tokens 1,128``: batch size and sequence length."""
-    shape = parse_shape(text, "--tokens")
+    shape = parse_shape(text, option)
     if len(shape) != 2:
-        raise SpecError(f"--tokens {text!r} must be BATCH,SEQ_LEN, like 1,128")
+        raise SpecError(f"{option} {text!r} must be BATCH,SEQ_LEN, like 1,128")
     return shape[0], shape[1]
 
 
 def parse_device(text: str) -> str:
     """``--device``: anything ``torch.device`` accepts (``cpu``, ``cuda:1``, ``meta``...)."""
+    import torch
+
     try:
         return str(torch.device(text))
     except (RuntimeError, ValueError):
@@ -154,11 +168,20 @@ def load_model(
     overrides: dict[str, Any] | None = None,
     task: str | None = None,
     device: str | None = None,
+    has_inputs: bool | None = None,
+    status: Status = no_status,
+    warn: Callable[[str], None] | None = None,
 ) -> LoadedModel:
-    """Find and build the model a spec names, on ``device`` (``"meta"``: no memory)."""
+    """Find and build the model a spec names, on ``device`` (``"meta"``: no memory).
+
+    ``has_inputs=False`` (no ``--input``/``--tokens``) is an error before an ``hf:`` model
+    that reads token ids is built; ``status`` shows the build, ``warn`` says when it would
+    need more memory than the machine has."""
     overrides = overrides or {}
     if spec.startswith(HF_PREFIX):
-        return _load_hf(spec, overrides, task, device)
+        from . import _hf
+
+        return _hf.load(spec, overrides, task, device, has_inputs=has_inputs, status=status, warn=warn)
     if overrides or task:
         raise SpecError("--set and --task apply to hf: specs only")
     target, module = _resolve_target(spec)
@@ -219,9 +242,25 @@ def _import_file(location: str, spec: str) -> Any:
     return module
 
 
+@contextmanager
+def _current_folder_importable() -> Iterator[None]:
+    """The current folder first on ``sys.path`` while a spec's module imports, as ``python -m`` has it
+    (the ``torchatlas`` script's own ``sys.path[0]`` is its bin folder)."""
+    here = os.getcwd()
+    added = here not in sys.path and "" not in sys.path
+    if added:
+        sys.path.insert(0, here)
+    try:
+        yield
+    finally:
+        if added and here in sys.path:
+            sys.path.remove(here)
+
+
 def _import_module(location: str, spec: str) -> Any:
     try:
-        return importlib.import_module(location)
+        with _current_folder_importable():
+            return importlib.import_module(location)
     except ModuleNotFoundError as e:
         if e.name and (location == e.name or location.startswith(e.name + ".")):
             raise SpecError(f"no module named {e.name!r} (spec {spec!r})") from None
@@ -231,6 +270,8 @@ def _import_module(location: str, spec: str) -> Any:
 
 
 def _module_classes(module: Any) -> list[str]:
+    import torch
+
     return sorted(
         n
         for n, v in vars(module).items()
@@ -256,6 +297,8 @@ def _candidates_hint(module: Any, name: str) -> str:
 
 
 def _construct(target: Any, spec: str) -> Any:
+    import torch
+
     if isinstance(target, torch.nn.Module):
         return target
     if not callable(target):
@@ -278,52 +321,14 @@ def _example_provider(model: Any, target: Any, module: Any) -> Callable[[], Any]
 
 
 def _to_device(model: Any, device: str, spec: str) -> Any:
+    import torch
+
     if not isinstance(model, torch.nn.Module):
         return model
     try:
         return model.to(device)
     except Exception as e:
         raise ModelError(f"moving {spec} to device {device!r} failed: {_one_line(e)}") from e
-
-
-def _load_hf(spec: str, overrides: dict[str, Any], task: str | None, device: str | None) -> LoadedModel:
-    model_type, _, spec_task = spec[len(HF_PREFIX) :].partition("/")
-    if spec_task and task and spec_task != task:
-        raise SpecError(f"spec {spec!r} names task {spec_task!r} but --task says {task!r}")
-    task = spec_task or task or "base"
-    if task not in HF_TASKS:
-        raise SpecError(f"unknown task {task!r} in {spec!r}; expected one of {', '.join(HF_TASKS)}")
-    try:
-        import transformers
-    except ImportError:
-        raise SpecError(f"{spec!r} needs transformers: pip install 'torchatlas[hf]'") from None
-    config = _hf_config(transformers, model_type, overrides, spec)
-    auto = getattr(transformers, HF_TASKS[task])
-    try:
-        with torch.device(device or "cpu"):
-            model = auto.from_config(config)
-    except Exception as e:
-        raise ModelError(f"building {spec} failed: {_one_line(e)}") from e
-    return LoadedModel(model, spec)
-
-
-def _hf_config(transformers: Any, model_type: str, overrides: dict[str, Any], spec: str) -> Any:
-    try:
-        default = transformers.AutoConfig.for_model(model_type)
-    except ValueError:
-        known = list(transformers.CONFIG_MAPPING.keys())
-        close = difflib.get_close_matches(model_type, known, n=3)
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise SpecError(f"transformers has no model type {model_type!r}{hint} (spec {spec!r})") from None
-    for key in overrides:
-        if key not in _HF_EXTRA_KEYS and not hasattr(default, key):
-            close = difflib.get_close_matches(key, list(default.to_dict()), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise SpecError(f"--set {key}: the {model_type} config has no such field{hint}")
-    try:
-        return transformers.AutoConfig.for_model(model_type, **overrides)
-    except Exception as e:
-        raise ModelError(f"{model_type} config rejects the --set values: {_one_line(e)}") from e
 
 
 # -- inputs -----------------------------------------------------------------------
@@ -338,15 +343,29 @@ def build_inputs(
     inputs: list[InputSpec],
     tokens: tuple[int, int] | None,
     device: str | None = None,
+    decoder_tokens: tuple[int, int] | None = None,
 ) -> Inputs:
-    """Random tensors for the ``--input`` shapes and ``--tokens``, or the spec's example input."""
+    """Random tensors for the ``--input`` shapes and ``--tokens``, or the spec's example input.
+
+    ``hf:`` models also get what their forward needs besides: decoder token ids, audio
+    features or pixels sized from the config (``_hf.model_inputs``)."""
+    import torch
+
+    from ._api import _model_device, make_input
+
     target = torch.device(device) if device else _model_device(loaded.model)
     vocab = vocab_size(loaded.model)
     if tokens is not None and vocab is None:
         raise SpecError(f"--tokens needs a model with config.vocab_size; {loaded.spec} has none: use --input B,S:int64")
-    if inputs or tokens:
-        args = tuple(make_input(i.shape, i.dtype, target, vocab or 2) for i in inputs)
-        kwargs = {"input_ids": make_input(tokens, torch.int64, target, vocab)} if tokens else {}
+    args = tuple(make_input(i.shape, i.dtype or torch.float32, target, vocab or 2) for i in inputs)
+    kwargs = {"input_ids": make_input(tokens, torch.int64, target, vocab)} if tokens else {}
+    if loaded.spec.startswith(HF_PREFIX):
+        from . import _hf
+
+        kwargs.update(_hf.model_inputs(loaded.model, args, tokens, decoder_tokens, target))
+    elif decoder_tokens is not None:
+        raise SpecError("--decoder-tokens applies to hf: encoder-decoder models only")
+    if args or kwargs:
         return Inputs(args, kwargs)
     if loaded.example_input is None:
         raise SpecError(f"{loaded.spec} has no example_input(); give inputs with --input SHAPE or --tokens BATCH,SEQ")
@@ -355,6 +374,13 @@ def build_inputs(
     except Exception as e:
         raise ModelError(f"example_input() of {loaded.spec} failed: {_one_line(e)}{user_location(e)}") from e
     return _on_device(_as_inputs(example), target)
+
+
+def user_location(exc: BaseException) -> str:
+    """`` (file.py:12)``: where in user code ``exc`` was raised, or ``""``."""
+    from ._api import user_location
+
+    return user_location(exc)
 
 
 def _as_inputs(example: Any) -> Inputs:
@@ -366,6 +392,8 @@ def _as_inputs(example: Any) -> Inputs:
 
 
 def _on_device(inputs: Inputs, device: torch.device) -> Inputs:
+    import torch
+
     def move(v: Any) -> Any:
         return v.to(device) if isinstance(v, torch.Tensor) and v.device != device else v
 
@@ -376,6 +404,8 @@ def describe_inputs(inputs: Inputs) -> str:
     """``args[0] float32[1,3,32,32], kwargs['input_ids'] int64[1,16]``, for error messages."""
     named = [(f"args[{i}]", v) for i, v in enumerate(inputs.args)]
     named += [(f"kwargs[{k!r}]", v) for k, v in inputs.kwargs.items()]
+    import torch
+
     parts = []
     for name, v in named:
         if isinstance(v, torch.Tensor):

@@ -85,7 +85,9 @@ def diff(a: GraphIR, b: GraphIR) -> GraphDiff:
     for sa, sb in pairs:
         label = sb.label
         if sa.cls != sb.cls:
-            result.changed.append(ScopeChange(label, "class", sa.class_name, sb.class_name))
+            # Same name from another module: show where each class comes from.
+            names = (sa.class_name, sb.class_name) if sa.class_name != sb.class_name else (sa.cls, sb.cls)
+            result.changed.append(ScopeChange(label, "class", *names))
         if (sa.path, sa.call) != (sb.path, sb.call):
             result.changed.append(ScopeChange(label, "path", sa.label, sb.label))
         for key, name in (("input_shapes", "input shapes"), ("output_shapes", "output shapes")):
