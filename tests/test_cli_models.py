@@ -246,6 +246,8 @@ def test_find_nan_names_the_first_nonfinite_op_its_module_line_and_inputs(capsys
     assert code == 0 and out == "no NaN or Inf in any op's output\n"
     code, out, err = run_cli(capsys, f"{model}:Net", "--find-nan", "--format", "json")
     assert json.loads(out)["format"] == "torchatlas-graph" and "first NaN/Inf" in err
+    code, out, _ = run_cli(capsys, f"{model}:Net", "--find-nan", "--device", "meta")
+    assert code == 0 and out.startswith("no value statistics to search")
 
 
 def test_help_does_not_import_torch():

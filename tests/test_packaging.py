@@ -4,6 +4,7 @@ outside the repository (torch pinned by constraints.txt), use it, and open its p
 The clean checkout holds exactly what a clone of the working tree would (tracked files plus
 untracked ones git does not ignore): no viewer bundle, no node_modules, no venv. So the wheel
 is built by the build hook (setup.py runs the web build), not copied from this checkout.
+The sdist carries the built bundle, so a wheel built from it needs no npm.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -27,6 +29,7 @@ BUNDLE = ("torchatlas/_render/web/viewer.js", "torchatlas/_render/web/viewer.css
 
 USE_THE_WHEEL = """
 import sys
+import tarfile
 import torch
 import torchatlas
 from torchatlas._example import CoolCNN, example_input
@@ -118,3 +121,24 @@ def test_the_installed_package_renders_pages_that_open_in_chromium(installed: Pa
             assert errors == []
         finally:
             browser.close()
+
+
+def test_the_sdist_carries_the_bundle_so_its_wheel_builds_without_npm(tmp_path: Path) -> None:
+    if shutil.which("git") is None or not (REPO / ".git").exists() or shutil.which("npm") is None:
+        pytest.skip("needs a git checkout and npm")
+    checkout = clean_checkout(tmp_path / "checkout")
+    run(sys.executable, "setup.py", "-q", "sdist", "-d", tmp_path / "dist", cwd=checkout)
+    (sdist,) = (tmp_path / "dist").glob("torchatlas-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    assert {f"src/{name}" for name in BUNDLE} <= names
+    assert {"web/package.json", "web/package-lock.json", "web/build.mjs", "web/src/main.js"} <= names
+    assert not any("node_modules" in name for name in names)
+    # Only the interpreter's own folder on PATH: the build hook would fail if it reached for npm.
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "wheel", unpacked, cwd=tmp_path, env=env)
+    (wheel,) = (tmp_path / "wheel").glob("torchatlas-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        assert set(BUNDLE) <= set(z.namelist())

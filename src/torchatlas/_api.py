@@ -126,9 +126,9 @@ class Graph:
     ) -> str | Path:
         """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
 
-        ``format``: "rich" (the default on a terminal), "text" or "markdown".
+        ``format``: "rich" (the default on a terminal that can draw its box), "text" or "markdown".
         """
-        tty = sys.stdout.isatty() and path is None
+        tty = sys.stdout.isatty() and path is None and _can_encode(sys.stdout, "━─│")
         format = format or ("rich" if tty else "text")
         width = shutil.get_terminal_size((160, 24)).columns if tty else 160
         options = SummaryOptions(depth=depth, format=format, width=width, color=tty and format == "rich")  # type: ignore[arg-type]

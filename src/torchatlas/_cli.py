@@ -309,6 +309,8 @@ def _status(text: str) -> Iterator[None]:
 
 def _first_nonfinite_line(graph: Graph) -> str:
     """Where the first NaN or Inf appeared and what went into that op, in one line."""
+    if not any("stats" in n.meta for n in graph.ir.ops()):
+        return "no value statistics to search: the graph was traced on meta, or saved without stats"
     node = graph.first_nonfinite()
     if node is None:
         return "no NaN or Inf in any op's output"
