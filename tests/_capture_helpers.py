@@ -39,18 +39,15 @@ def wiring(ir: GraphIR) -> list[tuple[str, tuple[str, ...]]]:
     ]
 
 
-PASS_THROUGH = "torchatlas.identity"
-
-
 def computed_wiring(ir: GraphIR) -> list[tuple[str, tuple[str, ...]]]:
     """:func:`wiring` without the pass-through nodes of module calls that returned their input.
 
     This is the data flow a tracer that sees only tensor ops (make_fx, torch.export) records:
     a reader of a passed-through value reads what the pass-through node read.
     """
-    ops = [n for n in ir.ops() if n.target != PASS_THROUGH]
+    ops = [n for n in ir.ops() if not n.meta.get("passthrough")]
     number = {n.id: k for k, n in enumerate(ops)}
-    through = {n.id: n.inputs[0] for n in ir.ops() if n.target == PASS_THROUGH}
+    through = {n.id: n.inputs[0] for n in ir.ops() if n.meta.get("passthrough")}
 
     def label(ref) -> str:
         while ref.node in through:

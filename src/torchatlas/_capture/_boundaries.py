@@ -89,7 +89,7 @@ class Boundaries:
         record = len(nodes)
         nodes.append(
             NodeRecord("op", index, [value], target, None, [raw_meta(t)], template, kw_template, False,
-                       scope.code, scope.line, scope.frame)
+                       scope.code, scope.line, scope.frame, extra={"passthrough": True})
         )
         self.flow.produced(record, [t], [])
         return record, 0

@@ -399,6 +399,7 @@ NODE_FACTS: dict[str, Check] = {
     "cuda_time_us": _of(_number),
     "compile_region": _of(_opt_int),
     "opaque": _of(_string),
+    "passthrough": _of(_bool),
 }
 """Node meta keys recorded at capture time, each with the check its value must pass."""
 

@@ -1,0 +1,207 @@
+"""The reference a graph is checked against: torch.export's functional ATen graph.
+
+Both graphs are reduced to their *leaf-module data flow*: for every call of a leaf module
+(one with no children: Linear, Embedding, a user's ``Scale``), the set of leaf-module
+calls whose values reach it, directly or through any number of ops outside leaf modules.
+The ops differ (ATen against the Python API), the flow between leaf modules must not.
+Writes count as data flow: export's functional form turns ``x.add_(y)`` into a new value
+its later readers read, and torchatlas records the reader reading the write.
+
+Module calls that return their input unchanged (eval ``Dropout``, ``Identity``) have a
+pass-through node in torchatlas and nothing in export: they are resolved as ops outside
+leaf modules on both sides, and checked separately to be on torchatlas's data path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+import torchatlas
+from torchatlas._capture import capture
+
+LeafCall = tuple[str, int]  # (module path, call number)
+Graph = tuple[list[Any], Callable[[Any], LeafCall | None], Callable[[Any], list[Any]]]
+"""Nodes in topological order, the leaf call each ran in, and the nodes each read."""
+COMPILE_WRAPPER = "._orig_mod"  # torch.compile's OptimizedModule: transparent, its module is the call
+
+
+def leaf_paths(model: nn.Module) -> set[str]:
+    return {
+        name.replace(COMPILE_WRAPPER, "")
+        for name, m in model.named_modules() if name and not any(True for _ in m.children())
+    }
+
+
+def leaf_flow(graph: Graph, transparent: frozenset[LeafCall] = frozenset()) -> dict[LeafCall, set[LeafCall]]:
+    """Leaf call -> the leaf calls whose values reach it through ops outside leaf modules.
+
+    Calls in ``transparent`` count as ops outside leaf modules.
+    """
+    nodes, leaf_call, inputs_of = graph
+
+    def leaf_of(node: Any) -> LeafCall | None:
+        call = leaf_call(node)
+        return None if call in transparent else call
+
+    reach: dict[Any, frozenset[LeafCall]] = {}
+    flow: dict[LeafCall, set[LeafCall]] = {}
+    for node in nodes:
+        mine = leaf_of(node)
+        upstream: set[LeafCall] = set()
+        for src in inputs_of(node):
+            if mine is not None and leaf_of(src) == mine:
+                continue  # inside the same call
+            upstream |= reach.get(src, frozenset())
+        if mine is None:
+            reach[node] = frozenset(upstream)
+        else:
+            reach[node] = frozenset({mine})
+            flow.setdefault(mine, set()).update(upstream)
+    return flow
+
+
+def captured_graph(ir: torchatlas.GraphIR, leaves: set[str]) -> Graph:
+    """Ops with no path to an output are left out, as export removes them; shape-only reads
+    count as paths here, as they are inputs in export's graph."""
+
+    def leaf_of(node_id: str) -> LeafCall | None:
+        node = ir.node(node_id)
+        if node.kind != "op":
+            return None
+        scope = ir.scope(node.scope)
+        return (scope.path, scope.call) if scope.path in leaves else None
+
+    # Shape-only reads (``like`` in ``zeros_like(like)``) are edges in export's graph: compare them too.
+    def reads(node_id: str) -> list[str]:
+        node = ir.node(node_id)
+        return [r.node for r in (*node.inputs, *node.shape_inputs)]
+
+    live = {n.id for n in ir.nodes if n.kind == "output" or n.inplace}
+    for node in reversed(ir.nodes):
+        if node.id in live:
+            live.update(reads(node.id))
+    return [n.id for n in ir.nodes if n.id in live], leaf_of, reads
+
+
+def exported_graph(program: torch.export.ExportedProgram, leaves: set[str]) -> Graph:
+    def leaf_of(node: torch.fx.Node) -> LeafCall | None:
+        stack = node.meta.get("nn_module_stack") if node.op == "call_function" else None
+        if not stack:
+            return None
+        key, (path, _cls) = list(stack.items())[-1]
+        call = int(key.rpartition("@")[2]) if "@" in key else 0
+        path = path.replace(COMPILE_WRAPPER, "")
+        return (path, call) if path in leaves else None
+
+    return list(program.graph.nodes), leaf_of, lambda n: n.all_input_nodes
+
+
+def export_reasons(program: torch.export.ExportedProgram) -> list[str]:
+    """Ways export's graph departs from the module calls as they ran, for reasons of its own."""
+    reasons = []
+    hops = sorted({str(n.target) for n in program.graph.nodes if "higher_order" in str(n.target)})
+    if hops:
+        reasons.append(f"export wraps regions in higher-order ops ({', '.join(hops)}) whose ops lose their module stack")
+    return reasons
+
+
+@dataclasses.dataclass
+class Verdict:
+    """One model's result. ``status``: ``agrees``, ``disagrees``, ``named`` (disagrees for a
+    reason of export's own, given in ``detail``), ``no-oracle`` (export failed; traced with
+    identical outputs) or ``fails`` (torchatlas itself is wrong or failed)."""
+
+    name: str
+    status: str
+    detail: str = ""
+
+
+def _flatten(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    elif isinstance(value, dict):
+        value = list(value.values())
+    elif hasattr(value, "to_tuple"):  # transformers' ModelOutput
+        value = value.to_tuple()
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _flatten(item)]
+    return []
+
+
+# torch skips these modules' fused inference kernels whenever a torch-function mode is
+# active, as it is while tracing (and exporting): the traced pass runs the same math unfused.
+FAST_PATHS = (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer, nn.MultiheadAttention)
+
+
+def _same_outputs(model: nn.Module, args: tuple, kwargs: dict) -> tuple[torchatlas.GraphIR, str]:
+    """Trace once; the outputs must be bit-identical to an eager forward from the same seed."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        eager = _flatten(model(*args, **kwargs))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        result = capture(model, args, kwargs)
+    traced = _flatten(result.output)
+    if len(eager) != len(traced):
+        return result.ir, "outputs differ from an eager forward"
+    if not all(torch.equal(a, b) for a, b in zip(eager, traced)):
+        close = all(torch.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(eager, traced))
+        if close and any(isinstance(m, FAST_PATHS) for m in model.modules()):
+            return result.ir, ""  # see FAST_PATHS: equal to float rounding
+        return result.ir, "outputs differ from an eager forward"
+    return result.ir, ""
+
+
+def _unseen_module_calls(ir: torchatlas.GraphIR) -> list[str]:
+    """Module calls with no node in them or below: every call must be on the data path."""
+    holding = {n.scope for n in ir.nodes if n.kind == "op"}
+    for scope in reversed(ir.scopes):
+        if scope.id in holding and scope.parent is not None:
+            holding.add(scope.parent)
+    return [s.path for s in ir.scopes if s.parent is not None and s.id not in holding]
+
+
+def check(name: str, model: nn.Module, args: tuple, kwargs: dict) -> Verdict:
+    try:
+        ir, mismatch = _same_outputs(model, args, kwargs)
+    except Exception as exc:  # torchatlas failed where eager ran
+        return Verdict(name, "fails", f"trace failed: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+    if mismatch:
+        return Verdict(name, "fails", mismatch)
+    unseen = _unseen_module_calls(ir)
+    if unseen:
+        return Verdict(name, "fails", f"module calls with no node: {', '.join(unseen[:5])}")
+    try:
+        program = torch.export.export(model, args, kwargs).run_decompositions({})
+    except Exception as exc:
+        return Verdict(name, "no-oracle", f"export fails: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:160]}")
+    leaves = leaf_paths(model)
+    captured, exported = captured_graph(ir, leaves), exported_graph(program, leaves)
+    passthrough = frozenset(
+        (ir.scope(n.scope).path, ir.scope(n.scope).call) for n in ir.ops() if n.meta.get("passthrough")
+    )
+    got, want = leaf_flow(captured, passthrough), leaf_flow(exported, passthrough)
+    problems = []
+    for side, calls in (("torchatlas", set(got) - set(want)), ("export", set(want) - set(got))):
+        if calls:
+            problems.append(f"leaf calls only {side} saw: {sorted(calls)[:4]}")
+    wrong = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+    if wrong:
+        k = wrong[0]
+        problems.append(
+            f"{len(wrong)} leaf calls read differently, first {k}: torchatlas {sorted(got.get(k, ()))} "
+            f"export {sorted(want.get(k, ()))}"
+        )
+    if not problems:
+        return Verdict(name, "agrees")
+    reasons = export_reasons(program)
+    if reasons:
+        return Verdict(name, "named", "; ".join(reasons) + " (" + "; ".join(problems) + ")")
+    return Verdict(name, "disagrees", "; ".join(problems))
