@@ -59,7 +59,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _common_output_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here (atomically) instead of stdout")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write here instead of stdout (atomically for files; - is stdout)"
+    )
     parser.add_argument(
         "--trust-pickle",
         action="store_true",
@@ -359,8 +361,13 @@ def _text(graph: Graph, fmt: str, opts: argparse.Namespace) -> str:
 
 def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Namespace) -> None:
     renderer = torchatlas.FORMATS[fmt]
-    if renderer.text and not output:
+    if renderer.text and output in (None, "-"):
         _print(sys.stdout, _with_newline(_text(graph, fmt, opts)))
+        return
+    if output == "-":  # a picture to a pipe: `torchatlas m --format png -o - | display`
+        sys.stdout.flush()
+        sys.stdout.buffer.write(graph.view(fmt, **_view_options(fmt, opts)))
+        sys.stdout.buffer.flush()
         return
     path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
     _write(graph, fmt, path, opts)
@@ -428,7 +435,7 @@ def _diff(opts: argparse.Namespace) -> int:
         text = result.to_markdown()
     else:
         text = str(result)
-    if opts.output:
+    if opts.output and opts.output != "-":
         _wrote(write_atomic(opts.output, _with_newline(text)))
     else:
         _print(sys.stdout, _with_newline(text))
