@@ -60,7 +60,7 @@ def _parse_text(out: str) -> list[dict[str, str]]:
 def test_text_rows_one_per_call_with_totals():
     rows = _parse_text(summary(analyze(_mlp_builder().build()), format="text"))
     modules = [r["Module"] for r in rows]
-    assert modules == ["<root> (MLP)", "enc (Encoder)", "enc.fc (Linear)", "head (Linear)", "Total"]
+    assert modules == ["<root> (MLP)", "enc (Encoder)", "fc (Linear)", "head (Linear)", "Total"]
     assert [int(r["indent"]) for r in rows] == [0, 2, 4, 2, 0]
     root, enc, fc, head, total = rows
     assert (fc["Params"], fc["Trainable"], fc["Param bytes"]) == ("40", "40", "160 B")
@@ -120,7 +120,7 @@ def test_control_characters_cannot_reach_the_terminal():
 def test_rich_format_renders_every_call_and_colour_only_on_request():
     ir = analyze(_mlp_builder().build())
     plain = summary(ir, format="rich", width=200)
-    for label in ("<root> (MLP)", "enc (Encoder)", "enc.fc (Linear)", "head (Linear)", "Total"):
+    for label in ("<root> (MLP)", "enc (Encoder)", "fc (Linear)", "head (Linear)", "Total"):
         assert label in plain
     assert "\x1b[" not in plain
     assert "\x1b[" in summary(ir, format="rich", width=200, color=True)

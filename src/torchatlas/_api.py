@@ -112,26 +112,47 @@ class Graph:
         return value if path is None else write_atomic(path, value)
 
     def tree(
-        self, depth: int | None = None, ascii: bool | None = None, source: bool = False, *, path: PathLike | None = None
+        self,
+        depth: int | None = None,
+        ascii: bool | None = None,
+        source: bool = False,
+        *,
+        path: PathLike | None = None,
+        fold_repeats: bool = True,
     ) -> str | Path:
         """The module hierarchy with ops in execution order; branches that fork and join
-        show as sibling branches. ``depth`` collapses deeper module calls to one line;
-        ``ascii`` defaults to whatever stdout can encode; ``source`` adds file:line."""
+        show as sibling branches, side values (``← cos, sin``) beside the calls that read
+        them. ``depth`` collapses deeper module calls to one line; ``ascii`` defaults to
+        whatever stdout can encode; ``source`` adds file:line; ``fold_repeats=False`` lists
+        every call of a run of identical layers instead of one ``layers.0–79 ×80`` line."""
         if ascii is None:
             ascii = not _can_encode(sys.stdout, "├→×")
-        return self._emit("tree", TreeOptions(depth=depth, ascii=ascii, source=source), path)
+        options = TreeOptions(depth=depth, ascii=ascii, source=source, fold_repeats=fold_repeats)
+        return self._emit("tree", options, path)
 
     def summary(
-        self, depth: int | None = None, format: str | None = None, *, path: PathLike | None = None
+        self,
+        depth: int | None = None,
+        format: str | None = None,
+        *,
+        path: PathLike | None = None,
+        fold_repeats: bool = True,
+        wide: bool = False,
     ) -> str | Path:
         """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
 
         ``format``: "rich" (the default on a terminal that can draw its box), "text" or "markdown".
+        On a terminal the columns that fit its width are shown (module, output shapes,
+        params, FLOPs first) and long names are cut, never wrapped; ``wide=True``, a pipe
+        or a file get every column. ``fold_repeats=False`` lists every call of a run of
+        identical layers instead of one ``layers.0–79 ×80`` row.
         """
         tty = sys.stdout.isatty() and path is None and _can_encode(sys.stdout, "━─│")
         format = format or ("rich" if tty else "text")
-        width = shutil.get_terminal_size((160, 24)).columns if tty else 160
-        options = SummaryOptions(depth=depth, format=format, width=width, color=tty and format == "rich")  # type: ignore[arg-type]
+        width = shutil.get_terminal_size((160, 24)).columns if tty and not wide else None
+        options = SummaryOptions(
+            depth=depth, format=format, width=width, color=tty and format == "rich", fold_repeats=fold_repeats,  # type: ignore[arg-type]
+        )
         return self._emit("summary", options, path)
 
     def to_dot(self, path: PathLike | None = None, **options: Any) -> str | Path:

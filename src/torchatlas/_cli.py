@@ -128,6 +128,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
     parser.add_argument(
+        "--no-fold", dest="fold", action="store_false",
+        help="tree and summary: list every call of a run of identical layers (default: one 'layers.0–79 ×80' line)",
+    )
+    parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
+    parser.add_argument(
         "--out-dir", metavar="DIR", help="write every format into DIR (tree.txt, graph.json, graph.svg, graph.html...)"
     )
     parser.add_argument(
@@ -346,6 +351,8 @@ def _view_options(fmt: str, opts: argparse.Namespace) -> dict[str, Any]:
     """The command line's view flags that this format takes."""
     fields = {f.name for f in dataclasses.fields(torchatlas.FORMATS[fmt].options)}
     chosen = {"depth": opts.depth, "ascii": opts.ascii}
+    if fmt in ("tree", "summary"):
+        chosen["fold_repeats"] = opts.fold
     return {k: v for k, v in chosen.items() if k in fields and v is not None}
 
 
@@ -355,7 +362,7 @@ def _text(graph: Graph, fmt: str, opts: argparse.Namespace) -> str:
     if fmt == "tree":
         return str(graph.tree(**options))
     if fmt == "summary":
-        return str(graph.summary(**options))
+        return str(graph.summary(**options, wide=opts.wide))
     return str(graph.view(fmt, **options))
 
 

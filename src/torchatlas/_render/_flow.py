@@ -5,6 +5,16 @@ module calls; items are typed (:class:`Item`), so no id scheme is assumed. Each
 edge of the graph belongs to exactly one scope: the deepest one containing both
 ends. Edges entering or leaving a scope's subtree become edges from its virtual
 source or to its virtual sink.
+
+Edges are of two kinds, as a person drawing the model tells them apart:
+
+* *structural* edges carry the value a step works on: a call's first argument, any
+  input of an op (an ``add`` joins what it reads), the scope's own first input from
+  outside, and its first output to the sink;
+* *reference* edges carry a side value: a further argument of a module call
+  (``position_embeddings`` into every decoder layer), any other input read from
+  outside, and further returned values. The tree nests by structural edges and names
+  references beside the items that read them.
 """
 
 from __future__ import annotations
@@ -34,15 +44,19 @@ class ScopeFlow:
     items: list[Item] = field(default_factory=list)
     """Ops directly in the scope and child calls."""
     edges: dict[Item, list[Item]] = field(default_factory=dict)
-    """item -> items it feeds, including ``SINK``; ``SOURCE`` -> items reading from outside."""
+    """item -> items it feeds structurally, including ``SINK``; ``SOURCE`` -> items reading the main input."""
+    references: dict[Item, list[tuple[Item, Ref]]] = field(default_factory=dict)
+    """item -> (producer, value) of each side value it reads (``SOURCE``: from outside; the
+    consumer ``SINK``: a further returned value)."""
     inputs: list[Ref] = field(default_factory=list)
-    """Values read from outside the scope, first read first."""
+    """Values read from outside the scope, first read first: ``inputs[0]`` is the main input."""
 
 
 def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
     flows = {s.id: ScopeFlow() for s in ir.scopes}
     chains = {s.id: ir.ancestry(s.id) for s in ir.scopes}
     first_seen: set[tuple[str, Item]] = set()
+    carried: dict[tuple[str, Item, Item], list[Ref]] = {}  # (scope, a, b) -> values, in order
 
     def add_item(scope_id: str, item: Item) -> None:
         if (scope_id, item) not in first_seen:
@@ -52,12 +66,11 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
     def item_at(chain: list[str], node: Node, level: int) -> Item:
         return Item(True, chain[level + 1]) if level + 1 < len(chain) else Item(False, node.id)
 
-    def add_edge(scope_id: str, a: Item, b: Item) -> None:
-        targets = flows[scope_id].edges.setdefault(a, [])
-        if b not in targets:
-            targets.append(b)
+    def carry(scope_id: str, a: Item, b: Item, ref: Ref) -> None:
+        values = carried.setdefault((scope_id, a, b), [])
+        if ref not in values:
+            values.append(ref)
 
-    users: dict[str, int] = {}
     for node in ir.nodes:
         if node.kind not in ("op", "output"):
             continue
@@ -68,25 +81,40 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
             src = ir.node(ref)
             if src.kind in _LOCAL_LEAF_KINDS:
                 continue
-            users[ref.node] = users.get(ref.node, 0) + 1
             src_chain = chains[src.scope] if src.kind == "op" else []
             common = 0
             while common < min(len(chain), len(src_chain)) and chain[common] == src_chain[common]:
                 common += 1
-            if common and common <= len(chain) and common <= len(src_chain):
+            if common:
                 level = common - 1
                 a, b = item_at(src_chain, src, level), item_at(chain, node, level)
                 if a != b:
-                    add_edge(chain[level], a, b)
+                    carry(chain[level], a, b, ref)
             for level in range(common, len(chain)):  # value enters these scopes from outside
-                add_edge(chain[level], SOURCE, item_at(chain, node, level))
                 if ref not in flows[chain[level]].inputs:
                     flows[chain[level]].inputs.append(ref)
+                carry(chain[level], SOURCE, item_at(chain, node, level), ref)
             for level in range(common, len(src_chain)):  # value leaves these scopes
-                add_edge(src_chain[level], item_at(src_chain, src, level), SINK)
-    for node in ir.nodes:  # ops nobody reads still end somewhere
-        if node.kind == "op" and node.id not in users:
-            chain = chains[node.scope]
-            for level in range(len(chain)):
-                add_edge(chain[level], item_at(chain, node, level), SINK)
+                carry(src_chain[level], item_at(src_chain, src, level), SINK, ref)
+    for (scope_id, a, b), values in carried.items():
+        _classify(ir, flows, scope_id, a, b, values)
     return flows
+
+
+def _classify(ir: GraphIR, flows: dict[str, ScopeFlow], scope_id: str, a: Item, b: Item, values: list[Ref]) -> None:
+    flow = flows[scope_id]
+    if a == SOURCE:
+        main = flow.inputs[:1]
+    elif b == SINK:
+        outputs = ir.scope(scope_id).outputs
+        main = outputs[:1] if outputs else values
+    elif b.is_scope:
+        main = flows[b.id].inputs[:1]
+    else:
+        main = values  # an op reads all it joins
+    if any(v in main for v in values):
+        targets = flow.edges.setdefault(a, [])
+        if b not in targets:
+            targets.append(b)
+        return
+    flow.references.setdefault(b, []).extend((a, v) for v in values)

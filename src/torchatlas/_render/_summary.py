@@ -18,7 +18,18 @@ from rich.table import Table
 from rich.text import Text
 
 from torchatlas._ir import GraphIR
-from torchatlas._text import format_bytes, format_count, format_shapes, format_si, markdown_text, visible
+from torchatlas._text import (
+    fold_label,
+    format_bytes,
+    format_compact,
+    format_count,
+    format_shapes,
+    format_si,
+    markdown_text,
+    visible,
+)
+
+from ._labels import relative_name
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -35,6 +46,10 @@ COLUMNS: tuple[str, ...] = (
     "% FLOPs",
 )
 _NUMERIC = frozenset(COLUMNS[3:])
+# Which columns a narrow terminal keeps, most wanted first.
+PRIORITY = ("Module", "Output shapes", "Params", "FLOPs", "Input shapes", "% FLOPs", "Activations", "MACs",
+            "Trainable", "Param bytes")
+_MIN_MODULE = 24
 
 
 @dataclass(frozen=True)
@@ -44,30 +59,61 @@ class Row:
     """Cell texts in :data:`COLUMNS` order; the module cell is not yet escaped or indented."""
 
 
-def summary_rows(ir: GraphIR, depth: int | None = None) -> tuple[list[Row], Row]:
-    """The module-call rows (calls deeper than ``depth`` left out) and the totals row; ``ir`` is analysed."""
+def _runs(ir: GraphIR) -> dict[str, list[str]]:
+    """First member's scope id -> the scope ids of its run of identical sibling calls."""
+    runs: dict[str, list[str]] = {}
+    for scope in ir.scopes:
+        repeat = scope.meta.get("repeat")
+        if isinstance(repeat, dict):
+            runs.setdefault(str(repeat.get("group")), []).append(scope.id)
+    return {run[0]: run for run in runs.values() if len(run) > 1}
+
+
+def _group_count(count: int, each: str, total: str) -> str:
+    """``218.0M ×80 = 17.4B`` for a folded run (a per-call number and the run's total)."""
+    return f"{each} ×{count} = {total}" if each not in ("-", "", "0") else each
+
+
+def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = True) -> tuple[list[Row], Row]:
+    """The module-call rows (calls deeper than ``depth`` left out; a run of identical calls
+    one row when ``fold_repeats``) and the totals row; ``ir`` is analysed."""
     total_flops = ir.meta.get("flops") or 0
+    runs = _runs(ir) if fold_repeats else {}
+    hidden = {sid for run in runs.values() for sid in run[1:]}
     rows: list[Row] = []
     depths: dict[str, int] = {}
     for s in ir.scopes:
         d = depths[s.id] = 0 if s.parent is None else depths[s.parent] + 1
-        if depth is not None and d > depth:
+        if s.parent in hidden:
+            hidden.add(s.id)  # inside a folded member: its first member's rows stand for it
+        if s.id in hidden or (depth is not None and d > depth):
             continue
         m = s.meta
         flops = m.get("flops")
         unknown = "+?" if m.get("flops_unknown") else ""
+        run = [ir.scope(sid).meta for sid in runs.get(s.id, [])]
+        within = ir.scope(s.parent).path if s.parent is not None else ""
+        label, params, flops_text = s.label, format_count(m.get("params")), format_si(flops) + unknown
+        if run:
+            last = ir.scope(runs[s.id][-1])
+            label = fold_label(s.path, last.path, s.class_name, len(run))
+            each = m.get("params") or 0
+            params = _group_count(len(run), format_compact(each), format_compact(sum(r.get("params") or 0 for r in run)))
+            flops = sum(r.get("flops") or 0 for r in run) if isinstance(flops, int) else flops
+            flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown)
+        label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
         rows.append(
             Row(
                 d,
                 (
-                    s.label,
+                    label,
                     format_shapes(m.get("input_shapes", [])),
                     format_shapes(m.get("output_shapes", [])),
-                    format_count(m.get("params")),
+                    params,
                     format_count(m.get("trainable_params")),
                     format_bytes(m.get("param_bytes")),
-                    format_si(flops) + unknown,
+                    flops_text,
                     format_si(m.get("macs")) + unknown,
                     format_bytes(m.get("activation_bytes")),
                     share,
@@ -96,17 +142,53 @@ def summary_rows(ir: GraphIR, depth: int | None = None) -> tuple[list[Row], Row]
     return rows, totals
 
 
-def summary_table(ir: GraphIR, depth: int | None = None) -> Table:
-    """The summary as a rich renderable, for ``Console.print``."""
-    rows, totals = summary_rows(ir, depth)
+def _cells(rows: list[Row], totals: Row, short: bool = False) -> list[list[str]]:
+    """Header, rows and totals as escaped text, the module cell indented; ``short``: a folded
+    run's numbers without their total (``855.7M ×80``), for a narrow terminal."""
+    lines = [list(COLUMNS)]
+    for row in [*rows, totals]:
+        cells = [visible(c) for c in row.cells]
+        if short:
+            cells = [c.split(" = ")[0] for c in cells]
+        lines.append(["  " * row.depth + cells[0], *cells[1:]])
+    return lines
+
+
+def fit_columns(lines: list[list[str]], width: int | None, gap: int = 2) -> tuple[list[int], int]:
+    """The column indexes to show (table order) and the module column's width, so that each
+    line fits in ``width`` characters; None: every column, nothing cut."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    if width is None:
+        return list(range(len(COLUMNS))), widths[0]
+    chosen = [0]
+    used = min(widths[0], _MIN_MODULE)
+    for name in PRIORITY[1:]:
+        i = COLUMNS.index(name)
+        if used + gap + widths[i] <= width:
+            chosen.append(i)
+            used += gap + widths[i]
+    others = sum(widths[i] + gap for i in chosen[1:])
+    return sorted(chosen), max(8, min(widths[0], width - others))
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def summary_table(ir: GraphIR, depth: int | None = None, width: int | None = None, fold_repeats: bool = True) -> Table:
+    """The summary as a rich renderable, for ``Console.print``: the columns that fit ``width``."""
+    rows, totals = summary_rows(ir, depth, fold_repeats)
+    lines = _cells(rows, totals, short=width is not None)
+    # rich draws a space at each edge and pads each cell by one on both sides
+    shown, module_width = fit_columns(lines, None if width is None else width - 2, gap=3)
     table = Table(box=box.SIMPLE_HEAD, show_footer=False, pad_edge=False)
-    for name in COLUMNS:
-        table.add_column(name, justify="right" if name in _NUMERIC else "left", overflow="fold")
-    for row in rows:
-        module = Text("  " * row.depth + visible(row.cells[0]))
-        table.add_row(module, *(Text(visible(c)) for c in row.cells[1:]))
+    for i in shown:
+        name = COLUMNS[i]
+        table.add_column(name, justify="right" if name in _NUMERIC else "left", no_wrap=True, overflow="ellipsis")
+    for line in lines[1:-1]:
+        table.add_row(*(Text(_cut(line[i], module_width) if i == 0 else line[i]) for i in shown))
     table.add_section()
-    table.add_row(*(Text(visible(c), style="bold") for c in totals.cells))
+    table.add_row(*(Text(_cut(lines[-1][i], module_width) if i == 0 else lines[-1][i], style="bold") for i in shown))
     return table
 
 
@@ -118,16 +200,22 @@ class SummaryOptions:
     """Module nesting to list (the model is depth 0); deeper calls are left out. None: all."""
     format: SummaryFormat = "text"
     """``"rich"`` (a box table), ``"text"`` (aligned plain columns) or ``"markdown"``."""
-    width: int = 160
-    """Characters per line for ``"rich"``."""
+    width: int | None = None
+    """Characters per line: the columns that fit, most wanted first (module, output shapes,
+    params, FLOPs, ...), the module names cut with ``…``, nothing wrapped. None: every column."""
     color: bool = False
     """ANSI styles in ``"rich"``."""
+    fold_repeats: bool = True
+    """A run of identical sibling calls (``layers.0–79 ×80``) is one row, with per-call and
+    total params and FLOPs, its inside shown once."""
 
     def __post_init__(self) -> None:
         if self.format not in ("rich", "text", "markdown"):
             raise ValueError(f"unknown summary format {self.format!r}; use 'rich', 'text' or 'markdown'")
         if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
             raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
+        if self.width is not None and (type(self.width) is not int or self.width < 20):
+            raise ValueError(f"width must be None or an integer >= 20, not {self.width!r}")
 
 
 def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
@@ -138,12 +226,17 @@ def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
     depth, fmt, width, color = options.depth, options.format, options.width, options.color
     if fmt == "rich":
         buffer = io.StringIO()
-        console = Console(file=buffer, width=width, force_terminal=color, color_system="standard" if color else None)
-        console.print(summary_table(ir, depth))
-        return buffer.getvalue() + _failure_line(ir)
-    rows, totals = summary_rows(ir, depth)
+        console = Console(
+            file=buffer, width=width or 10_000, force_terminal=color, color_system="standard" if color else None
+        )
+        console.print(summary_table(ir, depth, width, options.fold_repeats))
+        text = buffer.getvalue()
+        if width is None:  # rich pads to the console width: trim what it added
+            text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
+        return text + _failure_line(ir)
+    rows, totals = summary_rows(ir, depth, options.fold_repeats)
     if fmt == "text":
-        return _text_table(rows, totals) + _failure_line(ir)
+        return _text_table(rows, totals, width) + _failure_line(ir)
     return _markdown_table(rows, totals) + _failure_line(ir)
 
 
@@ -157,18 +250,17 @@ def _failure_line(ir: GraphIR) -> str:
     return "\n" + visible(text) + "\n"
 
 
-def _text_table(rows: list[Row], totals: Row) -> str:
-    lines = [list(COLUMNS)]
-    for row in [*rows, totals]:
-        cells = [visible(c) for c in row.cells]
-        lines.append(["  " * row.depth + cells[0], *cells[1:]])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+def _text_table(rows: list[Row], totals: Row, width: int | None) -> str:
+    lines = _cells(rows, totals, short=width is not None)
+    shown, module_width = fit_columns(lines, width)
+    lines = [[_cut(line[0], module_width), *line[1:]] for line in lines]
+    widths = {i: max(len(line[i]) for line in lines) for i in shown}
 
     def render(cells: list[str]) -> str:
-        parts = [c.rjust(w) if name in _NUMERIC else c.ljust(w) for c, w, name in zip(cells, widths, COLUMNS)]
+        parts = [cells[i].rjust(widths[i]) if COLUMNS[i] in _NUMERIC else cells[i].ljust(widths[i]) for i in shown]
         return "  ".join(parts).rstrip()
 
-    rule = "  ".join("-" * w for w in widths)
+    rule = "  ".join("-" * widths[i] for i in shown)
     out = [render(lines[0]), rule, *(render(line) for line in lines[1:-1]), rule, render(lines[-1])]
     return "\n".join(out) + "\n"
 

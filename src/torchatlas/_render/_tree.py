@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref, Source
-from torchatlas._text import to_ascii, visible
+from torchatlas._ops import op_name
+from torchatlas._text import fold_label, to_ascii, visible
 
-from ._flow import Item, ScopeFlow, scope_flows
-from ._labels import dominant_dtype, op_display, shape_text
+from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows
+from ._labels import dominant_dtype, input_label, op_display, shape_text
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
+# Ops that join a bypassing value back into the main path: only these make a "skip connection".
+JOINS = frozenset({"add", "sub", "cat", "concat", "concatenate", "stack", "hstack", "vstack"})
 ASCII_GUIDES = ("|-- ", "`-- ", "|   ", "    ")
 
 
@@ -35,6 +38,8 @@ class TreeOptions:
     """Draw with ``|--`` and spell arrows and marks in ASCII."""
     source: bool = False
     """Append the user file:line of each op and module call."""
+    fold_repeats: bool = True
+    """Show a run of identical sibling calls (``layers.0–79 ×80``) once, expanded as its first member."""
 
     def __post_init__(self) -> None:
         if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
@@ -44,7 +49,7 @@ class TreeOptions:
 def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:
     """The whole tree as text."""
     options = options or TreeOptions()
-    root = _TreeBuilder(ir, options.depth, options.source).build()
+    root = _TreeBuilder(ir, options.depth, options.source, options.fold_repeats).build()
     text = "\n".join(_draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
     return to_ascii(text) if options.ascii else text
 
@@ -67,14 +72,30 @@ def _short_source(src: Source) -> str:
 
 
 class _TreeBuilder:
-    def __init__(self, ir: GraphIR, depth: int | None, source: bool = False) -> None:
+    def __init__(self, ir: GraphIR, depth: int | None, source: bool = False, fold: bool = True) -> None:
         self.ir = ir
+        self.runs: dict[str, list[str]] = {}  # first member's scope id -> the run's scope ids
+        if fold:
+            for scope in ir.scopes:
+                repeat = scope.meta.get("repeat")
+                if isinstance(repeat, dict):
+                    self.runs.setdefault(str(repeat.get("group")), []).append(scope.id)
+            self.runs = {run[0]: run for run in self.runs.values() if len(run) > 1}
+        self.folded = {sid for run in self.runs.values() for sid in run[1:]}
         self.depth = depth
         self.show_source = source
         self.flows = scope_flows(ir)
         self.children = ir.children()
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[Item, list[Item]]] = {}
+        # item -> side values it reads; items whose value is also returned beside the main output
+        self.references = {item: refs for flow in self.flows.values() for item, refs in flow.references.items()}
+        self.references.pop(SINK, None)
+        # returned beside the main output while also read on: a branch that would seem to end
+        self.returned_too = {
+            p for flow in self.flows.values() for p, _ in flow.references.get(SINK, ()) if flow.edges.get(p)
+        }
+        self.dead = {Item(False, n.id) for n in ir.nodes if n.kind == "op" and n.meta.get("dead")}
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
 
     # -- labels -----------------------------------------------------------------
@@ -88,6 +109,11 @@ class _TreeBuilder:
         label = scope.label if scope.parent is not None else scope.class_name
         flow = self.flows[scope_id]
         outs = scope.outputs
+        run = self.runs.get(scope_id)
+        if run:
+            last = self.ir.scope(run[-1])
+            label = fold_label(scope.path, last.path, scope.class_name, len(run))
+            outs = last.outputs
         io = ""
         if flow.inputs or outs:
             io = f"  {self.shapes(flow.inputs) if flow.inputs else '()'} → {self.shapes(outs) if outs else '()'}"
@@ -114,13 +140,30 @@ class _TreeBuilder:
         return visible(text)
 
     def item_label(self, item: Item) -> str:
-        return self.scope_label(item.id) if item.is_scope else self.op_label(self.ir.node(item.id))
+        text = self.scope_label(item.id) if item.is_scope else self.op_label(self.ir.node(item.id))
+        side = self.references.get(item)
+        if side:
+            text += "  ← " + ", ".join(dict.fromkeys(self.value_name(producer, ref) for producer, ref in side))
+        if item in self.returned_too:
+            text += "  (also returned)"
+        return text
+
+    def value_name(self, producer: Item, ref: Ref) -> str:
+        """What a side value is called: its variable, else the input or call it comes from."""
+        node = self.ir.node(ref)
+        if node.name:
+            return visible(node.name)
+        if node.kind == "input":
+            return visible(input_label(node.path))
+        if producer.is_scope:
+            return visible(self.ir.scope(producer.id).label)
+        return visible(op_display(node)) if producer != SOURCE else "input"
 
     def item_name(self, item: Item) -> str | None:
-        """The variable an item's result was assigned to, for branch labels."""
+        """The variable(s) an item's result was assigned to, for branch labels."""
         if item.is_scope:
-            outs = self.ir.scope(item.id).outputs
-            return self.ir.node(outs[-1]).name if outs else None
+            names = [self.ir.node(r).name for r in self.ir.scope(item.id).outputs]
+            return ", ".join(names) if names and all(names) else None  # type: ignore[arg-type]
         return self.ir.node(item.id).name
 
     # -- structure ---------------------------------------------------------------
@@ -130,11 +173,14 @@ class _TreeBuilder:
         if not roots:
             return Line("(empty graph)")
         top = self.item_line(Item(True, roots[0]), 0)
-        for extra in roots[1:]:
-            top.children.append(self.item_line(Item(True, extra), 1))
+        assert top is not None  # the model's own call is never a folded member
+        top.children += [line for line in (self.item_line(Item(True, extra), 1) for extra in roots[1:]) if line]
         return top
 
-    def item_line(self, item: Item, level: int) -> Line:
+    def item_line(self, item: Item, level: int) -> Line | None:
+        """The item's line with what is inside it; None for a folded member of a run."""
+        if item.is_scope and item.id in self.folded:
+            return None
         line = Line(self.item_label(item))
         if not item.is_scope:
             return line
@@ -148,8 +194,18 @@ class _TreeBuilder:
             and "error" not in self.ir.node(flow.items[0].id).meta
         ):
             return line  # a leaf module that is one op: its own line says it all
-        line.children = self.sequence(flow, flow.items, level + 1)
+        # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
+        dead = [it for it in flow.items if it in self.dead]
+        live = [it for it in flow.items if it not in self.dead] if dead else flow.items
+        line.children = self.sequence(flow, live, level + 1)
+        if dead:
+            line.children.append(self.unused(dead) if len(dead) > 1 else self.item_line(dead[0], level + 1))
         return line
+
+    def unused(self, items: list[Item]) -> Line:
+        names = list(dict.fromkeys(op_display(self.ir.node(it.id)) for it in items))
+        shown = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
+        return Line(visible(f"┬ (unused: {len(items)} ops: {shown})"))
 
     def sequence(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Series-parallel layout of ``items``, a topologically ordered subset of the scope.
@@ -158,7 +214,7 @@ class _TreeBuilder:
         to its virtual sink. An item is a series cut when no edge jumps over it.
         """
         if len(items) <= 1:
-            return [self.item_line(i, level) for i in items]
+            return [line for line in (self.item_line(i, level) for i in items) if line is not None]
         pos = {it: k for k, it in enumerate(items)}
         n = len(items)
         cover = [0] * (n + 1)
@@ -169,6 +225,8 @@ class _TreeBuilder:
                     cover[pos[b]] -= 1
         for a in items:
             for b in flow.edges.get(a, ()):
+                if b in self.dead:
+                    continue  # listed apart: see item_line
                 pb = pos.get(b, n)
                 if pb > pos[a] + 1:
                     cover[pos[a] + 1] += 1
@@ -179,16 +237,36 @@ class _TreeBuilder:
             if running == 0:
                 cuts.append(k)
         if not cuts:
-            return self.parallel(flow, items, level, bypassed=False)
+            return self.parallel(flow, items, level, bypass=None)
         out: list[Line] = []
         start = 0
         for cut in [*cuts, n]:
             if cut > start:
-                out.extend(self.parallel(flow, items[start:cut], level, bypassed=True))
-            if cut < n:
-                out.append(self.item_line(items[cut], level))
+                section = items[start:cut]
+                out.extend(self.parallel(flow, section, level, bypass=self.bypass_label(flow, items, section, cut)))
+            line = self.item_line(items[cut], level) if cut < n else None
+            if line is not None:
+                out.append(line)
             start = cut + 1
         return out
+
+    def bypass_label(self, flow: ScopeFlow, items: list[Item], section: list[Item], cut: int) -> str:
+        """The line for the value that jumps over ``section``: ``(skip connection)`` when an
+        add or a cat joins it back, its variable's name when another step reads it, and
+        nothing when the section is a side computation whose result nothing joins."""
+        inside, after = set(section), [*items[cut:], SINK]
+        if not any(b in after for a in section for b in flow.edges.get(a, ())):
+            return ""  # a side branch: read by reference or not at all
+        for b in after:
+            for a in self.preds(flow, b):
+                if a not in inside and a not in after:
+                    if not any(a in self.preds(flow, it) for it in section):
+                        return ""  # the section does not read the value: a side branch that b joins
+                    if not b.is_scope and b != SINK and op_name(self.ir.node(b.id).target) in JOINS:
+                        return "(skip connection)"
+                    name = self.item_name(a) if a != SOURCE else None
+                    return visible(name) if name else ""
+        return ""
 
     def preds(self, flow: ScopeFlow, item: Item) -> list[Item]:
         cache = self._preds.get(id(flow))
@@ -199,11 +277,12 @@ class _TreeBuilder:
                     cache.setdefault(b, []).append(a)
         return cache.get(item, [])
 
-    def parallel(self, flow: ScopeFlow, items: list[Item], level: int, bypassed: bool) -> list[Line]:
+    def parallel(self, flow: ScopeFlow, items: list[Item], level: int, bypass: str | None) -> list[Line]:
         """A section with no cut point inside: its connected components are branches.
 
-        ``bypassed``: the section lies between two cuts, so a single component there is
-        jumped over by an edge from before it to after it: a skip connection.
+        ``bypass``: the section lies between two cuts, so a single component there is
+        jumped over by an edge from before it to after it; this labels that edge's branch
+        (empty: no branch line). None: the section is not bypassed.
         """
         members = set(items)
         parent = {it: it for it in items}
@@ -222,11 +301,11 @@ class _TreeBuilder:
         for it in items:
             groups.setdefault(find(it), []).append(it)
         branches = list(groups.values())
-        if len(branches) == 1 and not bypassed:
+        if len(branches) == 1 and bypass is None:
             return self.listing(flow, items, level)
         lines = [self.branch(flow, branch, level) for branch in branches]
-        if len(branches) == 1:
-            lines.append(Line("┬ (skip connection)"))
+        if len(branches) == 1 and bypass:
+            lines.append(Line("┬ " + bypass))
         return lines
 
     def branch(self, flow: ScopeFlow, items: list[Item], level: int) -> Line:
@@ -238,11 +317,15 @@ class _TreeBuilder:
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""
-        number = {it: k + 1 for k, it in enumerate(items)}
+        shown = [it for it in items if not (it.is_scope and it.id in self.folded)]
+        number = {it: k + 1 for k, it in enumerate(shown)}
+        first_of = {Item(True, sid): Item(True, run[0]) for run in self.runs.values() for sid in run}
         lines = []
-        for it in items:
+        for it in shown:
             line = self.item_line(it, level)
-            refs = ", ".join(f"[{number[p]}]" for p in self.preds(flow, it) if p in number)
+            assert line is not None
+            preds = dict.fromkeys(first_of.get(p, p) for p in self.preds(flow, it))
+            refs = ", ".join(f"[{number[p]}]" for p in preds if p in number and p != it)
             line.text = f"[{number[it]}] {line.text}" + (f"  ← {refs}" if refs else "")
             lines.append(line)
         return lines
