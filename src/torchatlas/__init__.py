@@ -1,8 +1,8 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
-from ._api import Graph, diff, from_export, from_fx, load, profile, trace, trace_shapes
+from ._api import Graph, compile_report, diff, from_export, from_fx, load, profile, trace, trace_shapes
 from ._capture import TraceError, UnsafeArchiveError
-from ._ir import GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
+from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
 from ._passes import GraphDiff
 from ._render import RENDERERS as FORMATS
 from ._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
@@ -14,6 +14,7 @@ __all__ = [
     "FORMATS",
     "DotOptions",
     "Graph",
+    "GraphBreak",
     "GraphDiff",
     "GraphFormatError",
     "GraphIR",
@@ -29,6 +30,7 @@ __all__ = [
     "TreeOptions",
     "UnsafeArchiveError",
     "__version__",
+    "compile_report",
     "diff",
     "from_export",
     "from_fx",

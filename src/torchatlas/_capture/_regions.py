@@ -1,0 +1,165 @@
+"""Dynamo's compiled graphs laid over the eager graph: which op ran in which graph, and
+where each graph break falls.
+
+A pure function of the eager graph and plain records of what dynamo compiled
+(:class:`CompileFacts`). The two runs execute the same code in the same order, so the
+ops of the compiled graphs, in the order they ran, line up with the eager ops by their
+user source line; a standard sequence alignment (``difflib``) does the lining up.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._ir import GraphIR, Node
+
+Key = tuple[str, int]
+"""A user source line: file and line number."""
+
+
+@dataclass
+class CompiledGraph:
+    """One graph dynamo compiled."""
+
+    keys: list[Key | None]
+    """The user source line of each of its ops, in graph order (None where dynamo kept no stack)."""
+    reason: str
+    """Why dynamo ended the graph there (its ``compile_subgraph_reason``)."""
+    graph_break: bool
+    """True when that reason is a graph break, not the end of the frame."""
+    stack: list[tuple[str, int, str]]
+    """The user frames (file, line, code) where dynamo ended it, outermost first."""
+    call: int
+    """The input set whose run compiled it (0: the first)."""
+
+
+@dataclass
+class GuardFailure:
+    """A compiled frame dynamo would not reuse for a later input set, so it compiled it again."""
+
+    reason: str
+    file: str
+    line: int
+    code: str
+    call: int
+
+
+@dataclass
+class CompileFacts:
+    graphs: list[CompiledGraph] = field(default_factory=list)
+    runs: list[tuple[int, int]] = field(default_factory=list)
+    """(input set, graph index) for every run of a compiled graph, in the order they ran."""
+    failures: list[GuardFailure] = field(default_factory=list)
+
+
+_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (".item()/.tolist()", ("item()", "tolist", "capture_scalar_outputs")),
+    ("print/logging", ("`print`", "builtin print", "logging", "logger", "warnings.warn")),
+    ("dynamic shape guard", ("dynamic shape", "dynamic_shape", "data-dependent expression", "symbolic shape")),
+    ("data-dependent", ("generic_jump", "data-dependent", "data dependent", "data_dependent")),
+)
+"""Short classes of dynamo's reason texts, first match wins; anything else is an unsupported call."""
+
+
+def break_kind(reason: str) -> str:
+    lower = reason.lower()
+    for kind, words in _KINDS:
+        if any(w.lower() in lower for w in words):
+            return kind
+    return "unsupported call"
+
+
+def _key(node: Node) -> Key | None:
+    return (node.source.file, node.source.line) if node.source is not None else None
+
+
+def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[int | None], list[int]]:
+    """The run (index into ``runs``) each op ran in, or None; and where each run ends in ``ops``."""
+    ours: list[Any] = [_key(n) or ("", -1 - i) for i, n in enumerate(ops)]  # no line: matches nothing
+    theirs: list[Any] = []
+    run_of: list[int] = []
+    for r, g in enumerate(runs):
+        for key in facts.graphs[g].keys:
+            theirs.append(key or ("?", -1 - len(theirs)))
+            run_of.append(r)
+    matched: list[int | None] = [None] * len(ops)
+    for a, b, size in difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks():
+        for k in range(size):
+            matched[a + k] = run_of[b + k]
+    # An op dynamo folded or spelled differently, between two ops of one run, ran in that run.
+    following: list[int | None] = [None] * len(ops)
+    nxt: int | None = None
+    for i in range(len(ops) - 1, -1, -1):
+        following[i] = nxt
+        nxt = matched[i] if matched[i] is not None else nxt
+    filled: list[int | None] = []
+    previous: int | None = None
+    for i, run in enumerate(matched):
+        previous = run if run is not None else previous
+        filled.append(run if run is not None else (previous if previous == following[i] else None))
+    last: dict[int, int] = {}
+    for i, run in enumerate(filled):
+        if run is not None:
+            last[run] = i
+    ends, end = [], 0
+    for r in range(len(runs)):
+        end = max(end, last[r] + 1) if r in last else end
+        ends.append(end)
+    return filled, ends
+
+
+def _scope_at(ir: GraphIR, ops: list[Node], boundary: int, key: Key | None) -> str | None:
+    """The module call a break at ``key`` happened in: the call of an op on that line near the
+    boundary (its caller, when the line called a module), else the calls around the boundary share it."""
+    near = [i for i in range(max(0, boundary - 16), min(len(ops), boundary + 16)) if key and _key(ops[i]) == key]
+    if near:
+        scope = ir.scope(ops[min(near, key=lambda i: abs(i - boundary + 0.5))].scope)
+        while scope.parent is not None and scope.source is not None and (scope.source.file, scope.source.line) == key:
+            scope = ir.scope(scope.parent)
+        return scope.id
+    around = [ops[i].scope for i in (boundary - 1, boundary) if 0 <= i < len(ops)]
+    if not around:
+        return ir.scopes[0].id if ir.scopes else None
+    chains = [ir.ancestry(s) for s in around]
+    common = [a for a, b in zip(chains[0], chains[-1]) if a == b]
+    return common[-1] if common else around[0]
+
+
+def _source(file: str, line: int, code: str) -> dict[str, Any]:
+    return {"file": file, "line": line, "code": code}
+
+
+def annotate(ir: GraphIR, facts: CompileFacts) -> GraphIR:
+    """``ir`` with ``compile_region`` on every op and ``graph_breaks``/``compile_graphs`` in its meta."""
+    ops = list(ir.ops())
+    runs = [g for call, g in facts.runs if call == 0]
+    run_of, ends = _align(ops, facts, runs)
+    breaks: list[dict[str, Any]] = []
+    reported: set[int] = set()
+    for r, g in enumerate(runs):
+        graph = facts.graphs[g]
+        if not graph.graph_break or g in reported:
+            continue
+        reported.add(g)  # a graph that runs again (a block called per layer) breaks once, where it first ran
+        file, line, code = graph.stack[-1] if graph.stack else ("", 0, "")
+        key = (file, line) if graph.stack else None
+        boundary = ends[r]
+        breaks.append({
+            "kind": break_kind(graph.reason), "reason": graph.reason,
+            "source": _source(file, line, code) if key else None, "scope": _scope_at(ir, ops, boundary, key),
+            "node": ops[boundary].id if boundary < len(ops) else None, "graph": g, "call": 0,
+        })
+    for failure in facts.failures:
+        first = min(
+            (i for i, n in enumerate(ops) if n.source and n.source.file == failure.file and n.source.line >= failure.line),
+            key=lambda i: ops[i].source.line if ops[i].source else 0, default=None,
+        )
+        breaks.append({
+            "kind": "recompile", "reason": failure.reason, "source": _source(failure.file, failure.line, failure.code),
+            "scope": _scope_at(ir, ops, first, _key(ops[first])) if first is not None else None,
+            "node": ops[first].id if first is not None else None, "graph": None, "call": failure.call,
+        })
+    regions = {n.id: {"compile_region": runs[r] if r is not None else None} for n, r in zip(ops, run_of)}
+    return ir.with_meta(nodes=regions, graph={"compile_graphs": len(facts.graphs), "graph_breaks": breaks})
