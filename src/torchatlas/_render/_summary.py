@@ -34,7 +34,23 @@ COLUMNS: tuple[str, ...] = (
     "Activations",
     "% FLOPs",
 )
-_NUMERIC = frozenset(COLUMNS[3:])
+BREAKS_COLUMN = "Graph breaks"
+"""Added after :data:`COLUMNS` on graphs from ``compile_report``: breaks inside each call."""
+_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN))
+
+
+def _columns(totals: Row) -> tuple[str, ...]:
+    return COLUMNS if len(totals.cells) == len(COLUMNS) else (*COLUMNS, BREAKS_COLUMN)
+
+
+def _with_breaks(ir: GraphIR, rows: list[Row], totals: Row) -> tuple[list[Row], Row]:
+    """The graph-breaks column, on graphs that have one (``compile_report``)."""
+    if "graph_breaks" not in ir.meta:
+        return rows, totals
+    by_label = {s.label: s.meta.get("graph_breaks", 0) for s in ir.scopes}
+    rows = [Row(r.depth, (*r.cells, str(by_label.get(r.cells[0], 0)))) for r in rows]
+    total = sum(1 for b in ir.graph_breaks if b.kind != "recompile")
+    return rows, Row(totals.depth, (*totals.cells, str(total)))
 
 
 @dataclass(frozen=True)
@@ -93,14 +109,14 @@ def summary_rows(ir: GraphIR, depth: int | None = None) -> tuple[list[Row], Row]
             "100.0%" if total_flops else "-",
         ),
     )
-    return rows, totals
+    return _with_breaks(ir, rows, totals)
 
 
 def summary_table(ir: GraphIR, depth: int | None = None) -> Table:
     """The summary as a rich renderable, for ``Console.print``."""
     rows, totals = summary_rows(ir, depth)
     table = Table(box=box.SIMPLE_HEAD, show_footer=False, pad_edge=False)
-    for name in COLUMNS:
+    for name in _columns(totals):
         table.add_column(name, justify="right" if name in _NUMERIC else "left", overflow="fold")
     for row in rows:
         module = Text("  " * row.depth + visible(row.cells[0]))
@@ -158,14 +174,15 @@ def _failure_line(ir: GraphIR) -> str:
 
 
 def _text_table(rows: list[Row], totals: Row) -> str:
-    lines = [list(COLUMNS)]
+    columns = _columns(totals)
+    lines = [list(columns)]
     for row in [*rows, totals]:
         cells = [visible(c) for c in row.cells]
         lines.append(["  " * row.depth + cells[0], *cells[1:]])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
 
     def render(cells: list[str]) -> str:
-        parts = [c.rjust(w) if name in _NUMERIC else c.ljust(w) for c, w, name in zip(cells, widths, COLUMNS)]
+        parts = [c.rjust(w) if name in _NUMERIC else c.ljust(w) for c, w, name in zip(cells, widths, columns)]
         return "  ".join(parts).rstrip()
 
     rule = "  ".join("-" * w for w in widths)
@@ -174,9 +191,10 @@ def _text_table(rows: list[Row], totals: Row) -> str:
 
 
 def _markdown_table(rows: list[Row], totals: Row) -> str:
+    columns = _columns(totals)
     out = [
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---:" if name in _NUMERIC else "---" for name in COLUMNS) + "|",
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if name in _NUMERIC else "---" for name in columns) + "|",
     ]
     for row in rows:
         cells = [markdown_text(c) for c in row.cells]

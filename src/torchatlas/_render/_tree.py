@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from torchatlas._ir import GraphIR, Node, Ref, Source
 from torchatlas._text import to_ascii, visible
 
+from ._breaks import break_anchors, break_label
 from ._flow import Item, ScopeFlow, scope_flows
 from ._labels import dominant_dtype, op_display, shape_text
 
@@ -23,6 +24,8 @@ ASCII_GUIDES = ("|-- ", "`-- ", "|   ", "    ")
 class Line:
     text: str
     children: list[Line] = field(default_factory=list)
+    before: list[str] = field(default_factory=list)
+    """Sibling lines drawn just before this one (graph breaks)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
     stack: list[tuple[Line, str, bool]] = [(c, "", i == len(root.children) - 1) for i, c in enumerate(root.children)][::-1]
     while stack:
         line, prefix, is_last = stack.pop()
+        out.extend(prefix + branch + mark for mark in line.before)
         out.append(prefix + (last if is_last else branch) + line.text)
         child_prefix = prefix + (space if is_last else pipe)
         n = len(line.children)
@@ -76,6 +80,7 @@ class _TreeBuilder:
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[Item, list[Item]]] = {}
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+        self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
 
     # -- labels -----------------------------------------------------------------
 
@@ -135,12 +140,14 @@ class _TreeBuilder:
         return top
 
     def item_line(self, item: Item, level: int) -> Line:
-        line = Line(self.item_label(item))
+        line = Line(self.item_label(item), before=self.breaks.get(item.id, []))
         if not item.is_scope:
             return line
         if self.depth is not None and level >= self.depth:
             if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"
+            if self.ir.scope(item.id).meta.get("graph_breaks"):
+                line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
         flow = self.flows[item.id]
         if (
@@ -232,7 +239,7 @@ class _TreeBuilder:
     def branch(self, flow: ScopeFlow, items: list[Item], level: int) -> Line:
         body = self.sequence(flow, items, level)
         if len(body) == 1 and not body[0].children:
-            return Line("┬ " + body[0].text)
+            return Line("┬ " + body[0].text, before=body[0].before)
         name = self.item_name(items[-1])
         return Line("┬ " + (visible(name) if name else "branch"), body)
 
