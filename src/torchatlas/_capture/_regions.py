@@ -56,7 +56,7 @@ class CompileFacts:
 
 _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (".item()/.tolist()", ("item()", "tolist", "capture_scalar_outputs")),
-    ("print/logging", ("`print`", "builtin print", "logging", "logger", "warnings.warn")),
+    ("print/logging", ("`print`", "builtin print", "logging.", "logger")),
     ("dynamic shape guard", ("dynamic shape", "dynamic_shape", "data-dependent expression", "symbolic shape")),
     ("data-dependent", ("generic_jump", "data-dependent", "data dependent", "data_dependent")),
 )
@@ -64,7 +64,10 @@ _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def break_kind(reason: str) -> str:
-    lower = reason.lower()
+    """The class of dynamo's reason, read from its heading and explanation (its hints name
+    other cases, such as ``print``, as examples)."""
+    lines = [line.strip() for line in reason.splitlines()]
+    lower = " ".join(line for line in lines[:1] + [x for x in lines if x.startswith("Explanation:")]).lower()
     for kind, words in _KINDS:
         if any(w.lower() in lower for w in words):
             return kind

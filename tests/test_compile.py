@@ -1,0 +1,185 @@
+"""compile_report: dynamo's graphs and breaks laid over the eager graph.
+
+Each model of ``_compile_models`` breaks where its ``# BREAK`` comments say; the number of
+graphs is checked against ``torch._dynamo.explain`` run on the same model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import _compile_models as models
+import pytest
+import torch
+import torch._dynamo as dynamo
+
+import torchatlas
+from torchatlas import GraphFormatError
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _report(cls: type, **kwargs):
+    torch.manual_seed(0)
+    model = cls()
+    x = torch.randn(2, 8)
+    graph = torchatlas.compile_report(model, (x,), **kwargs)
+    return model, x, graph
+
+
+def _explained(model, x) -> tuple[int, int]:
+    out = dynamo.explain(model)(x)
+    return out.graph_count, len(out.break_reasons)
+
+
+@pytest.mark.parametrize(
+    "cls, kind",
+    [
+        (models.PrintInForward, "print/logging"),
+        (models.ItemControlFlow, ".item()/.tolist()"),
+        (models.UnsupportedBuiltin, "unsupported call"),
+        (models.DataDependentBranch, "data-dependent"),
+    ],
+)
+def test_one_break_each(cls: type, kind: str) -> None:
+    model, x, graph = _report(cls)
+    breaks = graph.graph_breaks
+    assert graph.ir.meta["compile_graphs"] == 2
+    assert (graph.ir.meta["compile_graphs"], len(breaks)) == _explained(model, x)
+    assert [b.kind for b in breaks] == [kind]
+    (line,) = models.break_lines(cls)
+    assert breaks[0].source is not None and breaks[0].source.line == line
+    assert breaks[0].source.file.endswith("_compile_models.py")
+    assert breaks[0].scope == graph.ir.scopes[0].id  # in the model's own forward
+    regions = [n.meta["compile_region"] for n in graph.ir.ops()]
+    assert regions[0] == 0 and regions[-1] == 1
+    assert regions == sorted(r for r in regions if r is not None) or None in regions
+    resumed = graph.ir.node(breaks[0].node)
+    assert resumed.meta["compile_region"] in (1, None)  # the first op after the break: next graph, or eager
+    assert all(n.source is None or n.source.line <= line for n in graph.ir.ops() if n.meta["compile_region"] == 0)
+
+
+def test_no_break_is_one_region_over_every_op() -> None:
+    model, x, graph = _report(models.NoBreak)
+    assert graph.graph_breaks == []
+    assert graph.ir.meta["compile_graphs"] == 1 == _explained(model, x)[0]
+    assert {n.meta["compile_region"] for n in graph.ir.ops()} == {0}
+    assert "✂" not in graph.tree()
+
+
+def test_break_inside_a_submodule() -> None:
+    """A print in a block breaks the outer frame at the call and the block's own frame: dynamo's count."""
+    model, x, graph = _report(models.TwoBreaks)
+    assert (graph.ir.meta["compile_graphs"], len(graph.graph_breaks)) == _explained(model, x)
+    print_line, item_line = models.break_lines(models.Block) + models.break_lines(models.TwoBreaks)
+    assert [(b.kind, b.source.line) for b in graph.graph_breaks] == [
+        ("print/logging", print_line), ("print/logging", print_line), (".item()/.tolist()", item_line)
+    ]
+    paths = [graph.ir.scope(b.scope).path for b in graph.graph_breaks]
+    assert paths == ["", "block", ""]
+    block_ops = [n for n in graph.ir.ops() if graph.ir.scope(n.scope).path.startswith("block")]
+    assert len({n.meta["compile_region"] for n in block_ops}) == 2  # the block's frame split in two
+
+
+def test_tree_summary_and_document_show_the_breaks(tmp_path) -> None:
+    _, _, graph = _report(models.TwoBreaks)
+    tree = graph.tree()
+    assert tree.count("✂ graph break:") == 3
+    assert "✂ graph break: Dynamo does not support tracing `Tensor.item()`" in tree
+    lines = tree.splitlines()
+    item_mark = next(i for i, line in enumerate(lines) if "Tensor.item()" in line)
+    assert "truediv" in lines[item_mark + 1]  # marked just before the op execution went on with
+    summary = graph.summary(format="text")
+    header, _, root_row, *_ = summary.splitlines()
+    assert header.rstrip().endswith("Graph breaks") and root_row.rstrip().endswith("3")
+    assert "Graph breaks" not in torchatlas.trace(models.NoBreak(), torch.randn(2, 8)).summary(format="text")
+    loaded = torchatlas.load(graph.save(tmp_path / "g.json"))
+    assert loaded.graph_breaks == graph.graph_breaks
+    assert [n.meta["compile_region"] for n in loaded.ir.ops()] == [n.meta["compile_region"] for n in graph.ir.ops()]
+    assert loaded.tree() == tree
+
+
+def test_a_forged_break_is_refused() -> None:
+    _, _, graph = _report(models.PrintInForward)
+    doc = graph.to_dict()
+    doc["meta"]["graph_breaks"][0]["scope"] = "s999"
+    with pytest.raises(GraphFormatError, match=r"graph_breaks\[0\]\.scope"):
+        torchatlas.GraphIR.from_dict(json.loads(json.dumps(doc)))
+    doc["meta"]["graph_breaks"][0].update(scope=None, node=17)
+    with pytest.raises(GraphFormatError, match=r"graph_breaks\[0\]\.node"):
+        torchatlas.GraphIR.from_dict(doc)
+
+
+def test_recompile_on_a_second_input_set() -> None:
+    torch.manual_seed(0)
+    model = models.PrintInForward()
+    graph = torchatlas.compile_report(model, torch.randn(2, 8), more_args=[torch.randn(5, 8)])
+    recompiles = [b for b in graph.graph_breaks if b.kind == "recompile"]
+    assert recompiles and all(b.call == 1 for b in recompiles)
+    assert "size mismatch" in recompiles[0].reason
+    assert recompiles[0].source is not None and recompiles[0].source.code.startswith("def forward")
+    assert [b.kind for b in graph.graph_breaks if b.call == 0] == ["print/logging"]
+    assert graph.ir.meta["compile_graphs"] > 2  # compiled again for the new shape
+
+
+def test_dynamo_state_and_config_are_restored() -> None:
+    model = models.ItemControlFlow()
+    with dynamo.config.patch(capture_scalar_outputs=True):
+        before = dynamo.config.get_config_copy()
+        graph = torchatlas.compile_report(model, torch.randn(2, 8))
+        assert dynamo.config.get_config_copy() == before
+    # The user's config was honoured: .item() is captured, so that break is gone.
+    assert ".item()/.tolist()" not in [b.kind for b in graph.graph_breaks]
+    assert not dynamo.config.capture_scalar_outputs
+    assert torch.compiler.is_compiling() is False
+    # Caches were cleared: compiling again afterwards compiles from scratch and still works.
+    compiled = torch.compile(models.NoBreak(), backend="eager")
+    assert compiled(torch.randn(2, 8)).shape == (2, 4)
+    dynamo.reset()
+
+
+def test_the_trace_itself_is_the_eager_trace() -> None:
+    torch.manual_seed(0)
+    model = models.TwoBreaks()
+    x = torch.randn(2, 8)
+    plain = torchatlas.trace(model, x)
+    report = torchatlas.compile_report(model, x)
+    assert [(n.target, n.scope, n.source) for n in plain.ir.nodes] == [(n.target, n.scope, n.source) for n in report.ir.nodes]
+    again = torchatlas.trace(model, x)
+    assert "compile_region" not in next(again.ir.ops()).meta
+
+
+def test_a_compiled_model_is_reported_from_its_eager_module() -> None:
+    torch.manual_seed(0)
+    model = models.PrintInForward()
+    compiled = torch.compile(model, backend="eager")
+    graph = torchatlas.compile_report(compiled, torch.randn(2, 8))
+    assert [b.kind for b in graph.graph_breaks] == ["print/logging"]
+
+
+@pytest.mark.slow
+def test_gpt2_graph_count_matches_explain() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=32)
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(config).eval()
+    ids = torch.randint(0, 128, (1, 12))
+    with torch.no_grad():
+        graph = torchatlas.compile_report(model, (), {"input_ids": ids})
+        explained = dynamo.explain(model)(input_ids=ids)
+    assert graph.ir.meta["compile_graphs"] == explained.graph_count
+    assert len(graph.graph_breaks) == len(explained.break_reasons)
+    regions = [n.meta["compile_region"] for n in graph.ir.ops()]
+    assert sum(r is not None for r in regions) > 0.9 * len(regions)  # nearly every op lies in a compiled graph
+    dynamo.reset()
+
+
+def test_cli_compile_breaks(tmp_path, capsys) -> None:
+    from torchatlas._cli import main
+
+    spec = f"{models.__file__}:TwoBreaks"
+    assert main([spec, "--input", "2,8", "--compile-breaks"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("✂ graph break:") == 3
+    assert "torch.compile: 5 graph(s), 3 graph break(s)" in out
+    assert "   2  print/logging" in out and "   1  .item()/.tolist()" in out
