@@ -183,3 +183,23 @@ def test_cli_compile_breaks(tmp_path, capsys) -> None:
     assert out.count("✂ graph break:") == 3
     assert "torch.compile: 5 graph(s), 3 graph break(s)" in out
     assert "   2  print/logging" in out and "   1  .item()/.tolist()" in out
+
+
+def test_diagram_and_page_data_show_regions_and_breaks() -> None:
+    from torchatlas._render._html import viewer_document
+    from torchatlas._render._palette import COMPILE_REGIONS, GRAPH_BREAK
+
+    _, _, graph = _report(models.TwoBreaks)
+    dot = graph.to_dot()
+    for region in range(graph.ir.meta["compile_graphs"]):
+        assert f'color="{COMPILE_REGIONS[region]}", penwidth=2.4' in dot
+    break_edges = [line for line in dot.splitlines() if "->" in line and GRAPH_BREAK in line]
+    assert break_edges and all("✂" in line for line in break_edges)
+    assert "graph break" in dot  # the legend
+    assert GRAPH_BREAK not in torchatlas.trace(models.NoBreak(), torch.randn(2, 8)).to_dot()
+    page = viewer_document(graph.ir)
+    ops = [(n, d) for n, d in zip(graph.ir.nodes, page["nodes"]) if n.kind == "op"]
+    assert [d["cr"] for _, d in ops] == [-1 if n.meta["compile_region"] is None else n.meta["compile_region"] for n, _ in ops]
+    assert [b["kind"] for b in page["compile"]["breaks"]] == [b.kind for b in graph.graph_breaks]
+    assert page["compile"]["breaks"][-1]["n"] == [n.id for n in graph.ir.nodes].index(graph.graph_breaks[-1].node)
+    assert page["scopes"][0]["gb"] == 3

@@ -21,8 +21,9 @@ from typing import Any
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
+from torchatlas._render._breaks import short_reason
 from torchatlas._render._labels import model_title
-from torchatlas._render._palette import PALETTES
+from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -126,6 +127,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["f"] = n.meta["flops"]
         if "error" in n.meta:  # the op a partial trace stopped at
             d["err"] = str(n.meta["error"])
+        if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
+            d["cr"] = -1 if n.meta["compile_region"] is None else n.meta["compile_region"]
         out_nodes.append(d)
 
     # Module calls holding the failing op show it even while collapsed.
@@ -147,6 +150,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["f"] = s.meta["flops"]
         if s.id in failed_scopes:
             d["err"] = 1
+        if s.meta.get("graph_breaks"):
+            d["gb"] = s.meta["graph_breaks"]
         out_scopes.append(d)
 
     return {
@@ -159,7 +164,28 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         "files": files.items,
         "metas": metas.items,
         "names": names.items,
+        **_compile_data(ir, node_index, scope_index, files),
     }
+
+
+def _compile_data(ir: GraphIR, node_index: dict[str, int], scope_index: dict[str, int], files: _Interner) -> dict[str, Any]:
+    """``compile_report``: the compiled graphs' colours and every break, with the op it resumed at."""
+    if "graph_breaks" not in ir.meta:
+        return {}
+    breaks = []
+    for b in ir.graph_breaks:
+        d: dict[str, Any] = {"kind": b.kind, "reason": short_reason(b), "full": b.reason, "graph": b.graph, "call": b.call}
+        if b.source is not None:
+            d["src"] = _source(b.source, files)
+        if b.scope in scope_index:
+            d["s"] = scope_index[b.scope]
+        if b.node in node_index:
+            d["n"] = node_index[b.node]
+        breaks.append(d)
+    return {"compile": {
+        "graphs": ir.meta.get("compile_graphs", 0), "colors": list(COMPILE_REGIONS), "eager": EAGER_REGION,
+        "break": GRAPH_BREAK, "breaks": breaks,
+    }}
 
 
 def _scope_fields(s: Scope) -> dict[str, Any]:
