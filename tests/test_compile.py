@@ -123,7 +123,10 @@ def test_recompile_on_a_second_input_set() -> None:
 
 
 def test_dynamo_state_and_config_are_restored() -> None:
+    import logging
+
     model = models.ItemControlFlow()
+    level = logging.getLogger("torch._dynamo").level
     with dynamo.config.patch(capture_scalar_outputs=True):
         before = dynamo.config.get_config_copy()
         graph = torchatlas.compile_report(model, torch.randn(2, 8))
@@ -131,6 +134,7 @@ def test_dynamo_state_and_config_are_restored() -> None:
     # The user's config was honoured: .item() is captured, so that break is gone.
     assert ".item()/.tolist()" not in [b.kind for b in graph.graph_breaks]
     assert not dynamo.config.capture_scalar_outputs
+    assert logging.getLogger("torch._dynamo").level == level
     assert torch.compiler.is_compiling() is False
     # Caches were cleared: compiling again afterwards compiles from scratch and still works.
     compiled = torch.compile(models.NoBreak(), backend="eager")

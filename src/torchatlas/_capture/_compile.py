@@ -7,11 +7,13 @@ named. Guard failures on later input sets are dynamo's ``guard_fail_fn`` reports
 here decides where a graph breaks: dynamo does, and this only writes it down.
 
 Dynamo's caches are cleared before and after (``torch._dynamo.reset()``, as
-``torch._dynamo.explain`` does) and its config is put back as it was.
+``torch._dynamo.explain`` does), its config is put back as it was, and its logger's
+graph-break warnings are held back while it runs (they say what the report says).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -85,6 +87,9 @@ def compile_facts(
 
     recorder = _Recorder(dynamo.lookup_backend(backend) if isinstance(backend, str) else backend)
     config = dynamo.config.get_config_copy()
+    logger = logging.getLogger("torch._dynamo")
+    level = logger.level
+    logger.setLevel(max(logging.ERROR, level))  # its graph-break warnings are what this reports
     dynamo.reset()
     try:
         compiled = dynamo.optimize(recorder, nopython=False, dynamic=dynamic, guard_fail_fn=recorder.guard_failed)(model)
@@ -98,4 +103,5 @@ def compile_facts(
             warnings.simplefilter("ignore", FutureWarning)
             changed = {k: v for k, v in config.items() if getattr(dynamo.config, k) != v}
         dynamo.config.load_config(changed)  # only what changed: the rest keeps its user-set marks
+        logger.setLevel(level)
     return recorder.facts
