@@ -77,6 +77,18 @@ class TwoBreaks(nn.Module):
         return self.head(h / scale)
 
 
+class BlockLoop(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x * 2
+        for block in self.blocks:
+            x = block(x)
+        return x.sum(-1)
+
+
 def break_lines(cls: type) -> list[int]:
     """The lines of ``cls``'s source file marked ``# BREAK`` inside its forward (and its blocks')."""
     import inspect
