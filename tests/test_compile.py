@@ -229,3 +229,39 @@ def test_diagram_and_page_data_show_regions_and_breaks() -> None:
     assert [b["kind"] for b in page["compile"]["breaks"]] == [b.kind for b in graph.graph_breaks]
     assert page["compile"]["breaks"][-1]["n"] == [n.id for n in graph.ir.nodes].index(graph.graph_breaks[-1].node)
     assert page["scopes"][0]["gb"] == 3
+
+
+def test_dynamic_shapes_need_no_recompile() -> None:
+    torch.manual_seed(0)
+    graph = torchatlas.compile_report(models.NoBreak(), torch.randn(2, 8), dynamic=True, more_args=[torch.randn(5, 8)])
+    assert graph.graph_breaks == [] and graph.ir.meta["compile_graphs"] == 1
+
+
+def test_failures_are_one_line_errors() -> None:
+    with pytest.raises(torchatlas.TraceError, match=r"^torchatlas: torch.compile failed on .*NoBreak: .*no-such-backend"):
+        torchatlas.compile_report(models.NoBreak(), torch.randn(2, 8), backend="no-such-backend")
+    with pytest.raises(RuntimeError, match="mat1 and mat2"):  # the model's own error, as trace raises it
+        torchatlas.compile_report(models.NoBreak(), torch.randn(2, 3))
+
+
+def test_alignment_without_torch() -> None:
+    """The lining up alone, on a hand-made graph: dynamo's ops by source line, in run order."""
+    from torchatlas._capture._regions import CompiledGraph, CompileFacts, annotate
+    from torchatlas._ir import GraphIR, Node, Scope, Source
+
+    # 12: eager (the .item() that broke graph 0); 99: an op dynamo folded, inside graph 1
+    lines = [10, 10, 11, 12, 13, 99, 13, 14]
+    nodes = [Node(f"n{i}", "op", "s0", target="t", source=Source("m.py", line)) for i, line in enumerate(lines)]
+    ir = GraphIR([Scope("s0", None, "", "M", 0)], nodes)
+    facts = CompileFacts(
+        graphs=[
+            CompiledGraph([("m.py", 10), ("m.py", 10), ("m.py", 11)], "Unsupported Tensor.item() call", True, [("m.py", 12, "x.item()")], 0),
+            CompiledGraph([("m.py", 13), None, ("m.py", 13)], "return_value", False, [], 0),
+            CompiledGraph([("m.py", 14)], "return_value", False, [], 0),
+        ],
+        runs=[(0, 0), (0, 1), (0, 2)],
+    )
+    out = annotate(ir, facts)
+    assert [n.meta["compile_region"] for n in out.ops()] == [0, 0, 0, None, 1, 1, 1, 2]
+    (brk,) = out.graph_breaks
+    assert (brk.kind, brk.source.line, brk.node, brk.scope, brk.graph) == (".item()/.tolist()", 12, "n3", "s0", 0)

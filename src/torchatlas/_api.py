@@ -314,9 +314,14 @@ def compile_report(
     ``torch._dynamo.explain`` does); its config and the model are left as they were.
     """
     args, kwargs = _normalize_args(args), dict(kwargs or {})
+    graph = trace(model, args, kwargs)  # first: a model that fails, fails as it does in trace
     input_sets = [(args, kwargs)] + [(_normalize_args(more), kwargs) for more in more_args]
-    facts = _capture.compile_facts(_capture.unwrap_model(model), input_sets, backend, dynamic)
-    graph = trace(model, args, kwargs)
+    try:
+        facts = _capture.compile_facts(_capture.unwrap_model(model), input_sets, backend, dynamic)
+    except Exception as e:
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        name = graph.ir.meta.get("model", type(model).__name__)
+        raise _capture.TraceError(f"torchatlas: torch.compile failed on {name}: {type(e).__name__}: {first_line}") from e
     return Graph(_capture.annotate_compile(graph._captured, facts))
 
 
