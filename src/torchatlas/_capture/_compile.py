@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ._regions import CompiledGraph, CompileFacts, GuardFailure, Key
-from ._source import _is_internal_file, line_text
+from ._source import is_user_file, line_text
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _GRAPH_OPS = ("call_function", "call_method", "call_module")
@@ -32,12 +32,12 @@ _GRAPH_OPS = ("call_function", "call_method", "call_module")
 def _user_key(stack_trace: str | None) -> Key | None:
     """The innermost frame of a node's stack trace in user code: the line our trace records."""
     frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace or "")]
-    user = [f for f in frames if not _is_internal_file(f[0])]
+    user = [f for f in frames if is_user_file(f[0])]
     return user[-1] if user else None
 
 
 def _user_frames(stack: Sequence[Any]) -> list[tuple[str, int, str]]:
-    return [(fs.filename, fs.lineno or 0, (fs.line or "").strip()) for fs in stack if not _is_internal_file(fs.filename)]
+    return [(fs.filename, fs.lineno or 0, (fs.line or "").strip()) for fs in stack if is_user_file(fs.filename)]
 
 
 @dataclass
