@@ -45,6 +45,13 @@ class DataDependentBranch(_Base):
         return self.fc2(h)
 
 
+class DynamicShapeOp(_Base):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc1(x))
+        h = h[torch.nonzero(h > 0, as_tuple=True)].sum() + h  # BREAK
+        return self.fc2(h)
+
+
 class NoBreak(_Base):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = torch.relu(self.fc1(x))

@@ -43,6 +43,7 @@ def _breaks(graph) -> list:
         (models.ItemControlFlow, ".item()/.tolist()"),
         (models.UnsupportedBuiltin, "unsupported call"),
         (models.DataDependentBranch, "data-dependent"),
+        (models.DynamicShapeOp, "dynamic shape guard"),
     ],
 )
 def test_one_break_each(cls: type, kind: str) -> None:
