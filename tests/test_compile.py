@@ -266,3 +266,30 @@ def test_alignment_without_torch() -> None:
     assert [n.meta["compile_region"] for n in out.ops()] == [0, 0, 0, None, 1, 1, 1, 2]
     (brk,) = out.graph_breaks
     assert (brk.kind, brk.source.line, brk.node, brk.scope, brk.graph) == (".item()/.tolist()", 12, "n3", "s0", 0)
+
+
+def test_alignment_of_repeated_layers_with_ops_dropped_and_added() -> None:
+    """Every line repeats once per layer: the ops must still pair up locally, not across layers."""
+    from torchatlas._capture._regions import CompiledGraph, CompileFacts, annotate
+    from torchatlas._ir import GraphIR, Node, Scope, Source
+
+    lines = [line for _ in range(40) for line in range(50)]
+    nodes = [Node(f"n{i}", "op", "s0", target="t", source=Source("m.py", line)) for i, line in enumerate(lines)]
+    ir = GraphIR([Scope("s0", None, "", "M", 0)], nodes)
+    keys = [("m.py", line) for line in lines]
+    dynamo_ops = []  # dynamo folds every 7th op and adds one of its own every 11th
+    for i, key in enumerate(keys[:1000]):
+        dynamo_ops += ([key] if i % 7 else []) + ([("m.py", 9000 + i)] if i % 11 == 0 else [])
+    facts = CompileFacts(
+        graphs=[
+            CompiledGraph(dynamo_ops, "Failed to trace builtin operator `print`", True, [("m.py", 49, "print()")], 0),
+            CompiledGraph(keys[1010:], "return_value", False, [], 0),
+        ],
+        runs=[(0, 0), (0, 1)],
+    )
+    regions = [n.meta["compile_region"] for n in annotate(ir, facts).ops()]
+    assert regions[:1000].count(0) >= 999  # at most the folded op at the graph's very end is lost
+    assert regions[1000:1010] == [None] * 10  # eager between the graphs
+    assert regions[1010:] == [1] * 990
+    (brk,) = annotate(ir, facts).graph_breaks
+    assert brk.node == "n1000" and brk.kind == "print/logging"

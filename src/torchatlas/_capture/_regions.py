@@ -4,12 +4,11 @@ where each graph break falls.
 A pure function of the eager graph and plain records of what dynamo compiled
 (:class:`CompileFacts`). The two runs execute the same code in the same order, so the
 ops of the compiled graphs, in the order they ran, line up with the eager ops by their
-user source line; a standard sequence alignment (``difflib``) does the lining up.
+user source line (:func:`_pairs`).
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,19 +77,42 @@ def _key(node: Node) -> Key | None:
     return (node.source.file, node.source.line) if node.source is not None else None
 
 
+_LOOKAHEAD = 64
+"""How far the alignment looks for the next common line before calling two ops a mismatch."""
+
+
+def _pairs(ours: list[Key], theirs: list[Key]) -> list[tuple[int, int]]:
+    """Matched positions of two sequences of source lines that run in the same order.
+
+    Walks both in step; where they differ, skips the fewer ops on whichever side has the
+    other's next op within reach. Local by design: repeated layers repeat every line, so a
+    global longest-match (``difflib``) can pair one layer's ops with another's.
+    """
+    pairs = []
+    i = j = 0
+    while i < len(ours) and j < len(theirs):
+        if ours[i] == theirs[j]:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+            continue
+        skip_ours = next((d for d in range(1, _LOOKAHEAD) if i + d < len(ours) and ours[i + d] == theirs[j]), None)
+        skip_theirs = next((d for d in range(1, _LOOKAHEAD) if j + d < len(theirs) and theirs[j + d] == ours[i]), None)
+        if skip_ours is None and skip_theirs is None:
+            i, j = i + 1, j + 1  # one op each that the other side spells differently
+        elif skip_theirs is None or (skip_ours is not None and skip_ours <= skip_theirs):
+            i += skip_ours
+        else:
+            j += skip_theirs
+    return pairs
+
+
 def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[int | None], list[int]]:
     """The run (index into ``runs``) each op ran in, or None; and where each run ends in ``ops``."""
-    ours: list[Any] = [_key(n) or ("", -1 - i) for i, n in enumerate(ops)]  # no line: matches nothing
-    theirs: list[Any] = []
-    run_of: list[int] = []
-    for r, g in enumerate(runs):
-        for key in facts.graphs[g].keys:
-            theirs.append(key or ("?", -1 - len(theirs)))
-            run_of.append(r)
+    ours = [(i, key) for i, key in enumerate(_key(n) for n in ops) if key is not None]
+    theirs = [(r, key) for r, g in enumerate(runs) for key in facts.graphs[g].keys if key is not None]
     matched: list[int | None] = [None] * len(ops)
-    for a, b, size in difflib.SequenceMatcher(None, ours, theirs, autojunk=False).get_matching_blocks():
-        for k in range(size):
-            matched[a + k] = run_of[b + k]
+    for a, b in _pairs([k for _, k in ours], [k for _, k in theirs]):
+        matched[ours[a][0]] = theirs[b][0]
     # An op dynamo folded or spelled differently, between two ops of one run, ran in that run.
     following: list[int | None] = [None] * len(ops)
     nxt: int | None = None
