@@ -77,16 +77,17 @@ def _key(node: Node) -> Key | None:
     return (node.source.file, node.source.line) if node.source is not None else None
 
 
-_LOOKAHEAD = 64
-"""How far the alignment looks for the next common line before calling two ops a mismatch."""
+_LOOKAHEAD = 48
+"""How many ops the alignment skips, at most, on both sides together to find the next common line."""
 
 
 def _pairs(ours: list[Key], theirs: list[Key]) -> list[tuple[int, int]]:
     """Matched positions of two sequences of source lines that run in the same order.
 
-    Walks both in step; where they differ, skips the fewer ops on whichever side has the
-    other's next op within reach. Local by design: repeated layers repeat every line, so a
-    global longest-match (``difflib``) can pair one layer's ops with another's.
+    Walks both in step; where they differ, it goes on at the nearest pair of equal lines,
+    skipping the fewest ops on both sides together (an op only one side has, or one each
+    that the two sides spell differently). Local by design: repeated layers repeat every
+    line, so a global longest match would pair one layer's ops with another's.
     """
     pairs = []
     i = j = 0
@@ -95,14 +96,16 @@ def _pairs(ours: list[Key], theirs: list[Key]) -> list[tuple[int, int]]:
             pairs.append((i, j))
             i, j = i + 1, j + 1
             continue
-        skip_ours = next((d for d in range(1, _LOOKAHEAD) if i + d < len(ours) and ours[i + d] == theirs[j]), None)
-        skip_theirs = next((d for d in range(1, _LOOKAHEAD) if j + d < len(theirs) and theirs[j + d] == ours[i]), None)
-        if skip_ours is None and skip_theirs is None:
-            i, j = i + 1, j + 1  # one op each that the other side spells differently
-        elif skip_theirs is None or (skip_ours is not None and skip_ours <= skip_theirs):
-            i += skip_ours
-        else:
-            j += skip_theirs
+        skip = next(
+            (
+                (a, total - a)
+                for total in range(1, _LOOKAHEAD)
+                for a in range(total + 1)
+                if i + a < len(ours) and j + total - a < len(theirs) and ours[i + a] == theirs[j + total - a]
+            ),
+            (1, 1),  # nothing near: one op each, spelled differently
+        )
+        i, j = i + skip[0], j + skip[1]
     return pairs
 
 
