@@ -230,6 +230,9 @@ def test_diagram_and_page_data_show_regions_and_breaks() -> None:
     assert [b["kind"] for b in page["compile"]["breaks"]] == [b.kind for b in graph.graph_breaks]
     assert page["compile"]["breaks"][-1]["n"] == [n.id for n in graph.ir.nodes].index(graph.graph_breaks[-1].node)
     assert page["scopes"][0]["gb"] == 3
+    page_html = graph.to_html()
+    assert "✂ torch.compile: 5 graph(s), 3 graph break(s)" in page_html and page_html.count("<li><b>") == 3
+    assert "compile-breaks" not in torchatlas.trace(models.NoBreak(), torch.randn(2, 8)).to_html()
 
 
 def test_dynamic_shapes_need_no_recompile() -> None:

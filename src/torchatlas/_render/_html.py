@@ -250,8 +250,40 @@ def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
         f"<title>{_plain_text(doc['title'])} · torchatlas</title>\n"
         f"<style>\n{palette_css()}\n{style}\n</style>\n</head>\n<body>\n"
         '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
+        f"{_breaks_legend(ir)}"
         f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'
         f"<script>\n{script}\n</script>\n</body>\n</html>\n"
+    )
+
+
+_LEGEND_STYLE = (
+    "position:fixed;left:12px;top:56px;z-index:20;max-width:46em;max-height:40vh;overflow:auto;"
+    "font:12px system-ui,sans-serif;background:var(--bg);color:var(--text);"
+    "border:1px solid var(--cluster-border);border-radius:6px;padding:4px 8px"
+)
+
+
+def _breaks_legend(ir: GraphIR) -> str:
+    """``compile_report``: the compiled graphs' colours and the breaks, as a small static list."""
+    if "graph_breaks" not in ir.meta:
+        return ""
+    graphs = int(ir.meta.get("compile_graphs") or 0)
+    swatches = "".join(
+        f'<span style="border:2px solid {COMPILE_REGIONS[g % len(COMPILE_REGIONS)]};border-radius:3px;padding:0 4px;'
+        f'margin-right:4px">graph {g}</span>'
+        for g in range(graphs)
+    )
+    items = "".join(
+        f"<li><b>{_plain_text(b.kind)}</b> {_plain_text(short_reason(b))}"
+        + (f" <code>{_plain_text(Path(b.source.file).name)}:{b.source.line}</code>" if b.source else "")
+        + "</li>"
+        for b in ir.graph_breaks
+    )
+    breaks = sum(1 for b in ir.graph_breaks if b.kind != "recompile")
+    return (
+        f'<details class="compile-breaks" style="{_LEGEND_STYLE}"><summary style="color:{GRAPH_BREAK}">'
+        f"✂ torch.compile: {graphs} graph(s), {breaks} graph break(s)</summary>"
+        f'<div style="margin:4px 0">{swatches}</div><ol style="margin:0;padding-left:1.4em">{items}</ol></details>\n'
     )
 
 
