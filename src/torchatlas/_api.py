@@ -68,7 +68,7 @@ class Graph:
     @property
     def graph_breaks(self) -> list[GraphBreak]:
         """``compile_report``: where ``torch.compile`` broke the graph and why, and the recompiles
-        later input sets caused, in order (see ``docs/compile.md``); empty for a plain trace."""
+        input sets caused, each in order (see ``docs/compile.md``); empty for a plain trace."""
         return self.ir.graph_breaks
 
     def first_nonfinite(self) -> Node | None:

@@ -138,10 +138,14 @@ def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[
     return filled, ends
 
 
+_NEAR = 16
+"""How many ops either side of a break to look at for an op on the break's own line."""
+
+
 def _scope_at(ir: GraphIR, ops: list[Node], boundary: int, key: Key | None) -> str | None:
     """The module call a break at ``key`` happened in: the call of an op on that line near the
     boundary (its caller, when the line called a module), else the calls around the boundary share it."""
-    near = [i for i in range(max(0, boundary - 16), min(len(ops), boundary + 16)) if key and _key(ops[i]) == key]
+    near = [i for i in range(max(0, boundary - _NEAR), min(len(ops), boundary + _NEAR)) if key and _key(ops[i]) == key]
     if near:
         scope = ir.scope(ops[min(near, key=lambda i: abs(i - boundary + 0.5))].scope)
         while scope.parent is not None and scope.source is not None and (scope.source.file, scope.source.line) == key:
