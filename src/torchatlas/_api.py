@@ -67,8 +67,8 @@ class Graph:
 
     @property
     def graph_breaks(self) -> list[GraphBreak]:
-        """``compile_report``: where ``torch.compile`` broke the graph and why, and the recompiles
-        input sets caused, each in order (see ``docs/compile.md``); empty for a plain trace."""
+        """``compile_report``: where ``torch.compile`` broke the graph and why, in order, then the
+        recompiles dynamo made (see ``docs/compile.md``); empty for a plain trace."""
         return self.ir.graph_breaks
 
     def first_nonfinite(self) -> Node | None:
