@@ -14,7 +14,7 @@ import torch
 
 from . import _capture
 from ._io import write_atomic
-from ._ir import GraphFormatError, GraphIR, Node, graph_from_json
+from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, graph_from_json
 from ._passes import GraphDiff, ensure_analyzed, first_nonfinite, median_times, strip_analyses
 from ._passes import diff as diff_graphs
 from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
@@ -65,6 +65,12 @@ class Graph:
         return self.ir.scopes
 
     # -- run time ------------------------------------------------------------------
+
+    @property
+    def graph_breaks(self) -> list[GraphBreak]:
+        """``compile_report``: where ``torch.compile`` broke the graph and why, in order, then the
+        recompiles dynamo made (see ``docs/compile.md``); empty for a plain trace."""
+        return self.ir.graph_breaks
 
     def first_nonfinite(self) -> Node | None:
         """The first op, in execution order, with a NaN or Inf in an output (needs ``stats=True``);
@@ -315,6 +321,38 @@ def from_export(
     if isinstance(program, (str, os.PathLike)):
         program = _capture.load_exported(program, trust_pickle=trust_pickle)
     return Graph(_capture.from_export(program))
+
+
+def compile_report(
+    model: Callable[..., Any],
+    args: Any = (),
+    kwargs: dict[str, Any] | None = None,
+    backend: str | Callable[..., Any] = "eager",
+    dynamic: bool | None = None,
+    *,
+    more_args: Sequence[Any] = (),
+) -> Graph:
+    """Where ``torch.compile`` breaks the graph of ``model(*args, **kwargs)``, and why.
+
+    Returns the eager graph (as ``trace`` gives it) with each op's compiled graph in
+    ``node.meta["compile_region"]`` (None: it ran eagerly between graphs) and
+    ``graph.graph_breaks``. ``more_args``: further input sets (each a tuple of positional
+    inputs or a single tensor, with the same ``kwargs``), run after the first, whose guard
+    failures and recompiles are reported too. The facts are dynamo's own: the model runs
+    under ``torch._dynamo.optimize`` with ``backend`` and ``dynamic`` once per input set.
+    Dynamo's caches are cleared before and after (``torch._dynamo.reset()``, as
+    ``torch._dynamo.explain`` does); its config and the model are left as they were.
+    """
+    args, kwargs = _normalize_args(args), dict(kwargs or {})
+    graph = trace(model, args, kwargs)  # first: a model that fails, fails as it does in trace
+    input_sets = [(args, kwargs)] + [(_normalize_args(more), kwargs) for more in more_args]
+    try:
+        facts = _capture.compile_facts(_capture.unwrap_model(model), input_sets, backend, dynamic)
+    except Exception as e:
+        first_line = (str(e).strip().splitlines() or [""])[0]
+        name = graph.ir.meta.get("model", type(model).__name__)
+        raise _capture.TraceError(f"torchatlas: torch.compile failed on {name}: {type(e).__name__}: {first_line}") from e
+    return Graph(_capture.annotate_compile(graph._captured, facts))
 
 
 def trace_shapes(

@@ -11,6 +11,7 @@ torch (and transformers) are imported only once a command needs them, so ``--hel
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import re
@@ -121,6 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--backward", action="store_true",
         help="also run backward (of the sum of the outputs) and record its ATen ops",
+    )
+    parser.add_argument(
+        "--compile-breaks", action="store_true",
+        help="where torch.compile breaks the graph: the tree marks each break, then a table of breaks by kind",
     )
     parser.add_argument(
         "-f", "--format", choices=list(torchatlas.FORMATS), help="output format (default: from -o's suffix, else tree)"
@@ -243,7 +248,18 @@ def _trace(opts: argparse.Namespace) -> int:
     if opts.out_dir:
         return _write_out_dir(graph, Path(opts.out_dir), opts)
     _write_format(graph, fmt, opts.output, opts)
+    if opts.compile_breaks and fmt == "tree" and not opts.output:
+        sys.stdout.write(_breaks_by_kind(graph))
     return 0
+
+
+def _breaks_by_kind(graph: Graph) -> str:
+    """``--compile-breaks``: the compiled graphs, and the breaks counted by kind."""
+    kinds = collections.Counter(b.kind for b in graph.graph_breaks)
+    graphs = graph.ir.meta.get("compile_graphs", 0)
+    lines = [f"\ntorch.compile: {graphs} graph(s), {sum(n for k, n in kinds.items() if k != 'recompile')} graph break(s)"]
+    lines += [f"  {n:>4}  {kind}" for kind, n in kinds.most_common()]
+    return "\n".join(lines) + "\n"
 
 
 def _choose_format(opts: argparse.Namespace) -> str:
@@ -281,8 +297,12 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
         model.eval()
     inputs = _models.build_inputs(loaded, input_specs, tokens, device, decoder_tokens)
     _models.check_signature(model, inputs, loaded.spec)
+    if opts.compile_breaks and (opts.level != "python" or opts.backward):
+        raise SpecError("--compile-breaks reports on the forward pass; leave out --level and --backward")
     try:
         with torch.enable_grad() if opts.backward else torch.no_grad():
+            if opts.compile_breaks:
+                return torchatlas.compile_report(model, inputs.args, inputs.kwargs)
             return torchatlas.trace(
                 model,
                 inputs.args,

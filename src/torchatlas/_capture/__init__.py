@@ -16,10 +16,12 @@ from .._ir import GraphIR
 from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
+from ._compile import compile_facts
 from ._fx_import import from_export, from_fx
 from ._patches import collection_paused
 from ._pt2 import UnsafeArchiveError, load_exported
 from ._records import Recording
+from ._regions import annotate as annotate_compile
 from ._runtime import Keeper, Selector
 from ._session import Session, TraceError, unwrap_model
 
@@ -29,8 +31,10 @@ __all__ = [
     "Session",
     "TraceError",
     "UnsafeArchiveError",
+    "annotate_compile",
     "capture",
     "collection_paused",
+    "compile_facts",
     "from_export",
     "from_fx",
     "load_exported",

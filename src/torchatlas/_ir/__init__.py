@@ -5,7 +5,7 @@ renderers draw it.
 """
 
 from ._document import FORMAT, GRAPH_FACTS, NODE_FACTS, SCOPE_FACTS, VERSION, graph_from_json
-from ._graph import NODE_KINDS, GraphFormatError, GraphIR, Node, NodeKind, Ref, Scope, Source, TensorMeta
+from ._graph import NODE_KINDS, GraphBreak, GraphFormatError, GraphIR, Node, NodeKind, Ref, Scope, Source, TensorMeta
 
 __all__ = [
     "FORMAT",
@@ -14,6 +14,7 @@ __all__ = [
     "NODE_KINDS",
     "SCOPE_FACTS",
     "VERSION",
+    "GraphBreak",
     "GraphFormatError",
     "GraphIR",
     "Node",

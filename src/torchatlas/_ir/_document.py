@@ -383,6 +383,21 @@ def _sizes_by_scope(value: Any, where: str, _nodes: dict[str, Node], scopes: dic
         _count(item, f"{where}.{key}")
 
 
+def _graph_breaks(value: Any, where: str, nodes: dict[str, Node], scopes: dict[str, Scope]) -> None:
+    """``compile_report``'s breaks: every field ``GraphBreak`` reads, ids that name this graph's nodes and calls."""
+    for i, item in enumerate(_list(value, where)):
+        at = f"{where}[{i}]"
+        item = _obj(item, at)
+        _string(item.get("kind"), f"{at}.kind")
+        _string(item.get("reason"), f"{at}.reason")
+        _load_source(item.get("source"), at)
+        _scope_id_or_null(item.get("scope"), f"{at}.scope", nodes, scopes)
+        if item.get("node") is not None:
+            _node_id(item["node"], f"{at}.node", nodes, scopes)
+        _opt_int(item.get("graph"), f"{at}.graph")
+        _count(item.get("call", 0), f"{at}.call")
+
+
 _TENSOR_ENTRY = {"path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list}
 
 NODE_FACTS: dict[str, Check] = {
@@ -423,6 +438,8 @@ GRAPH_FACTS: dict[str, Check] = {
     "stats_note": _of(_string),
     "profile_runs": _of(_count),
     "time_measure": _of(_string),
+    "compile_graphs": _of(_count),
+    "graph_breaks": _graph_breaks,
 }
 
 

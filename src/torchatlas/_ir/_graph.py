@@ -62,6 +62,34 @@ class Source:
         return f"{self.file}:{self.line}"
 
 
+@dataclass(frozen=True, slots=True)
+class GraphBreak:
+    """Where ``torch.compile`` ended a graph, or compiled one again for a later input set
+    (``compile_report``; saved in graph meta ``graph_breaks``)."""
+
+    kind: str
+    """A short class of the reason: ``data-dependent``, ``unsupported call``, ``print/logging``,
+    ``.item()/.tolist()``, ``dynamic shape guard`` or ``recompile``."""
+    reason: str
+    """Dynamo's own text."""
+    source: Source | None
+    """The user line dynamo stopped at (for a recompile: the first line of the recompiled code)."""
+    scope: str | None
+    """The module call it happened in."""
+    node: str | None
+    """The op execution went on with after the break (for a recompile: the first op of that code)."""
+    graph: int | None
+    """The compiled graph the break ends; None for a recompile."""
+    call: int
+    """The input set: 0 for the first, 1 for the next...; recompiles happen on later ones."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GraphBreak:
+        src = d.get("source")
+        source = Source(src["file"], src["line"], src.get("code", "")) if src else None
+        return cls(d["kind"], d["reason"], source, d.get("scope"), d.get("node"), d.get("graph"), d.get("call", 0))
+
+
 @dataclass(slots=True)
 class Scope:
     """One ``nn.Module`` call."""
@@ -144,6 +172,11 @@ class GraphIR:
     def __post_init__(self) -> None:
         self._node_index = {n.id: n for n in self.nodes}
         self._scope_index = {s.id: s for s in self.scopes}
+
+    @property
+    def graph_breaks(self) -> list[GraphBreak]:
+        """``compile_report``: each graph break and recompile, in order (empty otherwise)."""
+        return [GraphBreak.from_dict(d) for d in self.meta.get("graph_breaks", [])]
 
     def node(self, node_id: str | Ref) -> Node:
         return self._node_index[node_id.node if isinstance(node_id, Ref) else node_id]

@@ -16,6 +16,7 @@ from pathlib import PurePath
 
 from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, op_name
+from torchatlas._render._breaks import break_anchors, short_reason
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._render._labels import (
     dominant_dtype,
@@ -26,7 +27,7 @@ from torchatlas._render._labels import (
     scope_name,
     shape_text,
 )
-from torchatlas._render._palette import PALETTES, Palette
+from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, Palette
 from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout
 from torchatlas._text import format_compact
 
@@ -99,6 +100,9 @@ class _Writer:
         for unit in layout.units.values():
             self.units_in.setdefault(unit.container, []).append(unit)
         self.cluster_first = self._first_per_cluster()
+        # compile_report: each unit's compiled graph; edges into the op a break resumed at are marked.
+        self.compiled = "graph_breaks" in ir.meta
+        self.break_at = {b.node: b for brks in break_anchors(ir).values() for b in brks if b.node}
 
     def write(self) -> str:
         p, o = self.palette, self.options
@@ -164,7 +168,7 @@ class _Writer:
             attrs = self._ref_attrs(unit)
         else:
             attrs = self._box_attrs(unit)
-        self.lines.append(f"{pad}{quoted(unit.id)} [{attrs}];")
+        self.lines.append(f"{pad}{quoted(unit.id)} [{attrs}{self._region_attrs(unit)}];")
         if self.options.show_tensors:
             for node_id, slot in dict.fromkeys(self.out_values.get(unit.id, [])):
                 label = html_text(shape_text(self.ir.value_meta(Ref(node_id, slot)), self.dominant))
@@ -248,6 +252,29 @@ class _Writer:
             return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
         return f"label=<{label}>, {self._colors(cat)}, penwidth={width}, tooltip={tip}"
 
+    def _region(self, unit: Unit) -> int | None | str:
+        """The compiled graph a unit's ops ran in (None: eagerly; "mixed": more than one)."""
+        ops = [unit.node] if unit.kind == "node" and unit.node else [n for n in unit.nodes if n.kind == "op"]
+        regions = {n.meta.get("compile_region") for n in ops if n.kind == "op"}
+        return next(iter(regions)) if len(regions) == 1 else ("mixed" if regions else "none")
+
+    def _region_attrs(self, unit: Unit) -> str:
+        region = self._region(unit) if self.compiled and unit.kind != "ref" else "none"
+        if region in ("none", "mixed"):
+            return ""
+        color = EAGER_REGION if region is None else COMPILE_REGIONS[int(region) % len(COMPILE_REGIONS)]
+        return f', color="{color}", penwidth=2.4' + (', style="rounded,filled,dashed"' if region is None else "")
+
+    def _crosses_break(self, src: str, dst: str) -> str | None:
+        """The reason of a graph break between two units, if execution went on at ``dst`` after one."""
+        if not self.compiled or self._region(self.layout.units[src]) == self._region(self.layout.units[dst]):
+            return None
+        unit = self.layout.units[dst]
+        for node in [unit.node] if unit.node else unit.nodes:
+            if node is not None and node.id in self.break_at:
+                return short_reason(self.break_at[node.id])
+        return None
+
     def _box_category(self, unit: Unit) -> str:
         if self.children[unit.scope.id]:
             return "module"
@@ -288,6 +315,11 @@ class _Writer:
                 self.lines.append(f"  {tensor} -> {quoted(dst)};")
             return
         label = "\\n".join(quoted(t, 40)[1:-1] for t in _shapes_text(self.ir, edge.values, self.dominant))
+        reason = self._crosses_break(src, dst)
+        if reason is not None:
+            label = "✂ " + label
+            style += f', color="{GRAPH_BREAK}", fontcolor="{GRAPH_BREAK}", style="bold,dashed", penwidth=2'
+            style += f", tooltip={tooltip('graph break: ' + reason)}"
         self.lines.append(f'  {quoted(src)} -> {quoted(dst)} [label=" {label}"{style}];')
 
     def _legend(self) -> str:
@@ -301,8 +333,21 @@ class _Writer:
         title = f'<TD COLSPAN="{2 * max(1, len(self.used_categories))}"><B>{html_text(self.model)}</B></TD>'
         return (
             f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2"><TR>{title}</TR>'
-            f"<TR>{cells or '<TD></TD>'}</TR></TABLE>"
+            f"<TR>{cells or '<TD></TD>'}</TR>{self._region_legend()}</TABLE>"
         )
+
+    def _region_legend(self) -> str:
+        """compile_report: a border swatch per compiled graph, eager, and the break edges."""
+        if not self.compiled:
+            return ""
+        graphs = int(self.ir.meta.get("compile_graphs") or 0)
+        swatches = [(COMPILE_REGIONS[g % len(COMPILE_REGIONS)], f"graph {g}") for g in range(graphs)]
+        swatches += [(EAGER_REGION, "eager"), (GRAPH_BREAK, "✂ graph break")]
+        cells = "".join(
+            f'<TD COLOR="{color}" BORDER="2" STYLE="rounded"> </TD><TD ALIGN="LEFT">{_font(html_text(text), self.palette.muted, 9)}</TD>'
+            for color, text in swatches
+        )
+        return f"<TR>{cells}</TR>"
 
 
 # -- entry points ----------------------------------------------------------------

@@ -21,8 +21,9 @@ from typing import Any
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
+from torchatlas._render._breaks import short_reason
 from torchatlas._render._labels import model_title
-from torchatlas._render._palette import PALETTES
+from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -126,6 +127,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["f"] = n.meta["flops"]
         if "error" in n.meta:  # the op a partial trace stopped at
             d["err"] = str(n.meta["error"])
+        if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
+            d["cr"] = -1 if n.meta["compile_region"] is None else n.meta["compile_region"]
         out_nodes.append(d)
 
     # Module calls holding the failing op show it even while collapsed.
@@ -147,6 +150,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["f"] = s.meta["flops"]
         if s.id in failed_scopes:
             d["err"] = 1
+        if s.meta.get("graph_breaks"):
+            d["gb"] = s.meta["graph_breaks"]
         out_scopes.append(d)
 
     return {
@@ -159,7 +164,28 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         "files": files.items,
         "metas": metas.items,
         "names": names.items,
+        **_compile_data(ir, node_index, scope_index, files),
     }
+
+
+def _compile_data(ir: GraphIR, node_index: dict[str, int], scope_index: dict[str, int], files: _Interner) -> dict[str, Any]:
+    """``compile_report``: the compiled graphs' colours and every break, with the op it resumed at."""
+    if "graph_breaks" not in ir.meta:
+        return {}
+    breaks = []
+    for b in ir.graph_breaks:
+        d: dict[str, Any] = {"kind": b.kind, "reason": short_reason(b), "full": b.reason, "graph": b.graph, "call": b.call}
+        if b.source is not None:
+            d["src"] = _source(b.source, files)
+        if b.scope in scope_index:
+            d["s"] = scope_index[b.scope]
+        if b.node in node_index:
+            d["n"] = node_index[b.node]
+        breaks.append(d)
+    return {"compile": {
+        "graphs": ir.meta.get("compile_graphs", 0), "colors": list(COMPILE_REGIONS), "eager": EAGER_REGION,
+        "break": GRAPH_BREAK, "breaks": breaks,
+    }}
 
 
 def _scope_fields(s: Scope) -> dict[str, Any]:
@@ -224,8 +250,40 @@ def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
         f"<title>{_plain_text(doc['title'])} · torchatlas</title>\n"
         f"<style>\n{palette_css()}\n{style}\n</style>\n</head>\n<body>\n"
         '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
+        f"{_breaks_legend(ir)}"
         f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'
         f"<script>\n{script}\n</script>\n</body>\n</html>\n"
+    )
+
+
+_LEGEND_STYLE = (
+    "position:fixed;left:12px;top:56px;z-index:20;max-width:46em;max-height:40vh;overflow:auto;"
+    "font:12px system-ui,sans-serif;background:var(--bg);color:var(--text);"
+    "border:1px solid var(--cluster-border);border-radius:6px;padding:4px 8px"
+)
+
+
+def _breaks_legend(ir: GraphIR) -> str:
+    """``compile_report``: the compiled graphs' colours and the breaks, as a small static list."""
+    if "graph_breaks" not in ir.meta:
+        return ""
+    graphs = int(ir.meta.get("compile_graphs") or 0)
+    swatches = "".join(
+        f'<span style="border:2px solid {COMPILE_REGIONS[g % len(COMPILE_REGIONS)]};border-radius:3px;padding:0 4px;'
+        f'margin-right:4px">graph {g}</span>'
+        for g in range(graphs)
+    )
+    items = "".join(
+        f"<li><b>{_plain_text(b.kind)}</b> {_plain_text(short_reason(b))}"
+        + (f" <code>{_plain_text(Path(b.source.file).name)}:{b.source.line}</code>" if b.source else "")
+        + "</li>"
+        for b in ir.graph_breaks
+    )
+    breaks = sum(1 for b in ir.graph_breaks if b.kind != "recompile")
+    return (
+        f'<details class="compile-breaks" style="{_LEGEND_STYLE}"><summary style="color:{GRAPH_BREAK}">'
+        f"✂ torch.compile: {graphs} graph(s), {breaks} graph break(s)</summary>"
+        f'<div style="margin:4px 0">{swatches}</div><ol style="margin:0;padding-left:1.4em">{items}</ol></details>\n'
     )
 
 

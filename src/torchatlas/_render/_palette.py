@@ -65,3 +65,12 @@ def _palette(theme: str) -> Palette:
 
 
 PALETTES: Mapping[str, Palette] = {theme: _palette(theme) for theme in ("light", "dark")}
+
+
+COMPILE_REGIONS: tuple[str, ...] = ("#1b9e77", "#7570b3", "#d95f02", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4")
+"""Border of the ops each torch.compile graph ran (``compile_report``), by graph index, cycled;
+readable on both themes."""
+EAGER_REGION = "#9aa0a6"
+"""Border of the ops that ran eagerly between compiled graphs."""
+GRAPH_BREAK = "#c2185b"
+"""Edges that cross a graph break."""

@@ -45,11 +45,17 @@ COLUMNS: tuple[str, ...] = (
     "Activations",
     "% FLOPs",
 )
-_NUMERIC = frozenset(COLUMNS[3:])
+BREAKS_COLUMN = "Graph breaks"
+"""Added after :data:`COLUMNS` on graphs from ``compile_report``: breaks inside each call."""
+_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN))
 # Which columns a narrow terminal keeps, most wanted first.
-PRIORITY = ("Module", "Output shapes", "Params", "FLOPs", "Input shapes", "% FLOPs", "Activations", "MACs",
-            "Trainable", "Param bytes")
+PRIORITY = ("Module", "Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Input shapes", "% FLOPs", "Activations",
+            "MACs", "Trainable", "Param bytes")
 _MIN_MODULE = 24
+
+
+def _columns(totals: Row) -> tuple[str, ...]:
+    return COLUMNS if len(totals.cells) == len(COLUMNS) else (*COLUMNS, BREAKS_COLUMN)
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,7 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
     """The module-call rows (calls deeper than ``depth`` left out; a run of identical calls
     one row when ``fold_repeats``) and the totals row; ``ir`` is analysed."""
     total_flops = ir.meta.get("flops") or 0
+    compiled = "graph_breaks" in ir.meta  # from compile_report: a column of breaks per call
     runs = _runs(ir) if fold_repeats else {}
     hidden = {sid for run in runs.values() for sid in run[1:]}
     rows: list[Row] = []
@@ -103,6 +110,7 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
             flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown)
         label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
+        breaks = [str(sum(ir.scope(sid).meta.get("graph_breaks", 0) for sid in runs.get(s.id, [s.id])))]
         rows.append(
             Row(
                 d,
@@ -117,6 +125,7 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
                     format_si(m.get("macs")) + unknown,
                     format_bytes(m.get("activation_bytes")),
                     share,
+                    *(breaks if compiled else ()),
                 ),
             )
         )
@@ -137,6 +146,7 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
             format_si(g.get("macs")),
             f"peak {format_bytes(g.get('peak_activation_bytes'))}",
             "100.0%" if total_flops else "-",
+            *([str(sum(1 for b in ir.graph_breaks if b.kind != "recompile"))] if compiled else ()),
         ),
     )
     return rows, totals
@@ -145,7 +155,7 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
 def _cells(rows: list[Row], totals: Row, short: bool = False) -> list[list[str]]:
     """Header, rows and totals as escaped text, the module cell indented; ``short``: a folded
     run's numbers without their total (``855.7M ×80``), for a narrow terminal."""
-    lines = [list(COLUMNS)]
+    lines = [list(_columns(totals))]
     for row in [*rows, totals]:
         cells = [visible(c) for c in row.cells]
         if short:
@@ -157,13 +167,14 @@ def _cells(rows: list[Row], totals: Row, short: bool = False) -> list[list[str]]
 def fit_columns(lines: list[list[str]], width: int | None, gap: int = 2) -> tuple[list[int], int]:
     """The column indexes to show (table order) and the module column's width, so that each
     line fits in ``width`` characters; None: every column, nothing cut."""
-    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    columns = lines[0]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
     if width is None:
-        return list(range(len(COLUMNS))), widths[0]
+        return list(range(len(columns))), widths[0]
     chosen = [0]
     used = min(widths[0], _MIN_MODULE)
-    for name in PRIORITY[1:]:
-        i = COLUMNS.index(name)
+    for name in (p for p in PRIORITY[1:] if p in columns):
+        i = columns.index(name)
         if used + gap + widths[i] <= width:
             chosen.append(i)
             used += gap + widths[i]
@@ -183,7 +194,7 @@ def summary_table(ir: GraphIR, depth: int | None = None, width: int | None = Non
     shown, module_width = fit_columns(lines, None if width is None else width - 2, gap=3)
     table = Table(box=box.SIMPLE_HEAD, show_footer=False, pad_edge=False)
     for i in shown:
-        name = COLUMNS[i]
+        name = lines[0][i]
         table.add_column(name, justify="right" if name in _NUMERIC else "left", no_wrap=True, overflow="ellipsis")
     for line in lines[1:-1]:
         table.add_row(*(Text(_cut(line[i], module_width) if i == 0 else line[i]) for i in shown))
@@ -251,13 +262,14 @@ def _failure_line(ir: GraphIR) -> str:
 
 
 def _text_table(rows: list[Row], totals: Row, width: int | None) -> str:
+    columns = _columns(totals)
     lines = _cells(rows, totals, short=width is not None)
     shown, module_width = fit_columns(lines, width)
     lines = [[_cut(line[0], module_width), *line[1:]] for line in lines]
     widths = {i: max(len(line[i]) for line in lines) for i in shown}
 
     def render(cells: list[str]) -> str:
-        parts = [cells[i].rjust(widths[i]) if COLUMNS[i] in _NUMERIC else cells[i].ljust(widths[i]) for i in shown]
+        parts = [cells[i].rjust(widths[i]) if columns[i] in _NUMERIC else cells[i].ljust(widths[i]) for i in shown]
         return "  ".join(parts).rstrip()
 
     rule = "  ".join("-" * widths[i] for i in shown)
@@ -266,9 +278,10 @@ def _text_table(rows: list[Row], totals: Row, width: int | None) -> str:
 
 
 def _markdown_table(rows: list[Row], totals: Row) -> str:
+    columns = _columns(totals)
     out = [
-        "| " + " | ".join(COLUMNS) + " |",
-        "|" + "|".join("---:" if name in _NUMERIC else "---" for name in COLUMNS) + "|",
+        "| " + " | ".join(columns) + " |",
+        "|" + "|".join("---:" if name in _NUMERIC else "---" for name in columns) + "|",
     ]
     for row in rows:
         cells = [markdown_text(c) for c in row.cells]

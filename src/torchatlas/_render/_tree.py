@@ -13,6 +13,7 @@ from torchatlas._ir import GraphIR, Node, Ref, Source
 from torchatlas._ops import op_name
 from torchatlas._text import fold_label, to_ascii, visible
 
+from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows
 from ._labels import dominant_dtype, input_label, op_display, shape_text
 
@@ -26,6 +27,8 @@ ASCII_GUIDES = ("|-- ", "`-- ", "|   ", "    ")
 class Line:
     text: str
     children: list[Line] = field(default_factory=list)
+    before: list[str] = field(default_factory=list)
+    """Sibling lines drawn just before this one (graph breaks)."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
     stack: list[tuple[Line, str, bool]] = [(c, "", i == len(root.children) - 1) for i, c in enumerate(root.children)][::-1]
     while stack:
         line, prefix, is_last = stack.pop()
+        out.extend(prefix + branch + mark for mark in line.before)
         out.append(prefix + (last if is_last else branch) + line.text)
         child_prefix = prefix + (space if is_last else pipe)
         n = len(line.children)
@@ -97,6 +101,7 @@ class _TreeBuilder:
         }
         self.dead = {Item(False, n.id) for n in ir.nodes if n.kind == "op" and n.meta.get("dead")}
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+        self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
 
     # -- labels -----------------------------------------------------------------
 
@@ -181,12 +186,14 @@ class _TreeBuilder:
         """The item's line with what is inside it; None for a folded member of a run."""
         if item.is_scope and item.id in self.folded:
             return None
-        line = Line(self.item_label(item))
+        line = Line(self.item_label(item), before=self.breaks.get(item.id, []))
         if not item.is_scope:
             return line
         if self.depth is not None and level >= self.depth:
             if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"
+            if self.ir.scope(item.id).meta.get("graph_breaks"):
+                line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
         flow = self.flows[item.id]
         if (
@@ -311,7 +318,7 @@ class _TreeBuilder:
     def branch(self, flow: ScopeFlow, items: list[Item], level: int) -> Line:
         body = self.sequence(flow, items, level)
         if len(body) == 1 and not body[0].children:
-            return Line("┬ " + body[0].text)
+            return Line("┬ " + body[0].text, before=body[0].before)
         name = self.item_name(items[-1])
         return Line("┬ " + (visible(name) if name else "branch"), body)
 

@@ -1,0 +1,107 @@
+"""What ``torch.compile`` makes of a forward pass, in dynamo's own words.
+
+The model runs under ``torch._dynamo.optimize`` with a backend that records every graph
+dynamo hands it (the user source line of each of its ops, and dynamo's reason for ending
+it there), wraps it to note each time it runs, and then runs it with the backend the user
+named. Guard failures on later input sets are dynamo's ``guard_fail_fn`` reports. Nothing
+here decides where a graph breaks: dynamo does, and this only writes it down.
+
+Dynamo's caches are cleared before and after (``torch._dynamo.reset()``, as
+``torch._dynamo.explain`` does), its config is put back as it was, and its logger's
+graph-break warnings are held back while it runs (they say what the report says).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ._regions import CompiledGraph, CompileFacts, GuardFailure, Key
+from ._source import is_user_file, line_text
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_GRAPH_OPS = ("call_function", "call_method", "call_module")
+
+
+def _user_key(stack_trace: str | None) -> Key | None:
+    """The innermost frame of a node's stack trace in user code: the line our trace records."""
+    frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace or "")]
+    user = [f for f in frames if is_user_file(f[0])]
+    return user[-1] if user else None
+
+
+def _user_frames(stack: Sequence[Any]) -> list[tuple[str, int, str]]:
+    return [(fs.filename, fs.lineno or 0, (fs.line or "").strip()) for fs in stack if is_user_file(fs.filename)]
+
+
+@dataclass
+class _Recorder:
+    """The backend dynamo compiles with: it writes down each graph and each run of it."""
+
+    backend: Callable[..., Any]
+    facts: CompileFacts = field(default_factory=CompileFacts)
+    call: int = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+        index = len(self.facts.graphs)
+        reason = getattr(gm, "compile_subgraph_reason", None)
+        self.facts.graphs.append(
+            CompiledGraph(
+                keys=[_user_key(n.meta.get("stack_trace")) for n in gm.graph.nodes if n.op in _GRAPH_OPS],
+                reason=str(getattr(reason, "reason", "")),
+                graph_break=bool(getattr(reason, "graph_break", False)),
+                stack=_user_frames(getattr(reason, "user_stack", None) or []),
+                call=self.call,
+            )
+        )
+        compiled = self.backend(gm, example_inputs)
+        runs = self.facts.runs
+
+        def run(*args: Any) -> Any:
+            runs.append((self.call, index))
+            return compiled(*args)
+
+        return run
+
+    def guard_failed(self, failure: Any) -> None:
+        code = getattr(failure, "orig_code", None)
+        file = getattr(code, "co_filename", "")
+        line = getattr(code, "co_firstlineno", 0)
+        self.facts.failures.append(
+            GuardFailure(str(getattr(failure, "reason", failure)), file, line, line_text(file, line), self.call)
+        )
+
+
+def compile_facts(
+    model: Callable[..., Any], input_sets: Sequence[tuple[tuple[Any, ...], dict[str, Any]]], backend: str | Callable[..., Any],
+    dynamic: bool | None,
+) -> CompileFacts:
+    """Run ``model`` compiled once per input set, recording what dynamo compiled and why it broke."""
+    import torch._dynamo as dynamo
+
+    recorder = _Recorder(dynamo.lookup_backend(backend) if isinstance(backend, str) else backend)
+    config = dynamo.config.get_config_copy()
+    logger = logging.getLogger("torch._dynamo")
+    level = logger.level
+    logger.setLevel(max(logging.ERROR, level))  # its graph-break warnings are what this reports
+    dynamo.reset()
+    try:
+        compiled = dynamo.optimize(recorder, nopython=False, dynamic=dynamic, guard_fail_fn=recorder.guard_failed)(model)
+        with torch.compiler.set_stance("default"):
+            for call, (args, kwargs) in enumerate(input_sets):
+                recorder.call = call
+                compiled(*args, **kwargs)
+    finally:
+        dynamo.reset()
+        with warnings.catch_warnings():  # reading a deprecated key warns
+            warnings.simplefilter("ignore", FutureWarning)
+            changed = {k: v for k, v in config.items() if getattr(dynamo.config, k) != v}
+        dynamo.config.load_config(changed)  # only what changed: the rest keeps its user-set marks
+        logger.setLevel(level)
+    return recorder.facts

@@ -1,0 +1,197 @@
+"""Dynamo's compiled graphs laid over the eager graph: which op ran in which graph, and
+where each graph break falls.
+
+A pure function of the eager graph and plain records of what dynamo compiled
+(:class:`CompileFacts`). The two runs execute the same code in the same order, so the
+ops of the compiled graphs, in the order they ran, line up with the eager ops by their
+user source line (:func:`_pairs`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._ir import GraphIR, Node
+
+Key = tuple[str, int]
+"""A user source line: file and line number."""
+
+
+@dataclass
+class CompiledGraph:
+    """One graph dynamo compiled."""
+
+    keys: list[Key | None]
+    """The user source line of each of its ops, in graph order (None where dynamo kept no stack)."""
+    reason: str
+    """Why dynamo ended the graph there (its ``compile_subgraph_reason``)."""
+    graph_break: bool
+    """True when that reason is a graph break, not the end of the frame."""
+    stack: list[tuple[str, int, str]]
+    """The user frames (file, line, code) where dynamo ended it, outermost first."""
+    call: int
+    """The input set whose run compiled it (0: the first)."""
+
+
+@dataclass
+class GuardFailure:
+    """A compiled frame dynamo would not reuse for a later input set, so it compiled it again."""
+
+    reason: str
+    file: str
+    line: int
+    code: str
+    call: int
+
+
+@dataclass
+class CompileFacts:
+    graphs: list[CompiledGraph] = field(default_factory=list)
+    runs: list[tuple[int, int]] = field(default_factory=list)
+    """(input set, graph index) for every run of a compiled graph, in the order they ran."""
+    failures: list[GuardFailure] = field(default_factory=list)
+
+
+_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (".item()/.tolist()", ("item()", "tolist", "capture_scalar_outputs")),
+    ("print/logging", ("`print`", "builtin print", "logging.", "logger")),
+    ("dynamic shape guard", ("dynamic shape", "dynamic_shape", "data-dependent expression", "symbolic shape")),
+    ("data-dependent", ("generic_jump", "data-dependent", "data dependent", "data_dependent")),
+)
+"""Short classes of dynamo's reason texts, first match wins; anything else is an unsupported call."""
+
+
+def break_kind(reason: str) -> str:
+    """The class of dynamo's reason, read from its heading and explanation (its hints name
+    other cases, such as ``print``, as examples)."""
+    lines = [line.strip() for line in reason.splitlines()]
+    lower = " ".join(line for line in lines[:1] + [x for x in lines if x.startswith("Explanation:")]).lower()
+    for kind, words in _KINDS:
+        if any(w.lower() in lower for w in words):
+            return kind
+    return "unsupported call"
+
+
+def _key(node: Node) -> Key | None:
+    return (node.source.file, node.source.line) if node.source is not None else None
+
+
+_LOOKAHEAD = 48
+"""How many ops the alignment skips, at most, on both sides together to find the next common line."""
+
+
+def _pairs(ours: list[Key], theirs: list[Key]) -> list[tuple[int, int]]:
+    """Matched positions of two sequences of source lines that run in the same order.
+
+    Walks both in step; where they differ, it goes on at the nearest pair of equal lines,
+    skipping the fewest ops on both sides together (an op only one side has, or one each
+    that the two sides spell differently). Local by design: repeated layers repeat every
+    line, so a global longest match would pair one layer's ops with another's.
+    """
+    pairs = []
+    i = j = 0
+    while i < len(ours) and j < len(theirs):
+        if ours[i] == theirs[j]:
+            pairs.append((i, j))
+            i, j = i + 1, j + 1
+            continue
+        skip = next(
+            (
+                (a, total - a)
+                for total in range(1, _LOOKAHEAD)
+                for a in range(total + 1)
+                if i + a < len(ours) and j + total - a < len(theirs) and ours[i + a] == theirs[j + total - a]
+            ),
+            (1, 1),  # nothing near: one op each, spelled differently
+        )
+        i, j = i + skip[0], j + skip[1]
+    return pairs
+
+
+def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[int | None], list[int]]:
+    """The run (index into ``runs``) each op ran in, or None; and where each run ends in ``ops``."""
+    ours = [(i, key) for i, key in enumerate(_key(n) for n in ops) if key is not None]
+    theirs = [(r, key) for r, g in enumerate(runs) for key in facts.graphs[g].keys if key is not None]
+    matched: list[int | None] = [None] * len(ops)
+    for a, b in _pairs([k for _, k in ours], [k for _, k in theirs]):
+        matched[ours[a][0]] = theirs[b][0]
+    # An op dynamo folded or spelled differently, between two ops of one run, ran in that run.
+    following: list[int | None] = [None] * len(ops)
+    nxt: int | None = None
+    for i in range(len(ops) - 1, -1, -1):
+        following[i] = nxt
+        nxt = matched[i] if matched[i] is not None else nxt
+    filled: list[int | None] = []
+    previous: int | None = None
+    for i, run in enumerate(matched):
+        previous = run if run is not None else previous
+        filled.append(run if run is not None else (previous if previous == following[i] else None))
+    last: dict[int, int] = {}
+    for i, run in enumerate(filled):
+        if run is not None:
+            last[run] = i
+    ends, end = [], 0
+    for r in range(len(runs)):
+        end = max(end, last[r] + 1) if r in last else end
+        ends.append(end)
+    return filled, ends
+
+
+_NEAR = 16
+"""How many ops either side of a break to look at for an op on the break's own line."""
+
+
+def _scope_at(ir: GraphIR, ops: list[Node], boundary: int, key: Key | None) -> str | None:
+    """The module call a break at ``key`` happened in: the call of an op on that line near the
+    boundary (its caller, when the line called a module), else the calls around the boundary share it."""
+    near = [i for i in range(max(0, boundary - _NEAR), min(len(ops), boundary + _NEAR)) if key and _key(ops[i]) == key]
+    if near:
+        scope = ir.scope(ops[min(near, key=lambda i: abs(i - boundary + 0.5))].scope)
+        while scope.parent is not None and scope.source is not None and (scope.source.file, scope.source.line) == key:
+            scope = ir.scope(scope.parent)
+        return scope.id
+    around = [ops[i].scope for i in (boundary - 1, boundary) if 0 <= i < len(ops)]
+    if not around:
+        return ir.scopes[0].id if ir.scopes else None
+    chains = [ir.ancestry(s) for s in around]
+    common = [a for a, b in zip(chains[0], chains[-1]) if a == b]
+    return common[-1] if common else around[0]
+
+
+def _source(file: str, line: int, code: str) -> dict[str, Any]:
+    return {"file": file, "line": line, "code": code}
+
+
+def annotate(ir: GraphIR, facts: CompileFacts) -> GraphIR:
+    """``ir`` with ``compile_region`` on every op and ``graph_breaks``/``compile_graphs`` in its meta."""
+    ops = list(ir.ops())
+    runs = [g for call, g in facts.runs if call == 0]
+    run_of, ends = _align(ops, facts, runs)
+    breaks: list[dict[str, Any]] = []
+    reported: set[int] = set()
+    for r, g in enumerate(runs):
+        graph = facts.graphs[g]
+        if not graph.graph_break or g in reported:
+            continue
+        reported.add(g)  # a graph that runs again (a block called per layer) breaks once, where it first ran
+        file, line, code = graph.stack[-1] if graph.stack else ("", 0, "")
+        key = (file, line) if graph.stack else None
+        boundary = ends[r]
+        breaks.append({
+            "kind": break_kind(graph.reason), "reason": graph.reason,
+            "source": _source(file, line, code) if key else None, "scope": _scope_at(ir, ops, boundary, key),
+            "node": ops[boundary].id if boundary < len(ops) else None, "graph": g, "call": 0,
+        })
+    for failure in facts.failures:
+        first = min(
+            (i for i, n in enumerate(ops) if n.source and n.source.file == failure.file and n.source.line >= failure.line),
+            key=lambda i: ops[i].source.line if ops[i].source else 0, default=None,
+        )
+        breaks.append({
+            "kind": "recompile", "reason": failure.reason, "source": _source(failure.file, failure.line, failure.code),
+            "scope": _scope_at(ir, ops, first, _key(ops[first])) if first is not None else None,
+            "node": ops[first].id if first is not None else None, "graph": None, "call": failure.call,
+        })
+    regions = {n.id: {"compile_region": runs[r] if r is not None else None} for n, r in zip(ops, run_of)}
+    return ir.with_meta(nodes=regions, graph={"compile_graphs": len(facts.graphs), "graph_breaks": breaks})
