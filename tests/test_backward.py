@@ -8,6 +8,7 @@ from _capture_helpers import load_coolcnn, wiring
 from _fx_compare import make_fx_wiring
 from torch import nn
 
+import torchatlas
 from torchatlas._capture import TraceError, capture
 from torchatlas._capture._backward import default_loss
 from torchatlas._ir import GraphIR
@@ -110,3 +111,27 @@ def test_nothing_to_differentiate_is_a_clear_error():
         backward(model, torch.randn(3, 4))
     with pytest.raises(TraceError, match="loss does not require grad"):
         backward(model, torch.randn(3, 4), loss_fn=lambda out: out.sum())
+
+
+def _mlp_backward() -> torchatlas.Graph:
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    return torchatlas.trace(model, torch.randn(3, 4), backward=True)
+
+
+def test_tree_keeps_the_forward_graph_and_lists_backward_apart():
+    text = _mlp_backward().tree(ascii=False)
+    forward, backward = text.split("◀ backward", 1)
+    assert "threshold_backward" not in forward and "ones_like" not in forward
+    assert "(Linear)  3×4 → 3×8" in forward  # the forward call's shapes, no gradient among its inputs
+    assert "◀ 2 (Linear)  ← saved: 2.addmm" in backward and "threshold_backward" in backward
+
+
+def test_diagram_draws_backward_ops_in_their_own_dashed_part():
+    dot = _mlp_backward().to_dot()
+    body = dot.split('subgraph "cluster_s_backward"', 1)
+    assert len(body) == 2, "no backward cluster"
+    forward_part, backward_part = body
+    assert "threshold_backward" in backward_part and "threshold_backward" not in forward_part
+    assert "dashed" in backward_part.split("\n", 2)[1]  # the part's own border style
+    saved_edges = [line for line in dot.splitlines() if "->" in line and "#8e44ad" in line]
+    assert saved_edges, "no edge carries a saved forward tensor into the backward part"

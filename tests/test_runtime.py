@@ -152,8 +152,8 @@ class OneHeavyLayer(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.light = nn.Linear(16, 16)
-        self.heavy = nn.Linear(16, 2048)
-        self.out = nn.Linear(2048, 4)
+        self.heavy = nn.Linear(16, 8192)
+        self.out = nn.Linear(8192, 4)
 
     def forward(self, x):
         return self.out(torch.relu(self.heavy(self.light(x))))

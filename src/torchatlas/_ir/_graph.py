@@ -184,6 +184,9 @@ class GraphIR:
     def scope(self, scope_id: str) -> Scope:
         return self._scope_index[scope_id]
 
+    def has_node(self, node_id: str) -> bool:
+        return node_id in self._node_index
+
     def has_scope(self, scope_id: str) -> bool:
         return scope_id in self._scope_index
 

@@ -1,7 +1,9 @@
 """Input and output shapes of every module call.
 
-A call's inputs are the values its ops (at any depth) read that were produced
-outside it, parameters and buffers excepted; its outputs are ``scope.outputs``.
+A call's inputs are the values its forward ops (at any depth) read that were
+produced outside it, parameters and buffers excepted; its outputs are
+``scope.outputs``. Backward ops recorded in a call (``backward=True``) read
+gradients, which are not what the call was given.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ def scope_inputs(ir: GraphIR) -> dict[str, list[Ref]]:
     ends = subtree_ends(ir)
     found: dict[str, dict[Ref, None]] = {s.id: {} for s in ir.scopes}
     for n in ir.nodes:
-        if n.kind != "op":
+        if n.kind != "op" or n.meta.get("phase") == "backward":
             continue
         for ref in n.inputs:
             producer = ir.node(ref)

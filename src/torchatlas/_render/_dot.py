@@ -16,6 +16,7 @@ from pathlib import PurePath
 
 from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, op_name
+from torchatlas._render._backward import BACKWARD_SCOPE, backward_apart, is_backward
 from torchatlas._render._breaks import break_anchors, short_reason
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._render._labels import (
@@ -27,7 +28,7 @@ from torchatlas._render._labels import (
     scope_name,
     shape_text,
 )
-from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, Palette
+from torchatlas._render._palette import BACKWARD, COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, Palette
 from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout
 from torchatlas._text import format_compact
 
@@ -149,12 +150,14 @@ class _Writer:
     def _cluster(self, scope_id: str, indent: int) -> None:
         scope, pad, p = self.ir.scope(scope_id), "  " * indent, self.palette
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
+        border = BACKWARD if scope_id.startswith(BACKWARD_SCOPE) else p.cluster_border
+        style = "rounded,filled,dashed" if scope_id.startswith(BACKWARD_SCOPE) else "rounded,filled"
         name, cls = html_text(scope_name(scope, self.model)), html_text(f"({scope.class_name})")
         label = f"<B>{name}</B> {_font(cls, p.muted)}"
         self.lines += [
             f"{pad}subgraph {quoted('cluster_' + scope_id)} {{",
-            f'{pad}  graph [label=<{label}>, labeljust=l, style="rounded,filled", fillcolor="{fill}",'
-            f' color="{p.cluster_border}", penwidth=1, fontsize=10, margin=10,'
+            f'{pad}  graph [label=<{label}>, labeljust=l, style="{style}", fillcolor="{fill}",'
+            f' color="{border}", penwidth=1, fontsize=10, margin=10,'
             f" tooltip={tooltip(scope.cls, _source_line(scope.source))}];",
         ]
         self._container(scope_id, indent + 1)
@@ -204,6 +207,8 @@ class _Writer:
             label = f"{html_text(name)}<BR/>{_font(html_text(shape_text(meta, self.dominant)), p.muted, 9)}"
             tip = tooltip(f"{n.kind} {n.path or ''}")
         extra = ", penwidth=2" if n.inplace else ""
+        if is_backward(n):
+            extra += f', style="rounded,filled,dashed", color="{BACKWARD}"'
         nonfinite = n.meta.get("nonfinite")
         if nonfinite:  # a NaN or Inf came out of this op (trace(stats=True))
             counts = " ".join(f"{k}×{format_compact(v)}" for k, v in nonfinite.items() if v)
@@ -250,6 +255,8 @@ class _Writer:
         if scope.id in self.failed_scopes:
             label += "<BR/>" + _font("✗ failed here", _FAILED, 9)
             return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
+        if scope.id.startswith(BACKWARD_SCOPE):
+            return f'label=<{label}>, {self._colors(cat)}, style="rounded,filled,dashed", color="{BACKWARD}", tooltip={tip}'
         return f"label=<{label}>, {self._colors(cat)}, penwidth={width}, tooltip={tip}"
 
     def _region(self, unit: Unit) -> int | None | str:
@@ -315,12 +322,23 @@ class _Writer:
                 self.lines.append(f"  {tensor} -> {quoted(dst)};")
             return
         label = "\\n".join(quoted(t, 40)[1:-1] for t in _shapes_text(self.ir, edge.values, self.dominant))
+        if self._saved_tensor(src, dst):
+            style += f', style=dashed, color="{BACKWARD}", fontcolor="{BACKWARD}"'
         reason = self._crosses_break(src, dst)
         if reason is not None:
             label = "✂ " + label
             style += f', color="{GRAPH_BREAK}", fontcolor="{GRAPH_BREAK}", style="bold,dashed", penwidth=2'
             style += f", tooltip={tooltip('graph break: ' + reason)}"
         self.lines.append(f'  {quoted(src)} -> {quoted(dst)} [label=" {label}"{style}];')
+
+    def _saved_tensor(self, src: str, dst: str) -> bool:
+        """A forward value read by the backward part: a tensor autograd saved."""
+        return self._in_backward(dst) and not self._in_backward(src)
+
+    def _in_backward(self, unit_id: str) -> bool:
+        unit = self.layout.units[unit_id]
+        scope = unit.scope.id if unit.scope is not None else unit.node.scope if unit.node is not None else ""
+        return scope.startswith(BACKWARD_SCOPE)
 
     def _legend(self) -> str:
         p = self.palette
@@ -330,6 +348,11 @@ class _Writer:
             for cat, text in LEGEND
             if cat in self.used_categories
         )
+        if self.ir.has_scope(BACKWARD_SCOPE):
+            cells += (
+                f'<TD COLOR="{BACKWARD}" BORDER="1" STYLE="dashed"> </TD>'
+                f'<TD ALIGN="LEFT">{_font("backward (reads saved tensors)", BACKWARD, 9)}</TD>'
+            )
         title = f'<TD COLSPAN="{2 * max(1, len(self.used_categories))}"><B>{html_text(self.model)}</B></TD>'
         return (
             f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2"><TR>{title}</TR>'
@@ -357,13 +380,14 @@ class _Writer:
 def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     """The graph as Graphviz DOT text (deterministic; needs no Graphviz install)."""
     options = options or DotOptions()
+    ir = backward_apart(ir)
     return _Writer(ir, options, build_layout(ir, options)).write()
 
 
 def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
     """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
     options = options or DotOptions()
-    return build_layout(ir, options).element_count(options.show_tensors)
+    return build_layout(backward_apart(ir), options).element_count(options.show_tensors)
 
 
 def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:

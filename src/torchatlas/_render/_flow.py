@@ -13,7 +13,8 @@ Edges are of two kinds, as a person drawing the model tells them apart:
   outside, and its first output to the sink;
 * *reference* edges carry a side value: a further argument of a module call
   (``position_embeddings`` into every decoder layer), any other input read from
-  outside, and further returned values. The tree nests by structural edges and names
+  outside, further returned values, and a value that does not depend on the main
+  input but is read by several items. The tree nests by structural edges and names
   references beside the items that read them.
 """
 
@@ -98,7 +99,34 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
                 carry(src_chain[level], item_at(src_chain, src, level), SINK, ref)
     for (scope_id, a, b), values in carried.items():
         _classify(ir, flows, scope_id, a, b, values)
+    dead = {Item(False, n.id) for n in ir.nodes if n.kind == "op" and n.meta.get("dead")}
+    for scope_id, flow in flows.items():
+        for a, b in _broadcast_edges(flow, dead):
+            flow.edges[a].remove(b)
+            flow.references.setdefault(b, []).extend((a, v) for v in carried[(scope_id, a, b)])
     return flows
+
+
+def _broadcast_edges(flow: ScopeFlow, dead: set[Item]) -> list[tuple[Item, Item]]:
+    """Structural edges that are side values after all: from an item that does not depend
+    on the scope's main input and is read by several live items (rotary ``cos`` unsqueezed
+    once, then read by the query and the key paths)."""
+    if not flow.edges.get(SOURCE):
+        return []
+    reached: set[Item] = set()
+    stack = [SOURCE]
+    while stack:
+        for b in flow.edges.get(stack.pop(), ()):
+            if b not in reached:
+                reached.add(b)
+                stack.append(b)
+    return [
+        (a, b)
+        for a, targets in flow.edges.items()
+        if a != SOURCE and a not in reached and len([t for t in targets if t != SINK and t not in dead]) > 1
+        for b in targets
+        if b != SINK
+    ]
 
 
 def _classify(ir: GraphIR, flows: dict[str, ScopeFlow], scope_id: str, a: Item, b: Item, values: list[Ref]) -> None:

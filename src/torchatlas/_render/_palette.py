@@ -73,4 +73,7 @@ readable on both themes."""
 EAGER_REGION = "#9aa0a6"
 """Border of the ops that ran eagerly between compiled graphs."""
 GRAPH_BREAK = "#c2185b"
+BACKWARD = "#8e44ad"
+"""Dashed border of backward ops and of the backward part, and of the edges that carry a
+saved forward tensor into it (``trace(backward=True)``); readable on both themes."""
 """Edges that cross a graph break."""

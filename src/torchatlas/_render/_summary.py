@@ -9,6 +9,7 @@ escaped for each format.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,6 +53,9 @@ _NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN))
 PRIORITY = ("Module", "Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Input shapes", "% FLOPs", "Activations",
             "MACs", "Trainable", "Param bytes")
 _MIN_MODULE = 24
+_WANT_MODULE = 40
+_CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
+_GROUPED = re.compile(r"\d{1,3}(,\d{3})+")
 
 
 def _columns(totals: Row) -> tuple[str, ...]:
@@ -158,10 +162,18 @@ def _cells(rows: list[Row], totals: Row, short: bool = False) -> list[list[str]]
     lines = [list(_columns(totals))]
     for row in [*rows, totals]:
         cells = [visible(c) for c in row.cells]
-        if short:
+        if short:  # a narrow terminal: per-layer numbers of a folded run, counts in compact form
             cells = [c.split(" = ")[0] for c in cells]
+            if row is totals:  # "58 (2 shared, counted once)": the note would widen the column
+                cells = [cells[0], *(c.split(" (")[0] for c in cells[1:])]
+            cells = [_compact(c) for c in cells]
         lines.append(["  " * row.depth + cells[0], *cells[1:]])
     return lines
+
+
+def _compact(cell: str) -> str:
+    """``70,553,706,496`` -> ``70.6B``; any other cell as it is."""
+    return format_compact(int(cell.replace(",", ""))) if _GROUPED.fullmatch(cell) else cell
 
 
 def fit_columns(lines: list[list[str]], width: int | None, gap: int = 2) -> tuple[list[int], int]:
@@ -171,19 +183,30 @@ def fit_columns(lines: list[list[str]], width: int | None, gap: int = 2) -> tupl
     widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
     if width is None:
         return list(range(len(columns))), widths[0]
+    # the four wanted columns with a short module column; then the names get room (up to
+    # _WANT_MODULE) before any further column
     chosen = [0]
-    used = min(widths[0], _MIN_MODULE)
-    for name in (p for p in PRIORITY[1:] if p in columns):
-        i = columns.index(name)
-        if used + gap + widths[i] <= width:
-            chosen.append(i)
-            used += gap + widths[i]
+    for names, module in ((PRIORITY[1:5], _MIN_MODULE), (PRIORITY[5:], _WANT_MODULE)):
+        used = min(widths[0], module) + sum(widths[i] + gap for i in chosen[1:])
+        for name in (n for n in names if n in columns):
+            i = columns.index(name)
+            if used + gap + widths[i] <= width:
+                chosen.append(i)
+                used += gap + widths[i]
     others = sum(widths[i] + gap for i in chosen[1:])
     return sorted(chosen), max(8, min(widths[0], width - others))
 
 
 def _cut(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """A module cell cut to ``width``: the class name gives way first, so the call's name
+    and a fold's ``×80`` stay (``layers.0–79 (LlamaDeco…) ×80``)."""
+    if len(text) <= width:
+        return text
+    parts = _CLASS_PART.fullmatch(text)
+    if parts and len(parts[1]) + len(parts[3]) + 2 <= width:
+        keep = width - len(parts[1]) - len(parts[3]) - 1
+        return parts[1] + parts[2][:keep] + "…" + parts[3]
+    return text[: width - 1] + "…"
 
 
 def summary_table(ir: GraphIR, depth: int | None = None, width: int | None = None, fold_repeats: bool = True) -> Table:

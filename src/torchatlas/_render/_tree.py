@@ -13,9 +13,10 @@ from torchatlas._ir import GraphIR, Node, Ref, Source
 from torchatlas._ops import op_name
 from torchatlas._text import fold_label, to_ascii, visible
 
+from ._backward import backward_groups, forward_part
 from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows
-from ._labels import dominant_dtype, input_label, op_display, shape_text
+from ._labels import dominant_dtype, input_label, op_display, relative_name, shape_text
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -88,7 +89,8 @@ class _TreeBuilder:
         self.folded = {sid for run in self.runs.values() for sid in run[1:]}
         self.depth = depth
         self.show_source = source
-        self.flows = scope_flows(ir)
+        self.flows = scope_flows(forward_part(ir))  # backward ops: a section of their own
+        self.backward = backward_groups(ir)
         self.children = ir.children()
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[Item, list[Item]]] = {}
@@ -171,6 +173,14 @@ class _TreeBuilder:
             return ", ".join(names) if names and all(names) else None  # type: ignore[arg-type]
         return self.ir.node(item.id).name
 
+    def short_name(self, item: Item) -> str:
+        """What yields an unnamed value: the call's name inside its parent, or the op."""
+        if not item.is_scope:
+            return op_display(self.ir.node(item.id))
+        scope = self.ir.scope(item.id)
+        within = self.ir.scope(scope.parent).path if scope.parent is not None else ""
+        return relative_name(scope.path, within)
+
     # -- structure ---------------------------------------------------------------
 
     def build(self) -> Line:
@@ -180,7 +190,30 @@ class _TreeBuilder:
         top = self.item_line(Item(True, roots[0]), 0)
         assert top is not None  # the model's own call is never a folded member
         top.children += [line for line in (self.item_line(Item(True, extra), 1) for extra in roots[1:]) if line]
+        if self.backward:
+            top.children.append(self.backward_section())
         return top
+
+    def backward_section(self) -> Line:
+        """``◀ backward``: per forward call, its gradient ops and the saved tensors they read."""
+        count = sum(len(nodes) for _, nodes in self.backward)
+        section = Line(f"◀ backward ({count} ops)")
+        for forward, nodes in self.backward:
+            saved = dict.fromkeys(
+                self.saved_name(s) for n in nodes for s in n.meta.get("saved_from", ()) if self.ir.has_node(s)
+            )
+            label = "◀ " + (forward.label if forward.parent is not None else "(loss)")
+            line = Line(visible(label + (f"  ← saved: {', '.join(saved)}" if saved else "")))
+            if self.depth is None or self.depth >= 2:
+                line.children = [Line(self.op_label(n)) for n in nodes]
+            section.children.append(line)
+        return section
+
+    def saved_name(self, node_id: str) -> str:
+        """A forward op named by its call: ``fc2.addmm``."""
+        node = self.ir.node(node_id)
+        path = self.ir.scope(node.scope).path
+        return f"{path}.{op_display(node)}" if path else op_display(node)
 
     def item_line(self, item: Item, level: int) -> Line | None:
         """The item's line with what is inside it; None for a folded member of a run."""
@@ -202,12 +235,34 @@ class _TreeBuilder:
         ):
             return line  # a leaf module that is one op: its own line says it all
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
-        dead = [it for it in flow.items if it in self.dead]
-        live = [it for it in flow.items if it not in self.dead] if dead else flow.items
+        dead = self.listed_apart(flow)
+        live = [it for it in flow.items if it not in dead] if dead else flow.items
         line.children = self.sequence(flow, live, level + 1)
         if dead:
             line.children.append(self.unused(dead) if len(dead) > 1 else self.item_line(dead[0], level + 1))
         return line
+
+    def listed_apart(self, flow: ScopeFlow) -> list[Item]:
+        """Unused ops, except a chain that is all that reads the step just before it
+        (``gate(h).sigmoid().mean()`` read by Python): that one stays in place."""
+        readers: dict[Item, set[Item]] = {a: set(targets) for a, targets in flow.edges.items()}
+        for b, refs in flow.references.items():
+            for a, _ in refs:
+                readers.setdefault(a, set()).add(b)
+        apart: list[Item] = []
+        kept: set[Item] = set()
+        previous: Item | None = None
+        for it in flow.items:
+            if it in self.dead:
+                tail = previous is not None and set(self.preds(flow, it)) <= {previous} and (
+                    previous in kept or all(b in self.dead for b in readers.get(previous, ()))
+                )
+                if not tail:
+                    apart.append(it)
+                    continue
+                kept.add(it)
+            previous = it
+        return apart
 
     def unused(self, items: list[Item]) -> Line:
         names = list(dict.fromkeys(op_display(self.ir.node(it.id)) for it in items))
@@ -232,7 +287,7 @@ class _TreeBuilder:
                     cover[pos[b]] -= 1
         for a in items:
             for b in flow.edges.get(a, ()):
-                if b in self.dead:
+                if b in self.dead and b not in pos:
                     continue  # listed apart: see item_line
                 pb = pos.get(b, n)
                 if pb > pos[a] + 1:
@@ -307,7 +362,9 @@ class _TreeBuilder:
         groups: dict[Item, list[Item]] = {}
         for it in items:
             groups.setdefault(find(it), []).append(it)
-        branches = list(groups.values())
+        # side values first: a branch whose result others read by reference comes before them
+        read = {p for it in items for p, _ in self.references.get(it, ())}
+        branches = sorted(groups.values(), key=lambda branch: not read.intersection(branch))
         if len(branches) == 1 and bypass is None:
             return self.listing(flow, items, level)
         lines = [self.branch(flow, branch, level) for branch in branches]
@@ -319,8 +376,7 @@ class _TreeBuilder:
         body = self.sequence(flow, items, level)
         if len(body) == 1 and not body[0].children:
             return Line("┬ " + body[0].text, before=body[0].before)
-        name = self.item_name(items[-1])
-        return Line("┬ " + (visible(name) if name else "branch"), body)
+        return Line("┬ " + visible(self.item_name(items[-1]) or self.short_name(items[-1])), body)
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""

@@ -1,0 +1,61 @@
+"""The backward pass as its own part of a picture (``trace(backward=True)``).
+
+A capture records each backward op in the module call of the forward op it
+differentiates, which suits the numbers (a call's backward FLOPs) but not a
+picture: drawn in place, forward modules would seem to feed later backward ops.
+Pictures keep the forward graph as it is and show the backward ops apart, grouped
+by the forward call they belong to, linked to the forward ops whose saved tensors
+they read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from torchatlas._ir import GraphIR, Node, Scope
+
+BACKWARD_SCOPE = "s_backward"
+"""Id of the one drawn scope that holds the backward part (a view id, never saved)."""
+
+
+def is_backward(node: Node) -> bool:
+    return node.meta.get("phase") == "backward"
+
+
+def forward_part(ir: GraphIR) -> GraphIR:
+    """The graph without its backward ops and gradient outputs (``ir`` itself when it has none)."""
+    if not any(is_backward(n) for n in ir.nodes):
+        return ir
+    return GraphIR(ir.scopes, [n for n in ir.nodes if not is_backward(n)], ir.meta)
+
+
+def backward_groups(ir: GraphIR) -> list[tuple[Scope, list[Node]]]:
+    """Backward ops in execution order, split into runs of one forward module call each."""
+    groups: list[tuple[Scope, list[Node]]] = []
+    for n in ir.nodes:
+        if n.kind != "op" or not is_backward(n):
+            continue
+        if groups and groups[-1][0].id == n.scope:
+            groups[-1][1].append(n)
+        else:
+            groups.append((ir.scope(n.scope), [n]))
+    return groups
+
+
+def backward_apart(ir: GraphIR) -> GraphIR:
+    """The graph with every backward op moved into a ``backward`` scope under the model's
+    call, one child scope per forward call it differentiates (``backward.fc2 (∇Linear)``)."""
+    groups = backward_groups(ir)
+    root = next((s for s in ir.scopes if s.parent is None), None)
+    if not groups or root is None:
+        return ir
+    scopes = [*ir.scopes, Scope(BACKWARD_SCOPE, root.id, "backward", "torchatlas.backward", 0)]
+    moved: dict[str, str] = {}  # node id -> its backward scope
+    for forward, nodes in groups:
+        sid = f"{BACKWARD_SCOPE}_{forward.id}"
+        if sid not in moved.values():
+            name = f"backward.{forward.path or '(model)'}"
+            scopes.append(Scope(sid, BACKWARD_SCOPE, name, f"torchatlas.∇{forward.class_name}", 0))
+        moved.update((n.id, sid) for n in nodes)
+    nodes = [dataclasses.replace(n, scope=moved[n.id]) if n.id in moved else n for n in ir.nodes]
+    return GraphIR(scopes, nodes, ir.meta)

@@ -1,0 +1,100 @@
+"""The summary fits the terminal: columns chosen by priority, names cut, nothing wrapped;
+runs of identical layers fold to one row."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import _tree_models as models
+import pytest
+import torch
+
+import torchatlas
+from torchatlas._render._summary import SummaryOptions
+from torchatlas._render._summary import summary as render_summary
+from torchatlas._text import format_compact
+
+WIDTHS = (80, 120, 200)
+
+
+@pytest.fixture(scope="module")
+def graphs() -> dict[str, torchatlas.Graph]:
+    out = {}
+    for name in ("llama", "t5", "unet"):
+        torch.manual_seed(0)
+        model, args, kwargs = getattr(models, name)()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[name] = torchatlas.trace(model, args, kwargs)
+    return out
+
+
+def _header(text: str, fmt: str) -> list[str]:
+    first = next(line for line in text.splitlines() if line.strip())
+    return [cell.strip() for cell in re.split(r"\s{2,}", first.strip()) if cell.strip()]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.parametrize("fmt", ["text", "rich"])
+@pytest.mark.parametrize("name", ["llama", "t5", "unet"])
+def test_every_line_fits_and_no_row_wraps(graphs, name: str, fmt: str, width: int) -> None:
+    graph = graphs[name]
+    text = render_summary(graph.ir, SummaryOptions(format=fmt, width=width))
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert max(len(line) for line in lines) <= width
+    rows = len(torchatlas._render._summary.summary_rows(graph.ir)[0])
+    # header, one line per row, the totals (rules and section lines aside): a wrapped cell adds lines
+    content = [line for line in lines if not set(line.strip()) <= set("-━─ ")]
+    assert len(content) == rows + 2
+    header = _header(text, fmt)
+    assert header[:1] == ["Module"]
+    if width >= 80:
+        for column in ("Output shapes", "Params", "FLOPs"):
+            assert column in header, (column, header)
+
+
+@pytest.mark.parametrize("name", ["llama", "t5", "unet"])
+def test_numbers_are_never_cut(graphs, name: str) -> None:
+    """Only the module column is cut; a narrow table writes counts compactly, never clipped."""
+    ir = graphs[name].ir
+    for width in WIDTHS:
+        lines = render_summary(ir, SummaryOptions(format="text", width=width)).splitlines()
+        module_width = len(lines[1].split("  ")[0])  # the rule under the header
+        assert all("…" not in line[module_width:] for line in lines)
+        totals = re.split(r"\s{2,}", next(line for line in lines if line.startswith("Total")))
+        assert format_compact(ir.meta["param_count"]) in totals
+
+
+def test_no_width_shows_every_column(graphs) -> None:
+    text = render_summary(graphs["llama"].ir, SummaryOptions(format="text"))
+    assert _header(text, "text") == list(torchatlas._render._summary.COLUMNS)
+
+
+def test_repeats_fold_to_one_row_with_per_layer_and_total_numbers(graphs) -> None:
+    ir = graphs["llama"].ir
+    folded = render_summary(ir, SummaryOptions(format="text"))
+    row = next(line for line in folded.splitlines() if "(LlamaDecoderLayer)" in line)
+    assert row.strip().startswith("layers.0–1 (LlamaDecoderLayer) ×2")
+    assert re.search(r"[\d.]+K? ×2 = [\d.]+K?", row)
+    unfolded = render_summary(ir, SummaryOptions(format="text", fold_repeats=False))
+    assert sum("(LlamaDecoderLayer)" in line for line in unfolded.splitlines()) == 2
+
+
+@pytest.mark.slow
+def test_llama_70b_summary_fits_on_one_screen() -> None:
+    import transformers
+
+    config = transformers.LlamaConfig(
+        hidden_size=8192, num_hidden_layers=80, intermediate_size=28672, num_attention_heads=64,
+        num_key_value_heads=8, vocab_size=128256,
+    )
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    graph = torchatlas.trace(model, torch.zeros(1, 16, dtype=torch.long, device="meta"))
+    for width in (None, *WIDTHS):
+        text = render_summary(graph.ir, SummaryOptions(format="text", width=width))
+        assert len(text.splitlines()) < 60
+        fold = next(line for line in text.splitlines() if "layers.0–79 (" in line)
+        assert "×80" in fold  # a narrow table cuts the class name first
+        assert width == 80 or "layers.0–79 (LlamaDecoderLayer) ×80" in fold
