@@ -189,3 +189,40 @@ def test_the_diagram_marks_the_ops_and_modules_that_made_nan_or_inf() -> None:
     assert len(marks) == 1 and f'"{bad.id}"' in marks[0]
     clean = torchatlas.trace(nn.Linear(4, 4), torch.randn(2, 4), stats=True).to_dot()
     assert "nan×" not in clean and "inf×" not in clean and "NaN/Inf" not in clean
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().split("  ") if c.strip()]
+
+
+def test_summary_shows_time_and_sorts_the_hottest_calls_first() -> None:
+    graph = torchatlas.trace(OneHeavyLayer(), torch.randn(512, 16), profile=True)
+    text = graph.summary(format="text", wide=True)
+    assert _cells(text.splitlines()[0])[-2:] == ["Time", "% Time"]
+    hot = graph.summary(format="text", sort="time").splitlines()
+    rows = [line for line in hot[2:] if line and not line.startswith("-") and not line.startswith("Total")]
+    times = {s.label: s.meta["time_us"] for s in graph.ir.scopes}
+    listed = [next(label for label in times if line.startswith(label)) for line in rows]
+    assert [times[label] for label in listed] == sorted(times.values(), reverse=True)
+    assert listed[0] == "<root> (OneHeavyLayer)"  # inclusive: the model's own call is the hottest
+    with pytest.raises(ValueError, match="profile=True"):
+        torchatlas.trace(OneHeavyLayer(), torch.randn(2, 16)).summary(format="text", sort="time")
+
+
+def test_summary_and_tree_show_output_ranges_and_nan() -> None:
+    graph = torchatlas.trace(DividesByZero(), torch.randn(2, 4), stats=True)
+    text = graph.summary(format="text", wide=True)
+    assert _cells(text.splitlines()[0])[-2:] == ["Output range", "NaN/Inf ops"]
+    fc = next(line for line in text.splitlines() if line.strip().startswith("fc (Linear)"))
+    low = next(s for s in graph.ir.scopes if s.path == "fc").meta["output_stats"][0]["min"]
+    assert f"[{low:.3g}, " in fc and fc.rstrip().endswith("-")  # a finite range, no NaN/Inf op
+    norm = next(line for line in text.splitlines() if line.strip().startswith("norm (Normalise)"))
+    assert "NaN/Inf" in norm and norm.rstrip().endswith("1")
+    bad = graph.first_nonfinite()
+    tree = graph.tree(ascii=False)
+    marked = [line for line in tree.splitlines() if "⚠" in line]
+    counts = bad.meta["nonfinite"]
+    assert sum(counts.values()) == 8  # every element of the 2x4 quotient: 0/0 is NaN, x/0 is Inf
+    mark = "⚠ " + " ".join(f"{kind}×{n}" for kind, n in counts.items() if n)
+    assert len(marked) == 1 and "truediv" in marked[0] and marked[0].endswith(mark)
+    assert "⚠ 1 ops with NaN/Inf inside" in graph.tree(depth=1, ascii=False)

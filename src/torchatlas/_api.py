@@ -144,6 +144,7 @@ class Graph:
         path: PathLike | None = None,
         fold_repeats: bool = True,
         wide: bool = False,
+        sort: str | None = None,
     ) -> str | Path:
         """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
 
@@ -151,13 +152,16 @@ class Graph:
         On a terminal the columns that fit its width are shown (module, output shapes,
         params, FLOPs first) and long names are cut, never wrapped; ``wide=True``, a pipe
         or a file get every column. ``fold_repeats=False`` lists every call of a run of
-        identical layers instead of one ``layers.0–79 ×80`` row.
+        identical layers instead of one ``layers.0–79 ×80`` row. Graphs traced with
+        ``profile=True`` add ``Time`` and ``% Time`` (``sort="time"``: every call, hottest
+        first), with ``stats=True`` each call's output range and NaN/Inf op count.
         """
         tty = sys.stdout.isatty() and path is None and _can_encode(sys.stdout, "━─│")
         format = format or ("rich" if tty else "text")
         width = shutil.get_terminal_size((160, 24)).columns if tty and not wide else None
         options = SummaryOptions(
             depth=depth, format=format, width=width, color=tty and format == "rich", fold_repeats=fold_repeats,  # type: ignore[arg-type]
+            sort=sort,  # type: ignore[arg-type]
         )
         return self._emit("summary", options, path)
 

@@ -138,6 +138,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
     parser.add_argument(
+        "--profile", action="store_true",
+        help="time each op with torch.profiler: the summary gets Time and %% Time columns",
+    )
+    parser.add_argument(
+        "--stats", action="store_true",
+        help="record value statistics: NaN/Inf marks in the tree and diagram, output ranges in the summary",
+    )
+    parser.add_argument("--sort", choices=("time",), help="summary: every call, flat, hottest first (with --profile)")
+    parser.add_argument(
         "--out-dir", metavar="DIR", help="write every format into DIR (tree.txt, graph.json, graph.svg, graph.html...)"
     )
     parser.add_argument(
@@ -239,6 +248,8 @@ def _trace(opts: argparse.Namespace) -> int:
         graph = _models.open_saved(opts.model, trust_pickle=opts.trust_pickle)
     else:
         graph = _trace_model(opts)
+    if opts.sort and not any(isinstance(s.meta.get("time_us"), (int, float)) for s in graph.ir.scopes):
+        raise SpecError("--sort time needs times: add --profile (or open a graph saved from a profiled trace)")
     if opts.find_nan:
         # The answer is the command's output, unless a format is asked for as well.
         only_answer = not (opts.out_dir or opts.output or opts.format)
@@ -310,7 +321,8 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
                 level=opts.level,
                 backward=opts.backward,
                 progress=opts.progress,
-                stats=opts.find_nan,
+                stats=opts.find_nan or opts.stats,
+                profile=opts.profile,
             )
     except torchatlas.TraceError:
         raise
@@ -373,6 +385,8 @@ def _view_options(fmt: str, opts: argparse.Namespace) -> dict[str, Any]:
     chosen = {"depth": opts.depth, "ascii": opts.ascii}
     if fmt in ("tree", "summary"):
         chosen["fold_repeats"] = opts.fold
+    if fmt == "summary":
+        chosen["sort"] = opts.sort
     return {k: v for k, v in chosen.items() if k in fields and v is not None}
 
 

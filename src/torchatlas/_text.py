@@ -16,7 +16,7 @@ from typing import Any
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
-_ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%", "◀": "<"})
+_ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%", "◀": "<", "⚠": "!"})
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~"})
 
 
@@ -96,6 +96,17 @@ def format_compact(value: int) -> str:
         if value >= scale:
             return f"{value / scale:.1f}{suffix}"
     return str(value)
+
+
+def format_duration(microseconds: Any) -> str:
+    """``812.4`` -> ``812 µs``, ``3400`` -> ``3.40 ms``, ``1.2e6`` -> ``1.20 s``; ``-`` when unknown."""
+    if not isinstance(microseconds, (int, float)) or isinstance(microseconds, bool):
+        return "-"
+    if microseconds >= 1e6:
+        return f"{microseconds / 1e6:.2f} s"
+    if microseconds >= 1e3:
+        return f"{microseconds / 1e3:.2f} ms"
+    return f"{microseconds:.0f} µs"
 
 
 def format_bytes(value: Any) -> str:

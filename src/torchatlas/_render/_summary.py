@@ -18,12 +18,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from torchatlas._ir import GraphIR
+from torchatlas._ir import GraphIR, Scope
 from torchatlas._text import (
     fold_label,
     format_bytes,
     format_compact,
     format_count,
+    format_duration,
     format_shapes,
     format_si,
     markdown_text,
@@ -47,26 +48,41 @@ COLUMNS: tuple[str, ...] = (
     "% FLOPs",
 )
 BREAKS_COLUMN = "Graph breaks"
-"""Added after :data:`COLUMNS` on graphs from ``compile_report``: breaks inside each call."""
-_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN))
-# Which columns a narrow terminal keeps, most wanted first.
-PRIORITY = ("Module", "Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Input shapes", "% FLOPs", "Activations",
-            "MACs", "Trainable", "Param bytes")
+"""On graphs from ``compile_report``: breaks inside each call."""
+TIME_COLUMNS = ("Time", "% Time")
+"""On graphs traced with ``profile=True``: each call's inclusive time and its share of the model's."""
+NUMERICS_COLUMNS = ("Output range", "NaN/Inf ops")
+"""On graphs traced with ``stats=True``: the min and max of each call's (first) output, and
+how many of its ops made a NaN or Inf."""
+_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, NUMERICS_COLUMNS[1]))
+# Which columns a narrow terminal keeps, most wanted first; the first group before longer names.
+_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Time", "NaN/Inf ops")
+_THEN = ("Input shapes", "% FLOPs", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes")
 _MIN_MODULE = 24
 _WANT_MODULE = 40
 _CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
 _GROUPED = re.compile(r"\d{1,3}(,\d{3})+")
 
 
-def _columns(totals: Row) -> tuple[str, ...]:
-    return COLUMNS if len(totals.cells) == len(COLUMNS) else (*COLUMNS, BREAKS_COLUMN)
+def summary_columns(ir: GraphIR) -> tuple[str, ...]:
+    """:data:`COLUMNS`, then the columns this graph has numbers for."""
+    extra: list[str] = []
+    if "graph_breaks" in ir.meta:
+        extra.append(BREAKS_COLUMN)
+    if any(isinstance(s.meta.get("time_us"), (int, float)) for s in ir.scopes):
+        extra += TIME_COLUMNS
+    if any("output_stats" in s.meta for s in ir.scopes):
+        extra += NUMERICS_COLUMNS
+    return (*COLUMNS, *extra)
 
 
 @dataclass(frozen=True)
 class Row:
     depth: int
     cells: tuple[str, ...]
-    """Cell texts in :data:`COLUMNS` order; the module cell is not yet escaped or indented."""
+    """Cell texts in :func:`summary_columns` order; the module cell is not yet escaped or indented."""
+    time_us: float = 0.0
+    """The call's inclusive time, for ``sort="time"``."""
 
 
 def _runs(ir: GraphIR) -> dict[str, list[str]]:
@@ -84,11 +100,14 @@ def _group_count(count: int, each: str, total: str) -> str:
     return f"{each} ×{count} = {total}" if each not in ("-", "", "0") else each
 
 
-def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = True) -> tuple[list[Row], Row]:
+def summary_rows(
+    ir: GraphIR, depth: int | None = None, fold_repeats: bool = True, sort: str | None = None
+) -> tuple[list[Row], Row]:
     """The module-call rows (calls deeper than ``depth`` left out; a run of identical calls
-    one row when ``fold_repeats``) and the totals row; ``ir`` is analysed."""
+    one row when ``fold_repeats``) and the totals row; ``ir`` is analysed. ``sort="time"``:
+    every call, flat, with its full name, hottest first."""
     total_flops = ir.meta.get("flops") or 0
-    compiled = "graph_breaks" in ir.meta  # from compile_report: a column of breaks per call
+    columns = summary_columns(ir)
     runs = _runs(ir) if fold_repeats else {}
     hidden = {sid for run in runs.values() for sid in run[1:]}
     rows: list[Row] = []
@@ -112,12 +131,14 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
             params = _group_count(len(run), format_compact(each), format_compact(sum(r.get("params") or 0 for r in run)))
             flops = sum(r.get("flops") or 0 for r in run) if isinstance(flops, int) else flops
             flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown)
-        label = relative_name(label, within)  # indented under its parent: the parent's path is known
+        if sort is None:
+            label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
-        breaks = [str(sum(ir.scope(sid).meta.get("graph_breaks", 0) for sid in runs.get(s.id, [s.id])))]
+        members = [ir.scope(sid) for sid in runs.get(s.id, [s.id])]
+        time_us = sum(t for m in members if isinstance(t := m.meta.get("time_us"), (int, float)))
         rows.append(
             Row(
-                d,
+                0 if sort else d,
                 (
                     label,
                     format_shapes(m.get("input_shapes", [])),
@@ -129,8 +150,9 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
                     format_si(m.get("macs")) + unknown,
                     format_bytes(m.get("activation_bytes")),
                     share,
-                    *(breaks if compiled else ()),
+                    *_runtime_cells(ir, columns, members),
                 ),
+                time_us,
             )
         )
     g = ir.meta
@@ -150,16 +172,65 @@ def summary_rows(ir: GraphIR, depth: int | None = None, fold_repeats: bool = Tru
             format_si(g.get("macs")),
             f"peak {format_bytes(g.get('peak_activation_bytes'))}",
             "100.0%" if total_flops else "-",
-            *([str(sum(1 for b in ir.graph_breaks if b.kind != "recompile"))] if compiled else ()),
+            *_runtime_cells(ir, columns, None),
         ),
     )
+    if sort == "time":
+        rows.sort(key=lambda row: -row.time_us)
     return rows, totals
 
 
-def _cells(rows: list[Row], totals: Row, short: bool = False) -> list[list[str]]:
+def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] | None) -> list[str]:
+    """The cells after :data:`COLUMNS` for a call (the members of a folded run: summed,
+    the range over all) or, with ``members`` None, for the totals."""
+    root = next((s for s in ir.scopes if s.parent is None), None)
+    model_time = root.meta.get("time_us") if root is not None else None
+    cells: list[str] = []
+    for name in columns[len(COLUMNS) :]:
+        if name == BREAKS_COLUMN:
+            count = sum(m.meta.get("graph_breaks", 0) for m in members) if members is not None else sum(
+                1 for b in ir.graph_breaks if b.kind != "recompile"
+            )
+            cells.append(str(count))
+        elif name in TIME_COLUMNS:
+            times = [m.meta.get("time_us") for m in members] if members is not None else [model_time]
+            known = [t for t in times if isinstance(t, (int, float))]
+            total = sum(known) if known else None
+            if name == "Time":
+                cells.append(format_duration(total))
+            else:
+                cells.append(f"{100 * total / model_time:.1f}%" if total is not None and model_time else "-")
+        elif name == "Output range":
+            cells.append(_output_range(members) if members is not None else "")
+        else:
+            count = sum(m.meta.get("nonfinite_ops", 0) for m in members) if members is not None else ir.meta.get(
+                "nonfinite_ops", 0
+            )
+            cells.append(str(count) if count else "-")
+    return cells
+
+
+def _output_range(members: list[Scope]) -> str:
+    """``[-1.2, 3.4]`` over the first output of each member; ``-`` without numbers."""
+    lows, highs, nonfinite = [], [], 0
+    for m in members:
+        stats = m.meta.get("output_stats")
+        first = stats[0] if isinstance(stats, list) and stats else None
+        if not isinstance(first, dict):
+            continue
+        nonfinite += (first.get("nan") or 0) + (first.get("inf") or 0)
+        if isinstance(first.get("min"), (int, float)) and isinstance(first.get("max"), (int, float)):
+            lows.append(first["min"])
+            highs.append(first["max"])
+    if nonfinite:
+        return "NaN/Inf"  # the range of the finite values would hide what matters
+    return f"[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
+
+
+def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row, short: bool = False) -> list[list[str]]:
     """Header, rows and totals as escaped text, the module cell indented; ``short``: a folded
     run's numbers without their total (``855.7M ×80``), for a narrow terminal."""
-    lines = [list(_columns(totals))]
+    lines = [list(columns)]
     for row in [*rows, totals]:
         cells = [visible(c) for c in row.cells]
         if short:  # a narrow terminal: per-layer numbers of a folded run, counts in compact form
@@ -186,7 +257,7 @@ def fit_columns(lines: list[list[str]], width: int | None, gap: int = 2) -> tupl
     # the four wanted columns with a short module column; then the names get room (up to
     # _WANT_MODULE) before any further column
     chosen = [0]
-    for names, module in ((PRIORITY[1:5], _MIN_MODULE), (PRIORITY[5:], _WANT_MODULE)):
+    for names, module in ((_FIRST, _MIN_MODULE), (_THEN, _WANT_MODULE)):
         used = min(widths[0], module) + sum(widths[i] + gap for i in chosen[1:])
         for name in (n for n in names if n in columns):
             i = columns.index(name)
@@ -209,10 +280,11 @@ def _cut(text: str, width: int) -> str:
     return text[: width - 1] + "…"
 
 
-def summary_table(ir: GraphIR, depth: int | None = None, width: int | None = None, fold_repeats: bool = True) -> Table:
-    """The summary as a rich renderable, for ``Console.print``: the columns that fit ``width``."""
-    rows, totals = summary_rows(ir, depth, fold_repeats)
-    lines = _cells(rows, totals, short=width is not None)
+def summary_table(ir: GraphIR, options: SummaryOptions) -> Table:
+    """The summary as a rich renderable, for ``Console.print``: the columns that fit ``options.width``."""
+    width = options.width
+    rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort)
+    lines = _cells(summary_columns(ir), rows, totals, short=width is not None)
     # rich draws a space at each edge and pads each cell by one on both sides
     shown, module_width = fit_columns(lines, None if width is None else width - 2, gap=3)
     table = Table(box=box.SIMPLE_HEAD, show_footer=False, pad_edge=False)
@@ -242,6 +314,8 @@ class SummaryOptions:
     fold_repeats: bool = True
     """A run of identical sibling calls (``layers.0–79 ×80``) is one row, with per-call and
     total params and FLOPs, its inside shown once."""
+    sort: Literal["time"] | None = None
+    """``"time"``: every call as one flat list, full names, hottest first (``profile=True`` graphs)."""
 
     def __post_init__(self) -> None:
         if self.format not in ("rich", "text", "markdown"):
@@ -250,6 +324,8 @@ class SummaryOptions:
             raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
         if self.width is not None and (type(self.width) is not int or self.width < 20):
             raise ValueError(f"width must be None or an integer >= 20, not {self.width!r}")
+        if self.sort not in (None, "time"):
+            raise ValueError(f"sort must be None or 'time', not {self.sort!r}")
 
 
 def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
@@ -257,21 +333,24 @@ def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
 
     A partial trace (the forward pass failed) ends with a line naming the failing op."""
     options = options or SummaryOptions()
-    depth, fmt, width, color = options.depth, options.format, options.width, options.color
+    fmt, width, color = options.format, options.width, options.color
+    if options.sort == "time" and "Time" not in summary_columns(ir):
+        raise ValueError("summary(sort='time') needs a graph traced with profile=True (or torchatlas.profile)")
     if fmt == "rich":
         buffer = io.StringIO()
         console = Console(
             file=buffer, width=width or 10_000, force_terminal=color, color_system="standard" if color else None
         )
-        console.print(summary_table(ir, depth, width, options.fold_repeats))
+        console.print(summary_table(ir, options))
         text = buffer.getvalue()
         if width is None:  # rich pads to the console width: trim what it added
             text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
         return text + _failure_line(ir)
-    rows, totals = summary_rows(ir, depth, options.fold_repeats)
+    rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort)
+    columns = summary_columns(ir)
     if fmt == "text":
-        return _text_table(rows, totals, width) + _failure_line(ir)
-    return _markdown_table(rows, totals) + _failure_line(ir)
+        return _text_table(columns, rows, totals, width) + _failure_line(ir)
+    return _markdown_table(columns, rows, totals) + _failure_line(ir)
 
 
 def _failure_line(ir: GraphIR) -> str:
@@ -284,9 +363,8 @@ def _failure_line(ir: GraphIR) -> str:
     return "\n" + visible(text) + "\n"
 
 
-def _text_table(rows: list[Row], totals: Row, width: int | None) -> str:
-    columns = _columns(totals)
-    lines = _cells(rows, totals, short=width is not None)
+def _text_table(columns: tuple[str, ...], rows: list[Row], totals: Row, width: int | None) -> str:
+    lines = _cells(columns, rows, totals, short=width is not None)
     shown, module_width = fit_columns(lines, width)
     lines = [[_cut(line[0], module_width), *line[1:]] for line in lines]
     widths = {i: max(len(line[i]) for line in lines) for i in shown}
@@ -300,8 +378,7 @@ def _text_table(rows: list[Row], totals: Row, width: int | None) -> str:
     return "\n".join(out) + "\n"
 
 
-def _markdown_table(rows: list[Row], totals: Row) -> str:
-    columns = _columns(totals)
+def _markdown_table(columns: tuple[str, ...], rows: list[Row], totals: Row) -> str:
     out = [
         "| " + " | ".join(columns) + " |",
         "|" + "|".join("---:" if name in _NUMERIC else "---" for name in columns) + "|",

@@ -72,6 +72,14 @@ def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
     return out
 
 
+def _nonfinite_mark(node: Node) -> str:
+    """``  ⚠ nan×8`` when ``trace(stats=True)`` saw NaN or Inf come out of the op."""
+    counts = node.meta.get("nonfinite")
+    if not isinstance(counts, dict):
+        return ""
+    return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
+
+
 def _short_source(src: Source) -> str:
     return f"{src.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{src.line}"
 
@@ -140,6 +148,7 @@ class _TreeBuilder:
             text = f"{node.name} = {text}"
         if node.meta.get("dead"):
             text += "  (unused)"
+        text += _nonfinite_mark(node)
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"
         if self.show_source and node.source:
@@ -225,6 +234,8 @@ class _TreeBuilder:
         if self.depth is not None and level >= self.depth:
             if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"
+            if self.ir.scope(item.id).meta.get("nonfinite_ops"):
+                line.text += f"  ⚠ {self.ir.scope(item.id).meta['nonfinite_ops']} ops with NaN/Inf inside"
             if self.ir.scope(item.id).meta.get("graph_breaks"):
                 line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
@@ -233,6 +244,7 @@ class _TreeBuilder:
             level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
             and "error" not in self.ir.node(flow.items[0].id).meta
         ):
+            line.text += _nonfinite_mark(self.ir.node(flow.items[0].id))
             return line  # a leaf module that is one op: its own line says it all
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
         dead = self.listed_apart(flow)
