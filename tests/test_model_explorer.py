@@ -45,9 +45,9 @@ def test_namespaces_follow_module_calls_and_edges_resolve(coolcnn_doc: dict) -> 
         for edge in node.incomingEdges:
             assert edge.sourceNodeId in ids
     convs = [n for n in graph.nodes if n.label == "conv2d"]
-    assert [n.namespace for n in convs] == ["CoolCNN/initial_conv", "CoolCNN/parallel_conv", "CoolCNN/secondary_conv"]
+    assert [n.namespace for n in convs] == ["initial_conv", "parallel_conv", "secondary_conv"]
     pools = sorted({n.namespace for n in graph.nodes if n.label == "max_pool2d"})
-    assert pools == ["CoolCNN/max_pool", "CoolCNN/max_pool#1", "CoolCNN/max_pool#2"]
+    assert pools == ["max_pool", "max_pool#1", "max_pool#2"]
     attrs = {kv.key: kv.value for kv in convs[0].attrs}
     assert attrs["target"] == "torch.conv2d" and attrs["module_class"].endswith("Conv2d")
     assert re.search(r"\.py:\d+$", attrs["source"]) and "self.initial_conv(x)" in attrs["code"]
@@ -56,8 +56,8 @@ def test_namespaces_follow_module_calls_and_edges_resolve(coolcnn_doc: dict) -> 
     assert shape == "float32[1, 16, 32, 32]"
     add = next(n for n in graph.nodes if n.label == "add")
     sources = {e.sourceNodeId for e in add.incomingEdges}
-    assert {next(n for n in graph.nodes if n.id == s).namespace for s in sources} == {"CoolCNN/max_pool", "CoolCNN/max_pool#1"}
-    group = coolcnn_doc["graphs"][0]["groupNodeAttributes"]["CoolCNN/initial_conv"]
+    assert {next(n for n in graph.nodes if n.id == s).namespace for s in sources} == {"max_pool", "max_pool#1"}
+    group = coolcnn_doc["graphs"][0]["groupNodeAttributes"]["initial_conv"]
     assert group["class"].endswith("Conv2d") and int(group["params"]) == 3 * 16 * 9 + 16
 
 
@@ -71,8 +71,36 @@ def test_transformer_namespaces_nest_and_slashes_cannot_split_a_level() -> None:
     graph = torchatlas.trace(model, (), kwargs={"input_ids": torch.randint(0, 100, (1, 5))})
     doc = to_model_explorer(graph.ir)
     namespaces = {n.namespace for n in load_collection(doc).graphs[0].nodes}
-    assert "LlamaModel/layers.1/self_attn/q_proj" in namespaces
+    assert "layers.1/self_attn/q_proj" in namespaces
     renamed = graph.ir.with_meta()
     renamed.scopes[1].path = "a/b"
-    assert all(ns.count("/") <= 4 for ns in {n["namespace"] for n in to_model_explorer(renamed)["graphs"][0]["nodes"]})
+    assert all(ns.count("/") <= 3 for ns in {n["namespace"] for n in to_model_explorer(renamed)["graphs"][0]["nodes"]})
     assert any("a∕b" in n["namespace"] for n in to_model_explorer(renamed)["graphs"][0]["nodes"])
+
+
+def test_top_level_is_the_graph_and_broadcast_values_get_stand_ins() -> None:
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=50,
+    )
+    torch.manual_seed(0)
+    graph = torchatlas.trace(transformers.LlamaModel(config).eval(), torch.randint(0, 50, (1, 6)))
+    doc = to_model_explorer(graph.ir)
+    nodes = load_collection(doc).graphs[0].nodes
+    by_id = {n.id: n for n in nodes}
+    top = {n.namespace.split("/")[0] for n in nodes}
+    assert {"embed_tokens", "rotary_emb", "layers.0", "layers.3", "norm"} <= top  # no group around everything
+    rotary = {n.id for n in nodes if n.namespace.startswith("rotary_emb")}
+    # real edges from the rotary embedding reach the first layer only; the others read stand-ins
+    reached = {
+        by_id[n.id].namespace.split("/")[0]
+        for n in nodes
+        for e in n.incomingEdges
+        if e.sourceNodeId in rotary and not n.namespace.startswith("rotary_emb")
+    }
+    assert reached == {"layers.0"}
+    stand_ins = [n for n in nodes if n.label.startswith("↪ ")]
+    assert {n.namespace for n in stand_ins} == {"layers.1", "layers.2", "layers.3"}
+    assert all(n.incomingEdges == [] for n in stand_ins)
+    refers = {a.value for n in stand_ins for a in n.attrs if a.key == "refers_to"}
+    assert refers <= rotary and len(refers) == 2  # cos and sin

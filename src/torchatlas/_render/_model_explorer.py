@@ -2,10 +2,16 @@
 
 The document is one graph collection, ``{"label", "graphs": [graph]}``, which
 Model Explorer's built-in JSON loader opens directly. Module calls become
-namespaces (``CoolCNN/initial_conv``, ``LlamaModel/layers.0/self_attn``), so
-Model Explorer's own collapsible groups follow the module tree; tensor shapes
-go in ``outputsMetadata`` under ``tensor_shape`` like its PyTorch adapter
+namespaces (``initial_conv``, ``layers.0/self_attn``), so Model Explorer's own
+collapsible groups follow the module tree and it opens on the model's top level
+(the model's own call is the graph, not one group around everything); tensor
+shapes go in ``outputsMetadata`` under ``tensor_shape`` like its PyTorch adapter
 writes them, which is what it prints on edges.
+
+A value read in many module calls (rotary ``cos``/``sin`` in every decoder layer)
+keeps its real edge into the first of them; in each other call a small ``↪ cos``
+node stands for it, as the tree names it, so Model Explorer does not route one long
+edge per layer.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from torchatlas._ir import GraphIR, Scope
+from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._ops import op_name
 from torchatlas._render._labels import model_title
+from torchatlas._render._view import BROADCAST_CALLS
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:
@@ -34,12 +41,42 @@ def _segment(scope: Scope, parent: Scope | None) -> str:
 
 
 def _namespaces(ir: GraphIR) -> dict[str, str]:
+    """Scope id -> namespace; the model's own call is ``""``, the graph's top level."""
     out: dict[str, str] = {}
     for s in ir.scopes:
-        parent = ir.scope(s.parent) if s.parent is not None else None
-        own = _segment(s, parent)
-        out[s.id] = f"{out[s.parent]}/{own}" if s.parent is not None else own
+        if s.parent is None:
+            out[s.id] = ""
+            continue
+        own = _segment(s, ir.scope(s.parent))
+        out[s.id] = f"{out[s.parent]}/{own}" if out[s.parent] else own
     return out
+
+
+def _broadcast_stand_ins(ir: GraphIR) -> dict[tuple[Ref, str], str]:
+    """(value, reading call) -> the call whose namespace holds the value's stand-in node,
+    for values read in at least ``BROADCAST_CALLS`` sibling calls, all but the first."""
+    chains = {s.id: ir.ancestry(s.id) for s in ir.scopes}
+    calls: dict[Ref, dict[str, None]] = {}
+    reader_call: dict[tuple[Ref, str], str] = {}
+    for n in ir.nodes:
+        if n.kind != "op":
+            continue
+        for ref in n.inputs:
+            src = ir.node(ref)
+            if src.kind in ("param", "buffer", "constant"):
+                continue
+            src_chain, dst_chain = chains[src.scope], chains[n.scope]
+            shared = 0
+            while shared < min(len(src_chain), len(dst_chain)) and src_chain[shared] == dst_chain[shared]:
+                shared += 1
+            if shared < len(dst_chain):  # read inside a call the producer is not in
+                reader_call[(ref, n.id)] = dst_chain[shared]
+                calls.setdefault(ref, {})[dst_chain[shared]] = None
+    return {
+        key: call
+        for key, call in reader_call.items()
+        if len(calls[key[0]]) >= BROADCAST_CALLS and call != next(iter(calls[key[0]]))
+    }
 
 
 def _shape_attr(dtype: str, shape: tuple[Any, ...]) -> str:
@@ -67,7 +104,9 @@ def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     """A Model Explorer graph collection for ``ir``; save it as ``.json`` and open it in Model Explorer."""
     namespaces = _namespaces(ir)
     label = title or model_title(ir)
+    stand_ins = _broadcast_stand_ins(ir)
     nodes = []
+    made: set[str] = set()
     for n in ir.nodes:
         scope = ir.scope(n.scope)
         if n.kind == "op":
@@ -95,10 +134,16 @@ def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             }
             for i, m in enumerate(n.outputs)
         ]
-        incoming = [
-            {"sourceNodeId": src, "sourceNodeOutputId": str(slot), "targetNodeInputId": str(i)}
-            for i, (src, slot) in enumerate(n.inputs)
-        ]
+        incoming = []
+        for i, ref in enumerate(n.inputs):
+            source, slot = ref.node, str(ref.slot)
+            call = stand_ins.get((ref, n.id))
+            if call is not None:
+                source, slot = f"ref_{ref.node}_{ref.slot}_{call}", "0"
+                if source not in made:
+                    made.add(source)
+                    nodes.append(_stand_in(ir, ref, source, namespaces[call]))
+            incoming.append({"sourceNodeId": source, "sourceNodeOutputId": slot, "targetNodeInputId": str(i)})
         nodes.append(
             {
                 "id": n.id,
@@ -123,5 +168,24 @@ def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             if v is not None
         }
         for s in ir.scopes
+        if s.parent is not None
     }
     return {"label": label, "graphs": [{"id": label, "nodes": nodes, "groupNodeAttributes": group_attrs}]}
+
+
+def _stand_in(ir: GraphIR, ref: Ref, node_id: str, namespace: str) -> dict[str, Any]:
+    """A ``↪ cos`` node in a reading call for a value drawn in full where it is first read."""
+    producer = ir.node(ref)
+    name = producer.name or (op_name(producer.target) if producer.kind == "op" else producer.path or producer.kind)
+    meta = ir.value_meta(ref)
+    shape = [{"id": "0", "attrs": _attrs([("tensor_shape", _shape_attr(meta.dtype, meta.shape))])}] if meta else []
+    return {
+        "id": node_id,
+        "label": f"↪ {name}",
+        "namespace": namespace,
+        "subgraphIds": [],
+        "attrs": _attrs([("kind", "reference"), ("refers_to", ref.node), ("slot", ref.slot)]),
+        "incomingEdges": [],
+        "outputsMetadata": shape,
+        "inputsMetadata": [],
+    }

@@ -21,7 +21,7 @@ _HIDDEN_KINDS = ("param", "buffer")
 # attention masks) keeps its edges into the first call only; the other calls
 # get a small reference box. Long edges through many clusters are what makes
 # dot slow: Llama-32L at depth 2 took over 150 s with them, under 1 s without.
-_BROADCAST_CALLS = 3
+BROADCAST_CALLS = 3
 _LEAF_PREFIX = "torch.nn."
 
 
@@ -217,7 +217,7 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     kept_call: dict[Ref, str] = {}
     for (src_id, slot), value_readers in readers.items():
         calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in value_readers) if b))
-        if len(calls) >= _BROADCAST_CALLS:
+        if len(calls) >= BROADCAST_CALLS:
             kept_call[Ref(src_id, slot)] = calls[0]
     refs: dict[str, Unit] = {}
     edges: dict[tuple[str, str], Edge] = {}
