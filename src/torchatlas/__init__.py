@@ -4,14 +4,13 @@ import importlib
 import typing
 
 from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
-from ._passes import GraphDiff
 from ._render import RENDERERS as FORMATS
 from ._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
 from ._render._graphviz import GraphvizNotFoundError
 from ._render._html import ViewerBundleMissing
 
 if typing.TYPE_CHECKING:
-    from ._api import Graph, compile_report, diff, from_export, from_fx, load, profile, trace, trace_shapes
+    from ._api import Graph, GraphDiff, compile_report, diff, from_export, from_fx, load, profile, trace, trace_shapes
     from ._capture import TraceError, UnsafeArchiveError
 
 __version__ = "0.1.0"
@@ -20,6 +19,7 @@ __version__ = "0.1.0"
 # `torchatlas --help`, loading a saved graph, rendering) does not pay for importing torch.
 _NEEDS_TORCH = {
     "Graph": "_api",
+    "GraphDiff": "_api",
     "compile_report": "_api",
     "diff": "_api",
     "from_export": "_api",

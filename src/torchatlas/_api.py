@@ -15,9 +15,11 @@ import torch
 from . import _capture
 from ._io import write_atomic
 from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, graph_from_json
-from ._passes import GraphDiff, ensure_analyzed, first_nonfinite, median_times, strip_analyses
+from ._passes import GraphDiff as _GraphDiff
 from ._passes import diff as diff_graphs
+from ._passes import ensure_analyzed, first_nonfinite, median_times, strip_analyses
 from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
+from ._render._diff_page import diff_page
 from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
 from ._render._graphviz import GraphvizNotFoundError, responsive_svg
@@ -413,10 +415,21 @@ def _normalize_args(args: Any) -> tuple[Any, ...]:
     return (args,)
 
 
+class GraphDiff(_GraphDiff):
+    """What changed from graph ``a`` to graph ``b`` (``torchatlas.diff``)."""
+
+    def to_html(self, path: PathLike | None = None, title: str = "torchatlas diff") -> str | Path:
+        """One self-contained page: the merged module-call tree with added, removed and
+        changed calls coloured; a click shows the call in both graphs side by side."""
+        page = diff_page(self.to_dict(), title)
+        return page if path is None else write_atomic(path, page)
+
+
 def diff(a: Graph | GraphIR, b: Graph | GraphIR) -> GraphDiff:
     """What changed from ``a`` to ``b``: module calls added and removed, shapes, parameter
     counts and FLOPs. Calls are matched by path, falling back to structure."""
-    return diff_graphs(a.ir if isinstance(a, Graph) else a, b.ir if isinstance(b, Graph) else b)
+    found = diff_graphs(a.ir if isinstance(a, Graph) else a, b.ir if isinstance(b, Graph) else b)
+    return GraphDiff(**vars(found))
 
 
 def user_location(exc: BaseException) -> str:

@@ -169,7 +169,10 @@ def build_diff_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="torchatlas diff", description="What changed between two saved graphs.")
     parser.add_argument("before", metavar="A.json")
     parser.add_argument("after", metavar="B.json")
-    parser.add_argument("-f", "--format", choices=["text", "json", "markdown"], default="text")
+    parser.add_argument(
+        "-f", "--format", choices=["text", "json", "markdown", "html"], default=None,
+        help="default: from -o's suffix (.html, .json, .md), else text",
+    )
     _common_output_options(parser)
     return parser
 
@@ -468,11 +471,15 @@ def _diff(opts: argparse.Namespace) -> int:
     before = _models.open_saved(opts.before, trust_pickle=opts.trust_pickle)
     after = _models.open_saved(opts.after, trust_pickle=opts.trust_pickle)
     result = torchatlas.diff(before, after)
-    if opts.format == "json":
+    suffixes = {".html": "html", ".htm": "html", ".json": "json", ".md": "markdown"}
+    fmt = opts.format or suffixes.get(Path(opts.output or "").suffix.lower(), "text")
+    if fmt == "html":
+        text = str(result.to_html(title=f"{Path(opts.before).name} → {Path(opts.after).name}"))
+    elif fmt == "json":
         import json
 
         text = json.dumps(result.to_dict(), indent=1)
-    elif opts.format == "markdown":
+    elif fmt == "markdown":
         text = result.to_markdown()
     else:
         text = str(result)

@@ -30,6 +30,24 @@ class ScopeChange:
     after: str
 
 
+@dataclass(frozen=True)
+class DiffCall:
+    """One module call of the merged picture of two graphs, in tree order."""
+
+    depth: int
+    """Nesting: the model's own call is 0."""
+    label: str
+    """``fc (Linear)``: the call's label in ``b`` (in ``a`` for a removed call)."""
+    status: str
+    """``same``, ``changed``, ``added`` (only in ``b``) or ``removed`` (only in ``a``)."""
+    before: dict[str, str] | None
+    """The call's facts in ``a`` (label, class, input and output shapes, parameters, FLOPs); None when added."""
+    after: dict[str, str] | None
+    """The same facts in ``b``; None when removed."""
+    changed: tuple[str, ...] = ()
+    """The fields that differ (``output shapes``, ``parameters``...)."""
+
+
 @dataclass
 class GraphDiff:
     """What changed from graph ``a`` to graph ``b``."""
@@ -41,6 +59,9 @@ class GraphDiff:
     changed: list[ScopeChange] = field(default_factory=list)
     totals: list[ScopeChange] = field(default_factory=list)
     """Whole-graph parameter and FLOP totals that differ (``scope`` is ``"<total>"``)."""
+    calls: list[DiffCall] = field(default_factory=list)
+    """Every module call of both graphs merged into one tree: ``b``'s calls in order, each
+    removed call under its parent, for the visual diff."""
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed or self.totals)
@@ -49,7 +70,15 @@ class GraphDiff:
         def rows(changes: list[ScopeChange]) -> list[dict[str, str]]:
             return [{"scope": c.scope, "field": c.field, "before": c.before, "after": c.after} for c in changes]
 
-        return {"added": list(self.added), "removed": list(self.removed), "changed": rows(self.changed), "totals": rows(self.totals)}
+        calls = [
+            {"depth": c.depth, "label": c.label, "status": c.status, "before": c.before, "after": c.after,
+             "changed": list(c.changed)}
+            for c in self.calls
+        ]
+        return {
+            "added": list(self.added), "removed": list(self.removed), "changed": rows(self.changed),
+            "totals": rows(self.totals), "calls": calls,
+        }
 
     def __str__(self) -> str:
         if not self:
@@ -101,7 +130,52 @@ def diff(a: GraphIR, b: GraphIR) -> GraphDiff:
     for key, name in (("param_count", "parameters"), ("flops", "FLOPs")):
         if a.meta.get(key) != b.meta.get(key):
             result.totals.append(ScopeChange("<total>", name, format_count(a.meta.get(key)), format_count(b.meta.get(key))))
+    result.calls = _merged_calls(a, b, pairs, only_a, result.changed)
     return result
+
+
+def _facts(scope: Scope) -> dict[str, str]:
+    m = scope.meta
+    return {
+        "label": scope.label,
+        "class": scope.cls,
+        "input shapes": format_shapes(m.get("input_shapes", [])),
+        "output shapes": format_shapes(m.get("output_shapes", [])),
+        "parameters": format_count(m.get("params")),
+        "FLOPs": format_count(m.get("flops")),
+    }
+
+
+def _merged_calls(
+    a: GraphIR, b: GraphIR, pairs: list[tuple[Scope, Scope]], only_a: list[Scope], changes: list[ScopeChange]
+) -> list[DiffCall]:
+    """``b``'s call tree with ``a``'s removed calls hung under their (matched) parents."""
+    a_of = {sb.id: sa for sa, sb in pairs}
+    b_of = {sa.id: sb.id for sa, sb in pairs}
+    fields_of: dict[str, list[str]] = {}
+    for c in changes:
+        fields_of.setdefault(c.scope, []).append(c.field)
+    children: dict[str | None, list[tuple[str, Scope]]] = {}
+    for s in b.scopes:
+        children.setdefault(s.parent, []).append(("b", s))
+    for s in only_a:  # under the parent's match in b, or under a removed parent
+        parent = None if s.parent is None else b_of.get(s.parent, f"a:{s.parent}")
+        children.setdefault(parent, []).append(("a", s))
+    out: list[DiffCall] = []
+    stack = [(0, side, s) for side, s in reversed(children.get(None, []))]
+    while stack:
+        depth, side, s = stack.pop()
+        if side == "a":
+            out.append(DiffCall(depth, s.label, "removed", _facts(s), None))
+            key: str = f"a:{s.id}"
+        else:
+            before = a_of.get(s.id)
+            changed = tuple(fields_of.get(s.label, ())) if before is not None else ()
+            status = "added" if before is None else "changed" if changed else "same"
+            out.append(DiffCall(depth, s.label, status, _facts(before) if before else None, _facts(s), changed))
+            key = s.id
+        stack.extend((depth + 1, side, c) for side, c in reversed(children.get(key, [])))
+    return out
 
 
 def _match(a: GraphIR, b: GraphIR) -> tuple[list[tuple[Scope, Scope]], list[Scope], list[Scope]]:

@@ -1,0 +1,138 @@
+"""The visual diff page: the merged module-call tree of two graphs, coloured, in real Chromium."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+from _viewer import CHROMIUM, launch_chromium
+
+import torchatlas
+from torchatlas._cli import main
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def _llama(layers: int, intermediate: int = 64) -> torchatlas.Graph:
+    config = transformers.LlamaConfig(
+        hidden_size=32, intermediate_size=intermediate, num_hidden_layers=layers, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=50,
+    )
+    torch.manual_seed(0)
+    return torchatlas.trace(transformers.LlamaForCausalLM(config).eval(), torch.randint(0, 50, (1, 6)))
+
+
+@pytest.fixture(scope="module")
+def llama_diff() -> torchatlas.GraphDiff:
+    return torchatlas.diff(_llama(2), _llama(3, intermediate=96))  # a layer more, wider MLPs
+
+
+class _Rows(HTMLParser):
+    """(status, text) of each call row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[str, str]] = []
+        self._inside = 0
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        classes = dict(attrs).get("class") or ""
+        if tag == "div" and classes.startswith("row "):
+            self.rows.append((classes.split()[1], ""))
+            self._inside = 1
+        elif self._inside:
+            self._inside += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._inside:
+            self._inside -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._inside:
+            status, text = self.rows[-1]
+            self.rows[-1] = (status, text + data)
+
+
+def _rows(page: str) -> list[tuple[str, str]]:
+    parser = _Rows()
+    parser.feed(page)
+    return parser.rows
+
+
+def test_the_merged_tree_colours_what_was_added_and_changed(llama_diff) -> None:
+    rows = _rows(str(llama_diff.to_html()))
+    assert len(rows) == len(llama_diff.calls)
+    added = [text.strip() for status, text in rows if status == "added"]
+    assert added[0].startswith("+model.layers.2 (LlamaDecoderLayer)")  # the new layer, then its inside
+    assert all("layers.2" in text for text in added)
+    assert {status for status, _ in rows} <= {"same", "changed", "added"}
+    assert not any(status == "removed" for status, _ in rows)
+    # the other way round the layer is removed, hung under the model it was in
+    back = torchatlas.diff(_llama(3), _llama(2))
+    removed = [c for c in back.calls if c.status == "removed"]
+    assert removed and removed[0].label == "model.layers.2 (LlamaDecoderLayer)" and removed[0].after is None
+    parent = back.calls[back.calls.index(removed[0]) - 1]
+    assert parent.depth <= removed[0].depth
+
+
+def test_a_changed_call_carries_both_sides(llama_diff) -> None:
+    changed = {c.label: c for c in llama_diff.calls if c.status == "changed"}
+    assert any(".mlp.up_proj (Linear)" in label for label in changed)
+    for call in changed.values():
+        assert call.before is not None and call.after is not None and call.changed
+        for name in call.changed:
+            assert call.before[name] != call.after[name]
+
+
+def test_hostile_names_are_escaped_in_the_page() -> None:
+    class Evil(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_module("</script><b>\u202e", torch.nn.Linear(2, 2))
+
+        def forward(self, x):
+            return getattr(self, "</script><b>\u202e")(x)
+
+    page = str(torchatlas.diff(torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)),
+                               torchatlas.trace(Evil(), torch.randn(1, 2))).to_html())
+    assert "</script><b>" not in page and "\u202e" not in page
+    assert page.count("<script") == 2  # the data and the one script, nothing injected
+
+
+def test_cli_writes_the_diff_page(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    _llama(2).save(a)
+    _llama(3).save(b)
+    assert main(["diff", str(a), str(b), "-o", str(tmp_path / "diff.html")]) == 0
+    page = (tmp_path / "diff.html").read_text()
+    assert "a.json → b.json" in page and re.search(r'class="row added"', page)
+
+
+@pytest.mark.browser
+def test_clicking_a_call_shows_both_sides_in_chromium(llama_diff, tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)")
+    path = llama_diff.to_html(tmp_path / "diff.html")
+    with sync_api.sync_playwright() as p:
+        browser = launch_chromium(p)
+        page = browser.new_page(viewport={"width": 1200, "height": 800})
+        problems: list[str] = []
+        page.on("console", lambda m: m.type in ("error", "warning") and problems.append(m.text))
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(Path(path).as_uri())
+        page.click(".row.changed >> nth=0")
+        cells = page.eval_on_selector_all("#panel tr.diff td", "tds => tds.map(td => td.textContent)")
+        assert cells and len(cells) % 3 == 0
+        for k in range(0, len(cells), 3):
+            assert cells[k + 1] != cells[k + 2]  # a changed field differs between A and B
+        page.click(".row.added >> nth=0")
+        assert page.eval_on_selector_all("#panel td", "tds => tds.map(td => td.textContent)")[1] == "—"
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "diff_page.png"))
+        browser.close()
+    assert problems == []  # no script error, no CSP violation
