@@ -104,3 +104,12 @@ def test_top_level_is_the_graph_and_broadcast_values_get_stand_ins() -> None:
     assert all(n.incomingEdges == [] for n in stand_ins)
     refers = {a.value for n in stand_ins for a in n.attrs if a.key == "refers_to"}
     assert refers <= rotary and len(refers) == 2  # cos and sin
+
+
+def test_op_arguments_are_attributes(coolcnn_doc: dict) -> None:
+    nodes = load_collection(coolcnn_doc).graphs[0].nodes
+    args = {n.label: next(a.value for a in n.attrs if a.key == "arguments") for n in nodes if n.id.startswith("n")
+            and any(a.key == "arguments" for a in n.attrs)}
+    assert args["view"] == "(%0, -1, 2048)"  # the view's shape, as written
+    assert args["max_pool2d"].startswith("(%0, 2, stride=2")
+    assert args["conv2d"] == "(%0, %1, %2, [1, 1], [1, 1], [1, 1], 1)"

@@ -3,13 +3,15 @@ fold names and the model's title. The viewer receives these as data."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from typing import Any
 
 from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
 from torchatlas._ops import op_name, operator_symbol
 from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
-from torchatlas._text import format_shape
+from torchatlas._text import format_shape, visible
 
 
 def dominant_dtype(ir: GraphIR) -> str | None:
@@ -75,3 +77,28 @@ def input_label(path: str | None) -> str:
         if path.startswith(prefix) and path.endswith(prefix[-1] + "]"):
             return path[len(prefix) : -2]
     return path
+
+
+def arguments_text(node: Node, limit: int = 240) -> str:
+    """``(%0, %1, %2, [1, 1], [1, 1])`` with ``name=value`` keywords: the op's arguments as
+    recorded, ``%k`` for its ``k``-th tensor input, ``shape(%k)`` for a shape read."""
+    parts = [_argument(a) for a in node.args] + [f"{k}={_argument(v)}" for k, v in node.kwargs.items()]
+    return visible("(" + ", ".join(parts) + ")", limit)
+
+
+def _argument(value: Any) -> str:
+    if isinstance(value, dict) and len(value) == 1:
+        (kind, inner), = value.items()
+        if kind == "tensor":
+            return f"%{inner}"
+        if kind == "shape_of":
+            return f"shape(%{inner})"
+        if kind == "slice" and isinstance(inner, list):
+            return ":".join("" if v is None else _argument(v) for v in inner)
+        if kind in ("dtype", "repr"):
+            return str(inner)
+    if isinstance(value, list):
+        return "[" + ", ".join(_argument(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_argument(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value) if isinstance(value, str) else str(value)

@@ -22,7 +22,7 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._ops import op_name
-from torchatlas._render._labels import model_title
+from torchatlas._render._labels import arguments_text, model_title
 from torchatlas._render._view import BROADCAST_CALLS
 
 
@@ -122,6 +122,7 @@ def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
                 ("module", scope.path or "<root>"),
                 ("module_class", scope.cls),
                 ("inplace", "true" if n.inplace else None),
+                ("arguments", arguments_text(n) if n.kind == "op" else None),
                 ("flops", n.meta.get("flops")),
                 ("source", f"{n.source.file}:{n.source.line}" if n.source else None),
                 ("code", n.source.code if n.source else None),
