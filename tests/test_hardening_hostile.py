@@ -141,7 +141,7 @@ def test_dot_cuts_a_huge_name_before_escaping_it(monkeypatch) -> None:
 
     huge = "\x1b" * 100_000_000
     graph = torchatlas.trace(Wrapper(huge), torch.ones(2))
-    graph.ir  # analyses run before counting
+    assert graph.ir.scopes[1].path == huge  # analyses run before counting
     counting = _CountingPattern(text_module._UNSAFE)
     monkeypatch.setattr(text_module, "_UNSAFE", counting)
     dot = graph.to_dot()
