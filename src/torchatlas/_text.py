@@ -37,6 +37,17 @@ def visible(text: str, limit: int | None = None) -> str:
     return shown
 
 
+def error_text(exc: BaseException) -> str:
+    """``TypeError: ...``, its message's first line; never raises, even for an exception
+    whose ``__str__`` does."""
+    try:
+        message = str(exc).strip()
+    except Exception:
+        return f"{type(exc).__name__} (its message could not be read)"
+    first = message.splitlines()[0][:300] if message else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
 def to_ascii(text: str) -> str:
     """The ASCII fallback of rendered text: arrows and marks spelled out, anything else escaped."""
     return text.translate(_ASCII).encode("ascii", "backslashreplace").decode("ascii")
