@@ -43,6 +43,10 @@ HOSTILE_NAMES: list[tuple[str, str, str]] = [
     ("dot-keywords", "digraph G { node [shape=box] } -> --", "digraph"),
     ("very-long", "long" + "x" * 5000 + "tail", "longxxxx"),
     ("lone-surrogate", "lone\ud800surrogate", "surrogate"),
+    # Character references: Graphviz decodes them in any string, and these three are not XML characters.
+    ("charref-control", "ref&#1;", "#1;"),
+    ("charref-nonchar", "ref&#xFFFE;", "#xFFFE;"),
+    ("charref-surrogate", "ref&#xD800;", "#xD800;"),
 ]
 
 # Characters a terminal acts on: C0/C1 controls (bar newline), line separators, bidi controls.

@@ -145,15 +145,29 @@ def test_an_exception_with_tuple_notes_propagates_as_itself_untouched() -> None:
     assert caught.value.__notes__ == ("the model's own note",)
 
 
+GENERATED = """
+def user_op(x):
+    if torch.overrides.has_torch_function((x,)):
+        return torch.overrides.handle_torch_function(user_op, (x,), x)
+    return x * 2
+
+def forward(self, x):
+    return user_op(x) + 1
+"""
+
+
 def test_the_source_caches_are_bounded_and_keep_no_code_alive() -> None:
+    """5,000 generated models once grew memory by 18.7 MB: every code object and every
+    user function that opts into ``__torch_function__`` was kept, with its globals."""
     functions: list[weakref.ref] = []
     for i in range(50):
         namespace: dict = {"torch": torch, "nn": nn}
-        exec(compile("def forward(self, x):\n    return x * 2\n", f"<generated-{i}>", "exec"), namespace)
+        exec(compile(GENERATED, f"<generated-{i}>", "exec"), namespace)
         model_cls = type(f"Gen{i}", (nn.Module,), {"forward": namespace["forward"]})
-        functions.append(weakref.ref(namespace["forward"]))
-        assert torchatlas.trace(model_cls(), torch.randn(2)).ir.meta["analyzed"]
-        del namespace, model_cls
+        functions += [weakref.ref(namespace["forward"]), weakref.ref(namespace["user_op"])]
+        graph = torchatlas.trace(model_cls(), torch.randn(2))
+        assert [n.target.rsplit(".", 1)[-1] for n in graph.ir.ops()] == ["user_op", "__add__"]
+        del namespace, model_cls, graph
     gc.collect()
     assert sum(f() is not None for f in functions) == 0
     for cache in (_source._is_internal_file, _source.line_text, _source.assignment_targets):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,23 @@ class WontBuild(nn.Module):
     def __init__(self):
         super().__init__()
         raise RuntimeError("needs a config file")
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise ValueError("no message for you")
+
+
+class RaisesUnprintable(nn.Module):
+    def forward(self, x):
+        raise Unprintable()
+
+
+class RaisesTupleNotes(nn.Module):
+    def forward(self, x):
+        error = RuntimeError("tuple notes")
+        error.__notes__ = ("the model's own note",)
+        raise error
 '''
 
 
@@ -60,8 +78,12 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[s
         (["--input", "1,x,3"], 2, "not a shape"),
         (["--input", "1,3,32,32:float99"], 2, "float99"),
         (["--input=-1,3,32,32"], 2, "-1"),
+        (["--input", "99999999999999999999999"], 2, "too large"),
+        (["--input", "9223372036854775807,9223372036854775807"], 2, "cannot be allocated"),
+        (["--input", "99999999999999,3,32,32"], 2, "cannot be allocated"),
     ],
-    ids=["missing-file", "missing-class", "missing-package", "bad-shape", "bad-dtype", "negative-size"],
+    ids=["missing-file", "missing-class", "missing-package", "bad-shape", "bad-dtype", "negative-size",
+         "size-too-large", "size-overflows", "too-big-to-allocate"],
 )
 def test_cli_bad_spec_is_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], code: int, expected: str) -> None:
     got, lines = run_cli(capsys, *argv)
@@ -81,6 +103,17 @@ def test_cli_inputs_that_do_not_fit_name_where(capsys: pytest.CaptureFixture[str
     assert f"{dtype or 'float32'}[{shape}]" in lines[0] and "Breaks" in lines[0]
     assert lines[1].startswith("torchatlas: forward failed at torch.nn.functional.linear in module 'body' (Linear)")
     assert f"{user_file}:" in lines[1]
+
+
+@pytest.mark.parametrize("model, message", [
+    ("RaisesUnprintable", "Unprintable (its message could not be read)"),
+    ("RaisesTupleNotes", "RuntimeError: tuple notes"),
+])
+def test_cli_model_exception_that_will_not_print_is_one_line(
+    capsys: pytest.CaptureFixture[str], user_file: Path, model: str, message: str
+) -> None:
+    code, lines = run_cli(capsys, f"{user_file}:{model}", "--input", "2")
+    assert code == 1 and lines[0].endswith(message) and len(lines) <= 2
 
 
 def test_cli_bundled_example_failure_names_its_source_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,3 +138,50 @@ def test_python_dash_m_entry_point_reports_one_line(user_file: Path) -> None:
     assert done.returncode == 1 and done.stdout == ""
     lines = done.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith("torchatlas: error: ") and "Traceback" not in done.stderr
+
+
+def _archive(tmp_path: Path, name: str, change) -> Path:
+    """A ``torch.export.save`` archive with its members passed through ``change(name, data)``
+    (``None`` drops the member)."""
+    import zipfile
+
+    import torch
+
+    clean = tmp_path / "clean.pt2"
+    if not clean.exists():
+        torch.export.save(torch.export.export(torch.nn.ReLU(), (torch.ones(2),)), clean)
+    path = tmp_path / name
+    with zipfile.ZipFile(clean) as source, zipfile.ZipFile(path, "w") as target:
+        for member in source.namelist():
+            data = change(member, source.read(member))
+            if data is not None:
+                target.writestr(member, data)
+    return path
+
+
+@pytest.mark.parametrize("drop, expected", [
+    ("sample_inputs", "PytorchStreamReader failed locating file"),  # torch logs a traceback, then raises
+    ("model.json", "holds no exported program"),  # torch says "check the warnings above"
+])
+def test_cli_corrupt_pt2_is_one_line_without_torch_warnings(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, drop: str, expected: str
+) -> None:
+    path = _archive(tmp_path, "corrupt.pt2", lambda member, data: None if drop in member else data)
+    code, lines = run_cli(capsys, str(path))
+    assert code == 2 and len(lines) == 1 and expected in lines[0] and str(path) in lines[0]
+
+
+def test_cli_trusted_legacy_pt2_is_one_line_without_torch_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The pre-2.7 layout makes torch warn "This version of file is deprecated" before failing."""
+    import zipfile
+
+    path = tmp_path / "legacy.pt2"
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in [("version", "8.1"), ("serialized_exported_program.json", "{}"),
+                             ("serialized_state_dict.json", "{}"), ("serialized_constants.json", "{}")]:
+            archive.writestr(member, data)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        code, lines = run_cli(capsys, "--trust-pickle", str(path))
+    assert code == 2 and len(lines) == 1 and "not a torch.export program" in lines[0]
+    assert [str(w.message) for w in warned] == []

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+import torch
 from _hostile import (
     HOSTILE_NAMES,
     RAW_CONTROL,
@@ -123,6 +124,42 @@ def test_dot_parses_with_the_same_structure(name: str, marker: str) -> None:
     assert marker in "".join(svg.itertext())
 
 
+class _CountingPattern:
+    """Stands in for the sanitiser's pattern and records the length of every text it scans."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern, self.scanned = pattern, []
+
+    def sub(self, repl, text: str) -> str:
+        self.scanned.append(len(text))
+        return self.pattern.sub(repl, text)
+
+
+def test_dot_cuts_a_huge_name_before_escaping_it(monkeypatch) -> None:
+    """A 100 MB name costs DOT only its label's worth of escaping (it once took 56 s and 1.4 GB)."""
+    import torchatlas._text as text_module
+
+    huge = "\x1b" * 100_000_000
+    graph = torchatlas.trace(Wrapper(huge), torch.ones(2))
+    assert graph.ir.scopes[1].path == huge  # analyses run before counting
+    counting = _CountingPattern(text_module._UNSAFE)
+    monkeypatch.setattr(text_module, "_UNSAFE", counting)
+    dot = graph.to_dot()
+    assert max(counting.scanned) <= 300  # the longest limit a DOT string has (tooltips)
+    assert len(dot) < 20_000
+    assert "\\x1b" * 10 in dot
+
+
+class Wrapper(torch.nn.Module):
+    def __init__(self, child_name: str) -> None:
+        super().__init__()
+        self.child_name = child_name
+        self.add_module(child_name, torch.nn.ReLU())
+
+    def forward(self, x):
+        return getattr(self, self.child_name)(x) + 1
+
+
 def html_page(name: str) -> str:
     page = render_html(traced(name))
     if page is None:
@@ -150,6 +187,7 @@ def summary_text(name: str, fmt: str) -> str:
 
 
 UNESCAPED_PIPE = re.compile(r"(?<!\\)\|")
+UNESCAPED_AMP = re.compile(r"(?<!\\)&(?!nbsp;)")  # the indent is &nbsp;
 
 
 @pytest.mark.parametrize("fmt", ["text", "rich", "markdown"])
@@ -159,7 +197,8 @@ def test_summary_escapes_controls_and_keeps_its_rows(name: str, marker: str, fmt
     text.encode("utf-8")
     assert not RAW_CONTROL.search(text), f"raw control character in summary: {RAW_CONTROL.search(text)!r}"
     plain = summary_text(PLAIN, fmt)
-    if fmt == "markdown":  # a '|' in a name must not open a new column
+    if fmt == "markdown":  # a '|' in a name must not open a new column, nor '&#1;' become a character
+        assert not UNESCAPED_AMP.search(text)
         assert [len(UNESCAPED_PIPE.findall(row)) for row in text.splitlines()] == [
             len(UNESCAPED_PIPE.findall(row)) for row in plain.splitlines()
         ]

@@ -27,7 +27,7 @@ from torchatlas import GraphvizNotFoundError, ViewerBundleMissing
 from . import _models
 from ._io import write_atomic
 from ._models import ModelError, SpecError
-from ._text import to_ascii, visible
+from ._text import error_text, to_ascii, visible
 
 if TYPE_CHECKING:
     from torchatlas import Graph
@@ -330,9 +330,8 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
     except torchatlas.TraceError:
         raise
     except Exception as e:
-        notes = [n for n in getattr(e, "__notes__", []) if n.startswith("torchatlas:")]
-        first_line = (str(e).strip().splitlines() or [""])[0]
-        message = f"{loaded.spec} failed on {_models.describe_inputs(inputs)}: {type(e).__name__}: {first_line}"
+        notes = [n for n in getattr(e, "__notes__", ()) if isinstance(n, str) and n.startswith("torchatlas:")]
+        message = f"{loaded.spec} failed on {_models.describe_inputs(inputs)}: {error_text(e)}"
         raise _ForwardFailed(message, notes) from e
 
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-from ._models import HF_PREFIX, HF_TASKS, LoadedModel, ModelError, SpecError, Status, _one_line
-from ._text import format_bytes, format_compact
+from ._models import HF_PREFIX, HF_TASKS, LoadedModel, ModelError, SpecError, Status
+from ._text import error_text, format_bytes, format_compact
 
 # Config keywords that transformers accepts although a fresh config has no such attribute.
 _EXTRA_KEYS = frozenset({"attn_implementation"})
@@ -90,7 +90,7 @@ def _config(transformers: Any, model_type: str, overrides: dict[str, Any], spec:
     try:
         return transformers.AutoConfig.for_model(model_type, **overrides)
     except Exception as e:
-        raise ModelError(f"{model_type} config rejects the --set values: {_one_line(e)}") from e
+        raise ModelError(f"{model_type} config rejects the --set values: {error_text(e)}") from e
 
 
 def _main_input(auto: Any, config: Any) -> str | None:
@@ -132,7 +132,7 @@ def _build_structure(auto: Any, config: Any, device: str, spec: str) -> torch.nn
             with torch.device(device):
                 return auto.from_config(config)
         except Exception as e:
-            raise ModelError(f"building {spec} failed: {_one_line(e)}") from first
+            raise ModelError(f"building {spec} failed: {error_text(e)}") from first
 
 
 def _materialize(model: torch.nn.Module, device: torch.device) -> None:

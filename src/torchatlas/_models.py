@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._text import error_text
+
 if TYPE_CHECKING:
     import torch
 
@@ -100,6 +102,8 @@ def parse_shape(text: str, what: str) -> tuple[int, ...]:
         raise SpecError(f"{what} {text!r} is not a shape; expected comma-separated integers like 1,3,32,32") from None
     if any(d < 0 for d in shape):
         raise SpecError(f"{what} {text!r} has a negative size")
+    if any(d >= 2**63 for d in shape):
+        raise SpecError(f"{what} {text!r} has a size too large for a tensor")
     return shape
 
 
@@ -236,7 +240,7 @@ def _import_file(location: str, spec: str) -> Any:
         module_spec.loader.exec_module(module)
     except Exception as e:
         del sys.modules[name]
-        raise ModelError(f"importing {location} failed: {_one_line(e)}{user_location(e)}") from e
+        raise ModelError(f"importing {location} failed: {error_text(e)}{user_location(e)}") from e
     finally:
         sys.path.remove(folder)
     return module
@@ -264,9 +268,9 @@ def _import_module(location: str, spec: str) -> Any:
     except ModuleNotFoundError as e:
         if e.name and (location == e.name or location.startswith(e.name + ".")):
             raise SpecError(f"no module named {e.name!r} (spec {spec!r})") from None
-        raise ModelError(f"importing {location} failed: {_one_line(e)}") from e
+        raise ModelError(f"importing {location} failed: {error_text(e)}") from e
     except Exception as e:
-        raise ModelError(f"importing {location} failed: {_one_line(e)}{user_location(e)}") from e
+        raise ModelError(f"importing {location} failed: {error_text(e)}{user_location(e)}") from e
 
 
 def _module_classes(module: Any) -> list[str]:
@@ -306,7 +310,7 @@ def _construct(target: Any, spec: str) -> Any:
     try:
         model = target()
     except Exception as e:
-        raise ModelError(f"building {spec} failed: {_one_line(e)}{user_location(e)}") from e
+        raise ModelError(f"building {spec} failed: {error_text(e)}{user_location(e)}") from e
     if not callable(model):
         raise ModelError(f"{spec}() returned a {type(model).__name__}, which cannot be called as a model")
     return model
@@ -328,7 +332,7 @@ def _to_device(model: Any, device: str, spec: str) -> Any:
     try:
         return model.to(device)
     except Exception as e:
-        raise ModelError(f"moving {spec} to device {device!r} failed: {_one_line(e)}") from e
+        raise ModelError(f"moving {spec} to device {device!r} failed: {error_text(e)}") from e
 
 
 # -- inputs -----------------------------------------------------------------------
@@ -357,8 +361,15 @@ def build_inputs(
     vocab = vocab_size(loaded.model)
     if tokens is not None and vocab is None:
         raise SpecError(f"--tokens needs a model with config.vocab_size; {loaded.spec} has none: use --input B,S:int64")
-    args = tuple(make_input(i.shape, i.dtype or torch.float32, target, vocab or 2) for i in inputs)
-    kwargs = {"input_ids": make_input(tokens, torch.int64, target, vocab)} if tokens else {}
+    def allocate(option: str, shape: tuple[int, ...], dtype: torch.dtype, high: int) -> torch.Tensor:
+        try:
+            return make_input(shape, dtype, target, high)
+        except (RuntimeError, MemoryError, OverflowError, ValueError) as e:  # too big, or a size overflows
+            shown = ",".join(map(str, shape))
+            raise SpecError(f"{option} {shown} ({dtype}) cannot be allocated on {target}: {error_text(e)}") from None
+
+    args = tuple(allocate("--input", i.shape, i.dtype or torch.float32, vocab or 2) for i in inputs)
+    kwargs = {"input_ids": allocate("--tokens", tokens, torch.int64, vocab)} if tokens else {}
     if loaded.spec.startswith(HF_PREFIX):
         from . import _hf
 
@@ -372,7 +383,7 @@ def build_inputs(
     try:
         example = loaded.example_input()
     except Exception as e:
-        raise ModelError(f"example_input() of {loaded.spec} failed: {_one_line(e)}{user_location(e)}") from e
+        raise ModelError(f"example_input() of {loaded.spec} failed: {error_text(e)}{user_location(e)}") from e
     return _on_device(_as_inputs(example), target)
 
 
@@ -463,12 +474,4 @@ def _open_exported(path: Path, trust_pickle: bool) -> Graph:
     except torchatlas.UnsafeArchiveError as e:
         raise SpecError(str(e)) from None
     except Exception as e:
-        raise SpecError(f"{path}: not a torch.export program: {_one_line(e)}") from e
-
-
-# -- error text ---------------------------------------------------------------------
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+        raise SpecError(f"{path}: not a torch.export program: {error_text(e)}") from e

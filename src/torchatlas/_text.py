@@ -17,7 +17,8 @@ _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
 _ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%", "◀": "<", "⚠": "!"})
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~"})
+# ``&`` too: markdown decodes character references (``&#x202e;``) even in table cells.
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~&"})
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -34,6 +35,17 @@ def visible(text: str, limit: int | None = None) -> str:
     if limit is not None and len(shown) > limit:
         return shown[: limit - 1] + "…"
     return shown
+
+
+def error_text(exc: BaseException) -> str:
+    """``TypeError: ...``, its message's first line; never raises, even for an exception
+    whose ``__str__`` does."""
+    try:
+        message = str(exc).strip()
+    except Exception:
+        return f"{type(exc).__name__} (its message could not be read)"
+    first = message.splitlines()[0][:300] if message else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def to_ascii(text: str) -> str:

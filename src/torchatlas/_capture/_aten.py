@@ -15,10 +15,10 @@ from typing import Any, Protocol
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .._text import error_text
 from . import _source
 from ._boundaries import Boundaries
 from ._dataflow import DataFlow, raw_meta
-from ._python import error_text
 from ._records import NodeRecord, Recording
 from ._scopes import ScopeTracker
 from ._values import encode, split_tensors, tensors_flat

@@ -8,12 +8,13 @@ a call from the user's line from one made by library code).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .._ops import SHAPE_ONLY_ARGS, op_name
-from . import _naming
+from . import _naming, _source
 from ._writes import REPOINTS, Writes, writes_of
 
 
@@ -34,7 +35,10 @@ class CallInfo:
 
 
 _INFO: dict[Any, CallInfo] = {}
-_MAX = 8192  # torch's callables, and the user's own __torch_function__ overrides
+_MAX = 8192  # torch's callables (and C extensions'), which live as long as the process anyway
+# The user's own Python functions (``__torch_function__`` overrides) are keyed weakly: a
+# cache must not keep every traced model's code, and its globals, alive.
+_USER_INFO: weakref.WeakKeyDictionary[Any, CallInfo] = weakref.WeakKeyDictionary()
 
 
 def call_info(func: Callable[..., Any]) -> CallInfo:
@@ -42,11 +46,28 @@ def call_info(func: Callable[..., Any]) -> CallInfo:
         hit = _INFO.get(func)
     except TypeError:  # an unhashable callable
         return _work_out(func)
-    if hit is None:  # the first call of this callable
-        hit = _work_out(func)
-        if len(_INFO) >= _MAX:
-            _INFO.clear()
-        _INFO[func] = hit
+    if hit is None:
+        hit = _user_info(func)
+    return hit
+
+
+def _user_info(func: Callable[..., Any]) -> CallInfo:
+    try:
+        hit = _USER_INFO.get(func)
+    except TypeError:  # not weakly referenceable: a C callable
+        hit = None
+    if hit is not None:
+        return hit
+    hit = _work_out(func)  # the first call of this callable
+    if hit.code is not None and not _source.is_library_file(hit.code.co_filename):
+        try:
+            _USER_INFO[func] = hit
+        except TypeError:
+            pass
+        return hit
+    if len(_INFO) >= _MAX:
+        _INFO.clear()
+    _INFO[func] = hit
     return hit
 
 

@@ -59,8 +59,19 @@ def load_exported(path: str | os.PathLike[str], *, trust_pickle: bool = False) -
     """The ``ExportedProgram`` in ``path``; refuses pickled or evaluated payloads unless trusted."""
     if not trust_pickle:
         check_archive(path)
-    with _quiet_torch_export_log():
-        return torch.export.load(path)
+    with _torch_export_log() as logged, warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        try:
+            program = torch.export.load(path)
+        except RuntimeError as e:
+            if "warnings above" not in str(e):
+                raise
+            if logged:  # torch's message points at the error it logged: that one is the answer
+                raise logged[-1] from None
+            raise RuntimeError("the archive holds no exported program") from None
+    for w in warned:  # a failed load is reported in one line; a loaded file keeps torch's warnings
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return program
 
 
 def check_archive(path: str | os.PathLike[str]) -> None:
@@ -190,13 +201,25 @@ def _refuse(where: str, member: str, why: str) -> None:
     )
 
 
+class _KeptErrors(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.errors: list[BaseException] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info and record.exc_info[1] is not None:
+            self.errors.append(record.exc_info[1])
+
+
 @contextlib.contextmanager
-def _quiet_torch_export_log() -> Iterator[None]:
-    """torch.export.load logs a traceback for a corrupt archive before raising; the caller reports it in one line."""
+def _torch_export_log() -> Iterator[list[BaseException]]:
+    """torch.export.load logs a traceback for a corrupt archive, then raises "check the
+    warnings above": the errors it logs are kept, not printed, so the caller can name them."""
     logger = logging.getLogger("torch.export")
-    previous = logger.disabled
-    logger.disabled = True
+    kept = _KeptErrors()
+    previous = logger.propagate, logger.handlers
+    logger.propagate, logger.handlers = False, [kept]
     try:
-        yield
+        yield kept.errors
     finally:
-        logger.disabled = previous
+        logger.propagate, logger.handlers = previous

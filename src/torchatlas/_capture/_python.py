@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .._text import error_text
 from . import _naming, _source
 from ._boundaries import Boundaries
 from ._calls import CallInfo, call_info
@@ -322,12 +323,3 @@ def _separate_shape_reads(
     template = [split(a, i in positions) for i, a in enumerate(args)]
     kw_template = {k: split(v, k in names) for k, v in kwargs.items() if k != "out"} if kwargs else None
     return tensors, template, kw_template, shapes
-
-
-def error_text(exc: BaseException) -> str:
-    """``TypeError: ...``, one line; never raises, even for an exception whose ``__str__`` does."""
-    try:
-        text = f"{type(exc).__name__}: {exc}"
-    except Exception:
-        text = f"{type(exc).__name__} (its message could not be read)"
-    return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -36,6 +36,11 @@ def is_user_file(filename: str) -> bool:
     return not _is_internal_file(filename)
 
 
+def is_library_file(filename: str) -> bool:
+    """Code of torch's or torchatlas's own, which lives as long as the process."""
+    return filename.startswith(_INTERNAL_PREFIXES)
+
+
 def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
     """The first frame at or above ``frame`` that is neither torch's nor ours."""
     while frame is not None and _is_internal_file(frame.f_code.co_filename):

@@ -13,7 +13,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import torch
@@ -92,7 +91,6 @@ class Writes:
 _NONE = Writes()
 
 
-@lru_cache(maxsize=4096)
 def writes_of(func: Callable[..., Any]) -> Writes:
     if func in _CONDITIONAL_WRITERS:
         return Writes(conditional=_CONDITIONAL_WRITERS[func])
@@ -106,11 +104,6 @@ def writes_of(func: Callable[..., Any]) -> Writes:
     if name in _INPLACE_DUNDERS or (name.endswith("_") and not name.endswith("__")):
         return Writes(first=True, first_name=params[0] if params else None)
     return Writes(inplace=params.index("inplace")) if "inplace" in params else _NONE
-
-
-def written(func: Any, args: tuple, kwargs: dict) -> list[Tensor]:
-    """The tensors this call writes into."""
-    return written_by(writes_of(func), func in REPOINTS, args, kwargs)
 
 
 def written_by(spec: Writes, repoints: bool, args: tuple, kwargs: dict) -> list[Tensor]:
