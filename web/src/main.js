@@ -5,7 +5,7 @@
 
 import { Model } from "./model.js";
 import { Describer } from "./describe.js";
-import { layout, prefetch, startLayout, warmUp } from "./layout.js";
+import { layout, layoutEngine, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
@@ -358,6 +358,7 @@ async function boot() {
     app.viewport.overview();
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;
+    atlas.engine = layoutEngine();
     atlas.ready = true;
     // After the first paint, so that it neither delays it nor competes with it for the CPU.
     warmUp(WARM_UP_ROUNDS).catch(() => {});
@@ -369,4 +370,6 @@ async function boot() {
   }
 }
 
-boot();
+// The same script runs the page and, started from a Blob URL, its layout workers.
+if (typeof document === "undefined") runLayoutWorker();
+else boot();

@@ -17,12 +17,13 @@ function el(tag, attrs = {}, parent = null) {
   return e;
 }
 
-const canvas = document.createElement("canvas").getContext("2d");
+let canvas = null; // made on first use: this module also loads in the layout worker, which has no document
 const widths = new Map(); // font + text -> width: the same labels come back on every layout
 export function textWidth(text, font) {
   const key = font + "\u0000" + text;
   let width = widths.get(key);
   if (width === undefined) {
+    canvas ??= document.createElement("canvas").getContext("2d");
     canvas.font = font;
     width = canvas.measureText(text).width;
     widths.set(key, width);
