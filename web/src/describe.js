@@ -74,7 +74,9 @@ export class Describer {
       const last = m.scopes[members[members.length - 1]];
       return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err };
     }
-    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category: "module", module: true, failed: !!s.err };
+    // A module holding no other module has the colour of its ops (page data: the scope's "c").
+    const category = s.c != null ? m.doc.categories[s.c] : "module";
+    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category, module: true, failed: !!s.err };
   }
 
   /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */

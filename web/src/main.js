@@ -11,7 +11,9 @@ import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
 import { exportPng, exportSvg } from "./export.js";
 
-const START_BUDGET = 80; // boxes on screen when the page opens
+const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
+const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
+const NARROW = 1100; // in a window narrower than this (a notebook), the details panel starts closed
 const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
 
@@ -46,8 +48,23 @@ class App {
     this.result = null;
     this.buildShell(mount);
     const m = this.model;
-    m.expandToDepth(m.depthWithin(START_BUDGET, true), true);
+    const area = Math.max(0.1, Math.min(1, (innerWidth * innerHeight) / (1400 * 800)));
+    m.expandToDepth(m.depthWithin(Math.max(12, Math.round(START_BUDGET * area)), true), true);
     this.syncDepthSelect();
+  }
+
+  /**
+   * The first view: the whole graph fitted to the window. Modules opened for it
+   * close again, deepest first, until the fitted picture is legible.
+   */
+  async openFirstView() {
+    const m = this.model;
+    for (let depth = this.openDepth(); depth > 1 && this.viewport.fitScale() < READABLE_SCALE; depth--) {
+      m.expandToDepth(depth - 1, true);
+      this.syncDepthSelect();
+      await this.relayout();
+    }
+    this.viewport.fit(false, 1.25);
   }
 
   buildShell(mount) {
@@ -87,15 +104,21 @@ class App {
     svg.setAttribute("class", "graph");
     svg.setAttribute("role", "img");
     svg.setAttribute("aria-label", `computation graph of ${this.title}`);
-    this.minimap = h("canvas", { class: "minimap hidden", width: "220", height: "160" });
+    this.minimap = h("canvas", { class: "minimap", width: "220", height: "160" });
+    const mapToggle = button("map", "Show or hide the minimap", () => minimapBox.classList.toggle("collapsed"), "map-toggle");
+    const minimapBox = h("div", { class: "minimap-box hidden" }, [this.minimap, mapToggle]);
     this.status = h("div", { class: "status" });
     this.notice = h("div", { class: "notice hidden" });
     this.legend = h("div", { class: "legend" });
     for (const [cat, text] of this.model.doc.legend) {
       this.legend.appendChild(h("div", { class: "legend-item", "data-category": cat, title: text }, [h("span", { class: "swatch" }), h("span", { text: cat })]));
     }
-    const stage = h("main", { class: "stage" }, [svg, this.minimap, this.legend, this.status, this.notice]);
-    this.panel = h("aside", { class: "details" });
+    // The legend and the counts sit in a bar under the graph, never over it.
+    const stage = h("main", { class: "stage" }, [h("div", { class: "canvas" }, [svg, minimapBox, this.notice]), h("footer", { class: "dock" }, [this.legend, this.status])]);
+    const panelBody = h("div", { class: "details-body" });
+    const closePanel = button("×", "Close the details", () => this.panel.classList.add("closed"), "close-details");
+    this.panel = h("aside", { class: `details${innerWidth < NARROW ? " closed" : ""}` }, [closePanel, panelBody]);
+    this.narrow = innerWidth < NARROW;
     mount.replaceChildren(toolbar, h("div", { class: "body" }, [stage, this.panel]));
 
     this.renderer = new Renderer(svg, this.describer, {
@@ -103,9 +126,9 @@ class App {
       onSelect: (id) => this.selectUnit(id),
       onUnfold: (sIdx) => this.toggleFold(this.model.scopes[sIdx].rep[0]),
     });
-    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap);
+    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap, minimapBox);
     svg.addEventListener("click", () => this.select(null));
-    this.details = new DetailsPanel(this.panel, this.model, this.describer, {
+    this.details = new DetailsPanel(panelBody, this.model, this.describer, {
       onToggleScope: (sIdx) => this.toggle(this.model.expanded.has(sIdx) ? "c" + sIdx : "s" + sIdx),
       onToggleFold: (group) => this.toggleFold(group),
     });
@@ -134,11 +157,16 @@ class App {
     this.viewport.drawMinimap();
   }
 
-  syncDepthSelect() {
+  /** The depth N of the depth menu that the opened modules amount to. */
+  openDepth() {
     const m = this.model;
     let depth = 1;
     for (const s of m.scopes) if (m.expanded.has(s.idx)) depth = Math.max(depth, s.depth + 1);
-    this.depthSelect.value = String(Math.min(depth, m.maxDepth + 1));
+    return Math.min(depth, m.maxDepth + 1);
+  }
+
+  syncDepthSelect() {
+    this.depthSelect.value = String(this.openDepth());
   }
 
   /** Expand or collapse a module box ("s3"/"c3") or unfold a repeat ("g3"). */
@@ -223,6 +251,9 @@ class App {
 
   showSelection() {
     const sel = this.selection;
+    // In a narrow window the panel opens for a selection and closes with it.
+    if (sel) this.panel.classList.remove("closed");
+    else if (this.narrow) this.panel.classList.add("closed");
     if (!sel) {
       this.details.clear();
       this.renderer.highlight(null, new Set(), new Set());
@@ -355,7 +386,7 @@ async function boot() {
     // With two engines it runs beside the first layout; with one, right after it.
     app.prefetchLikelyOpen();
     await firstLayout;
-    app.viewport.overview();
+    await app.openFirstView();
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;
     atlas.engine = layoutEngine();

@@ -31,6 +31,18 @@ export function textWidth(text, font) {
   return width;
 }
 
+const MAX_FRAME_TITLE = 22; // px in graph units: a grown module title stays inside its title bar
+
+/**
+ * Zoomed out, module titles grow (see viewer.css); `--title-max` keeps a title
+ * as wide as `room` at most, and no taller than `height`, so it never runs into
+ * its neighbours.
+ */
+function setTitleMax(g, textWidth12, room, height) {
+  const size = Math.max(1, Math.min(height, (Math.max(room, 1) * 12) / Math.max(textWidth12, 1)));
+  g.style.setProperty("--title-max", `${size.toFixed(1)}px`);
+}
+
 /** Rounded orthogonal path through ELK's bend points. */
 function routePath(points) {
   if (points.length < 2) return "";
@@ -108,7 +120,11 @@ export class Renderer {
       g.dataset.depth = String(this.describer.model.scopes[cIdx].depth % 4);
       this.titleCluster(g, cIdx);
       this.layerClusters.appendChild(g);
-      place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
+      const box = result.boxes.get(id);
+      const badge = this.describer.containerBadge(cIdx);
+      const titleWidth = textWidth(this.describer.containerTitle(cIdx), FONT_TITLE) + (badge ? textWidth(`${badge} ⤢`, FONT_TITLE) + 8 : 0);
+      setTitleMax(g, titleWidth, box.width - 34, MAX_FRAME_TITLE);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
     }
     for (const [id, leaf] of graph.leaves) {
       keep.add(id);
@@ -116,7 +132,9 @@ export class Renderer {
       const fresh = !g;
       if (fresh) g = this.makeLeaf(id);
       this.drawRefs(g, leaf.refs);
-      place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
+      const box = result.boxes.get(id);
+      if (g.titleRoom) setTitleMax(g, g.titleRoom.text, box.width - g.titleRoom.taken, box.height * 0.55);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
     }
     this.move(moves, animate);
     for (const [id, g] of this.elements) {
@@ -197,6 +215,7 @@ export class Renderer {
       const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g);
       sub.textContent = d.subtitle;
     }
+    if (d.module) g.titleRoom = { text: textWidth(d.title, FONT_TITLE), taken: 12 + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0) };
     if (d.badge) {
       const bw = textWidth(d.badge, FONT_TITLE) + 10;
       el("rect", { class: "badge", x: String(width - bw - 8), y: "5", width: String(bw), height: "16", rx: "8" }, g);

@@ -5,10 +5,11 @@ const MIN_SCALE = 0.02;
 const MAX_SCALE = 4;
 
 export class Viewport {
-  constructor(svg, group, minimap, onChange) {
+  constructor(svg, group, minimap, minimapBox, onChange) {
     this.svg = svg;
     this.group = group;
     this.minimap = minimap;
+    this.minimapBox = minimapBox;
     this.onChange = onChange;
     this.k = 1;
     this.x = 0;
@@ -99,20 +100,14 @@ export class Viewport {
     this.moveTo(x, y, k, animate);
   }
 
-  fit(animate = true) {
-    this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate });
+  /** The scale at which the whole graph fits the view. */
+  fitScale(margin = 32) {
+    const { width, height } = this.size();
+    return Math.min((width - 2 * margin) / Math.max(this.bounds.width, 1), (height - 2 * margin) / Math.max(this.bounds.height, 1));
   }
 
-  /** The opening view: the whole graph if it fits legibly, else its top at a readable scale. */
-  overview() {
-    const { width, height } = this.size();
-    const k = Math.min((width - 64) / this.bounds.width, (height - 64) / this.bounds.height);
-    if (k >= 0.7) {
-      this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate: false, maxScale: 1.25 });
-      return;
-    }
-    const scale = Math.max(0.7, Math.min(1, (width - 64) / this.bounds.width));
-    this.moveTo(width / 2 - (this.bounds.width / 2) * scale, 24, scale, false);
+  fit(animate = true, maxScale = 1.5) {
+    this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate, maxScale });
   }
 
   /** Center on a box, zooming in only as far as needed to read it. */
@@ -157,7 +152,7 @@ export class Viewport {
   drawMinimap() {
     const view = this.size();
     const big = this.bounds.width * this.k > view.width * 1.05 || this.bounds.height * this.k > view.height * 1.05;
-    this.minimap.classList.toggle("hidden", !big);
+    this.minimapBox.classList.toggle("hidden", !big);
     if (!big) return;
     const ctx = this.minimap.getContext("2d");
     const s = this.minimapScale();

@@ -22,7 +22,7 @@ from typing import Any
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._labels import model_title
-from torchatlas._render._palette import PALETTES
+from torchatlas._render._palette import PALETTES, leaf_module_category
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -128,6 +128,12 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["err"] = str(n.meta["error"])
         out_nodes.append(d)
 
+    # A closed module that holds no other module is coloured by its ops, as in the diagrams.
+    parents = {s.parent for s in scopes}
+    op_categories: dict[str, set[str]] = {}
+    for n in ir.nodes:
+        if n.kind == "op" and n.scope not in parents:
+            op_categories.setdefault(n.scope, set()).add(category(n.target, n.kind))
     # Module calls holding the failing op show it even while collapsed.
     failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
     out_scopes = []
@@ -139,6 +145,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["out"] = [node_index[r.node] for r in s.outputs]
             if any(r.slot for r in s.outputs):
                 d["osl"] = [r.slot for r in s.outputs]
+        if s.id in op_categories:
+            d["c"] = categories.index(leaf_module_category(op_categories[s.id]))
         if s.id in repeats:
             d["rep"] = repeats[s.id]
         if _number(s.meta.get("params")) is not None:
@@ -184,7 +192,7 @@ def palette_css() -> str:
         body = "".join(f"{k}:{v};" for k, v in decls.items())
         rules.append(f':root[data-theme="{theme}"]{{{body}}}')
     for c in CATEGORIES:
-        rules.append(f'.unit[data-category="{c}"] .box{{fill:var(--fill-{c});stroke:var(--border-{c})}}')
+        rules.append(f'.unit[data-category="{c}"] :is(.box,.stack){{fill:var(--fill-{c});stroke:var(--border-{c})}}')
         rules.append(f'.legend-item[data-category="{c}"] .swatch{{background:var(--fill-{c});border-color:var(--border-{c})}}')
         rules.append(f'.details section.head[data-category="{c}"] h3{{border-left-color:var(--border-{c})}}')
     return "\n".join(rules)

@@ -6,7 +6,7 @@ same colour everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,3 +65,13 @@ def _palette(theme: str) -> Palette:
 
 
 PALETTES: Mapping[str, Palette] = {theme: _palette(theme) for theme in ("light", "dark")}
+
+
+LEAF_MODULE_PRIORITY: tuple[str, ...] = ("compute", "normalization", "reduction", "elementwise", "shape", "other")
+"""Which of its ops' categories colours a closed module that holds no other module."""
+
+
+def leaf_module_category(op_categories: Iterable[str]) -> str:
+    """The colour category of a closed leaf module (a ``Conv2d`` is ``compute``); ``module`` without ops."""
+    present = set(op_categories)
+    return next((c for c in LEAF_MODULE_PRIORITY if c in present), "module")
