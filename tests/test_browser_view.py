@@ -1,0 +1,135 @@
+"""The viewer's first view and its picture, measured in real headless Chromium.
+
+On the first view and after Fit, for CoolCNN, a UNet, T5 and a 2-layer Llama: the
+top level is in the window, no panel covers a box, and no two labels overlap.
+Screenshots land in ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from _capture_helpers import load_coolcnn
+from _viewer import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, UNet, Viewer, chromium_browser, transformer
+
+import torchatlas
+from torchatlas._render import _html
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = {"width": 900, "height": 640}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    yield from chromium_browser()
+
+
+def _trace(name: str):
+    torch.manual_seed(0)
+    if name == "coolcnn":
+        coolcnn = load_coolcnn()
+        return torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input()).ir
+    if name == "unet":
+        return torchatlas.trace(UNet(), torch.randn(1, 3, 32, 32)).ir
+    model, kwargs = transformer(name)
+    return torchatlas.trace(model, (), kwargs=kwargs).ir
+
+
+@pytest.fixture(scope="module", params=["coolcnn", "unet", "t5", "llama"])
+def model_ir(request):
+    return request.param, _trace(request.param)
+
+
+# Screen rectangles of what is on the page: the graph's area, the top-level boxes, every
+# box and frame, the panels, and every text label the browser draws (hidden ones have no box).
+MEASURE = """() => {
+  const a = window.__atlas.app;
+  const rect = (e) => { const r = e.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; };
+  const shape = (id) => document.querySelector(`[data-id="${id}"] > .box, [data-id="${id}"] > .frame`);
+  const visible = (e) => e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== "hidden";
+  const labels = [...document.querySelectorAll("svg.graph text")].filter(visible).map((t) => ({ text: t.textContent, ...rect(t) }));
+  return {
+    stage: rect(document.querySelector("svg.graph")),
+    top: a.graph.containers.get(0).children.map((id) => ({ id, ...rect(shape(id)) })),
+    boxes: [...document.querySelectorAll("svg.graph .unit > .box, svg.graph .cluster > .frame")].map((e) => ({ id: e.parentNode.dataset.id, ...rect(e) })),
+    panels: [".legend", ".status", ".minimap-box", ".details", ".notice", ".search-results"]
+      .flatMap((s) => [...document.querySelectorAll(s)]).filter(visible).map((e) => ({ panel: e.className, ...rect(e) })),
+    labels,
+  };
+}"""
+
+
+def _clip(r: dict, to: dict) -> dict | None:
+    x0, y0 = max(r["x"], to["x"]), max(r["y"], to["y"])
+    x1, y1 = min(r["x"] + r["w"], to["x"] + to["w"]), min(r["y"] + r["h"], to["y"] + to["h"])
+    return {**r, "x": x0, "y": y0, "w": x1 - x0, "h": y1 - y0} if x1 > x0 and y1 > y0 else None
+
+
+def _overlap(a: dict, b: dict, slack: float = 0.5) -> bool:
+    return min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"]) > slack and min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"]) > slack
+
+
+def _check_view(m: dict, where: str) -> None:
+    stage = m["stage"]
+    inside = [b for b in m["top"] if _clip(b, stage) == {**b}]
+    assert len(inside) >= 0.9 * len(m["top"]), f"{where}: only {len(inside)} of {len(m['top'])} top-level boxes in the window"
+    shown = [c for b in m["boxes"] if (c := _clip(b, stage))]
+    for panel in m["panels"]:
+        covered = [b["id"] for b in shown if _overlap(panel, b)]
+        assert not covered, f"{where}: {panel['panel']} covers {covered}"
+    labels = [c for t in m["labels"] if (c := _clip(t, stage))]
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            assert not _overlap(a, b), f"{where}: labels {a['text']!r} and {b['text']!r} overlap"
+
+
+@pytest.mark.parametrize("frame", [None, NOTEBOOK], ids=["window", "notebook"])
+def test_first_view_and_fit_show_the_top_level_uncovered_and_legible(browser, model_ir, frame, tmp_path: Path) -> None:
+    name, ir = model_ir
+    tag = f"view-{name}-{'notebook' if frame else 'window'}"
+    v = Viewer(browser, ir, tmp_path, tag, viewport=frame)
+    v.page.wait_for_timeout(400)
+    if frame:  # a notebook-width frame keeps the details panel closed until something is clicked
+        assert v.count(".details.closed") == 1
+    _check_view(v.page.evaluate(MEASURE), f"{tag} first view")
+    v.screenshot(tag)
+    v.page.mouse.move(300, 300)
+    for _ in range(3):  # zoom in, then Fit again
+        v.page.mouse.wheel(0, -400)
+    v.page.click("button.fit")
+    v.page.wait_for_timeout(700)
+    _check_view(v.page.evaluate(MEASURE), f"{tag} after Fit")
+    if frame:  # a click on an op opens the panel
+        v.page.locator(".unit.op").first.click()
+        assert v.count(".details.closed") == 0 and v.count(".details dl") > 0
+    v.close()
+
+
+def test_leaf_modules_take_their_ops_colour(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "colours")
+    category = v.page.locator('.unit.module', has=v.page.locator("text.title", has_text="initial_conv")).get_attribute("data-category")
+    pool = v.page.locator('.unit.module', has=v.page.locator("text.title", has_text="max_pool #1")).get_attribute("data-category")
+    assert (category, pool) == ("compute", "reduction")
+    fill = v.page.evaluate("getComputedStyle(document.querySelector('.unit.module[data-category=compute] .box')).fill")
+    op_fill = v.page.evaluate("getComputedStyle(document.querySelector('.unit.op[data-category=elementwise] .box')).fill")
+    assert fill != op_fill and fill not in ("rgb(255, 255, 255)", "none")
+    v.close()
+
+
+def test_headless_screenshot_paints_without_a_worker(tmp_path: Path) -> None:
+    """`chromium --headless --screenshot` runs on virtual time, where the layout worker never answers."""
+    if not Path(CHROMIUM).exists() or not (_html.BUNDLE_DIR / "viewer.js").is_file():
+        pytest.skip("needs Chromium and the viewer bundle")
+    page = tmp_path / "page.html"
+    page.write_text(_html.to_html(_trace("coolcnn")), encoding="utf-8")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "view-headless-screenshot.png"
+    common = [CHROMIUM, "--headless", *LAUNCH_ARGS, "--window-size=1200,900", "--virtual-time-budget=15000"]
+    subprocess.run([*common, f"--screenshot={shot}", page.as_uri()], check=True, capture_output=True, timeout=120)
+    assert shot.stat().st_size > 20_000
+    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120).stdout
+    assert dom.count('class="unit ') >= 15 and 'class="edge"' in dom
