@@ -93,7 +93,7 @@ def relayout(page: Page, selector: str) -> dict[str, Any]:
     """Click a box and time the re-layout it causes."""
     before = page.evaluate("__atlas.layoutCount")
     page.locator(selector).first.dispatch_event("click")  # boxes may lie outside the window
-    page.wait_for_function(f"__atlas.layoutCount > {before}", timeout=120_000)
+    page.wait_for_function(f"() => __atlas.layoutCount > {before}", timeout=120_000)
     state = page.evaluate("({ms: __atlas.lastLayoutMs, elk: __atlas.lastElkMs, boxes: __atlas.visibleBoxes})")
     page.wait_for_timeout(400)
     return {"layout_ms": round(state["ms"]), "elk_ms": round(state["elk"]), "boxes": state["boxes"]}

@@ -70,7 +70,7 @@ def launch_chromium(playwright: Any) -> Any:
 def open_viewer(page: Any, path: Path, timeout_ms: int) -> None:
     """Load a saved torchatlas page and wait for its first layout; raise with the page's own error if it failed."""
     page.goto(path.as_uri())
-    page.wait_for_function("window.__atlas && (window.__atlas.ready || window.__atlas.error)", timeout=timeout_ms)
+    page.wait_for_function("() => window.__atlas && (window.__atlas.ready || window.__atlas.error)", timeout=timeout_ms)
     error = page.evaluate("window.__atlas.error")
     if error is not None:
         raise RuntimeError(f"the viewer failed to open {path.name}: {error}")
@@ -100,7 +100,7 @@ class Viewer:
     def click_and_relayout(self, selector: str) -> None:
         before = self.page.evaluate("window.__atlas.layoutCount")
         self.page.locator(selector).first.click()
-        self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
+        self.page.wait_for_function(f"() => window.__atlas.layoutCount > {before}", timeout=60_000)
         self.page.wait_for_timeout(600)  # let the re-layout animation settle
 
     def bring_into_view(self, unit_id: str) -> None:
@@ -115,7 +115,7 @@ class Viewer:
         before = self.page.evaluate("window.__atlas.layoutCount")
         self.page.fill(".search input", text)
         self.page.locator(".search-results li").first.click()
-        self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
+        self.page.wait_for_function(f"() => window.__atlas.layoutCount > {before}", timeout=60_000)
 
     def details(self) -> dict[str, str]:
         """The details panel's rows (label -> value) and its tensor lists."""

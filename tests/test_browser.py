@@ -124,7 +124,7 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     assert rows["class"].endswith("LlamaAttention") and rows["target"].endswith("scaled_dot_product_attention")
     assert any("1×4×8×16" in t for t in v.page.locator(".details .tensor-list li").all_text_contents())
     v.page.click("button.expand-all")
-    v.page.wait_for_function(f"window.__atlas.visibleBoxes > {opened}", timeout=60_000)
+    v.page.wait_for_function(f"() => window.__atlas.visibleBoxes > {opened}", timeout=60_000)
     v.screenshot("viewer-llama")
     v.close()
 
@@ -190,7 +190,7 @@ def test_nested_modules_are_laid_out_as_one_consistent_picture(browser, llama_ir
     _check_geometry(g)
 
     v.page.click("button.expand-all")  # also unfolds ×2: both layers open, every module nested inside
-    v.page.wait_for_function("window.__atlas.app.graph.containers.size > 8", timeout=60_000)
+    v.page.wait_for_function("() => window.__atlas.app.graph.containers.size > 8", timeout=60_000)
     v.page.wait_for_timeout(300)
     g = v.page.evaluate(GEOMETRY)
     assert max(f["depth"] for f in g["frames"]) >= 3  # frames three deep

@@ -14,6 +14,7 @@ import pytest
 import torch
 from _capture_helpers import load_coolcnn
 from _viewer import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, UNet, Viewer, chromium_browser, transformer
+from torch import nn
 
 import torchatlas
 from torchatlas._render import _html
@@ -133,3 +134,44 @@ def test_headless_screenshot_paints_without_a_worker(tmp_path: Path) -> None:
     assert shot.stat().st_size > 20_000
     dom = subprocess.run([*common, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120).stdout
     assert dom.count('class="unit ') >= 15 and 'class="edge"' in dom
+
+
+class _Named(nn.Module):
+    """A Linear under a module name chosen by the test."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.add_module(name, nn.Linear(4, 4))
+        self.name = name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self, self.name)(x).relu()
+
+
+def test_page_works_under_its_content_security_policy(browser, tmp_path: Path) -> None:
+    """The page's own policy allows only its hashed script and style: no violation, layouts in a worker."""
+    watch = "window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+    v = Viewer(browser, _trace("llama"), tmp_path, "csp", init_script=watch)
+    policy = v.page.get_attribute('meta[http-equiv="Content-Security-Policy"]', "content")
+    assert "script-src 'sha256-" in policy and "unsafe" not in policy and "default-src 'none'" in policy
+    assert v.page.evaluate("window.__atlas.engine") == "worker"
+    v.click_and_relayout(".unit.module[data-id^=g]")
+    v.page.click("button.theme")
+    with v.page.expect_download() as download:
+        v.page.click("button.export-png")
+    assert Path(download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert v.count(".unit") > 20
+    assert v.page.evaluate("window.__csp") == []
+    v.screenshot("view-csp")
+    v.close()  # and no console error (a refused script or style would log one)
+
+
+def test_bidi_overrides_show_escaped_and_huge_names_stay_small(browser, tmp_path: Path) -> None:
+    for name, shown in [("evil\u202egnp_exe", "evil\\u202egnp_exe"), ("m" * 1_000_000, "m" * 47 + "…")]:
+        v = Viewer(browser, torchatlas.trace(_Named(name), torch.randn(1, 4)).ir, tmp_path, "names")
+        box = v.page.locator(".unit.module").first
+        assert box.locator(".title").text_content() == shown
+        assert v.page.evaluate("[...document.querySelectorAll('svg text')].every((t) => !/[\\u202a-\\u202e\\u2066-\\u2069]/.test(t.textContent))")
+        widths = v.page.evaluate("[...window.__atlas.app.result.boxes.values()].map((b) => b.width)")
+        assert max(widths) < 1000  # (48 wide letters at most)
+        v.close()

@@ -24,6 +24,16 @@ export function formatCount(n) {
   return String(n);
 }
 
+const LABEL_MAX = 48; // characters of a name on a box: a longer one is cut (the details panel shows it whole)
+
+/** `text` cut to `max` characters, the last one "…", so that a huge name cannot make a huge box. */
+export function shorten(text, max = LABEL_MAX) {
+  if (text.length <= max) return text;
+  let cut = text.slice(0, max - 1);
+  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1); // not half a character
+  return cut + "…";
+}
+
 export function lastComponent(path) {
   const i = path.lastIndexOf(".");
   return i < 0 ? path : path.slice(i + 1);
@@ -52,8 +62,13 @@ export class Describer {
     return this.model.doc.names[n.op];
   }
 
-  /** {title, subtitle, badge, category} of a leaf unit. */
+  /** {title, subtitle, badge, category} of a leaf unit, names shortened for the box. */
   unit(id) {
+    const d = this.fullUnit(id);
+    return { ...d, title: shorten(d.title), subtitle: d.subtitle && shorten(d.subtitle) };
+  }
+
+  fullUnit(id) {
     const m = this.model;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
@@ -106,6 +121,10 @@ export class Describer {
 
   /** An open module's title: its path below the enclosing module ("self_attn" inside "layers.0"). */
   containerTitle(sIdx) {
+    return shorten(this.fullContainerTitle(sIdx));
+  }
+
+  fullContainerTitle(sIdx) {
     const s = this.model.scopes[sIdx];
     if (this.containerBadge(sIdx)) {
       const members = this.model.groups.get(s.rep[0]);
@@ -118,6 +137,6 @@ export class Describer {
   }
 
   containerSubtitle(sIdx) {
-    return lastComponent(this.model.scopes[sIdx].cls);
+    return shorten(lastComponent(this.model.scopes[sIdx].cls));
   }
 }

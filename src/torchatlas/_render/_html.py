@@ -5,7 +5,8 @@ built from the repository's ``web/`` folder with ``npm ci && npm run build``)
 and the graph as a compact JSON document. It needs no server and no network,
 so it works opened from ``file://``, mailed around, or inside a notebook iframe.
 
-Everything taken from the graph is data: the JSON sits in a
+Every string taken from the graph is shown as ``_text.visible`` writes it (control
+and bidi override characters as escapes), and is data: the JSON sits in a
 ``<script type="application/json">`` block with ``<``, ``>`` and ``&`` escaped
 as ``\\u003c``-style sequences, so a module named ``</script>`` cannot end the
 block, and the viewer puts every string on screen through ``textContent``.
@@ -13,6 +14,8 @@ block, and the viewer puts every string on screen through ``textContent``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
 from dataclasses import dataclass
@@ -23,6 +26,7 @@ from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._labels import model_title
 from torchatlas._render._palette import PALETTES, leaf_module_category
+from torchatlas._text import visible
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -65,7 +69,10 @@ class _Interner:
 
 
 def _source(src: Source | None, files: _Interner) -> list[Any] | None:
-    return None if src is None else [files(src.file), src.line, src.code]
+    if src is None:
+        return None
+    code = None if src.code is None else "\n".join(visible(line) for line in src.code.split("\n"))
+    return [files(visible(src.file)), src.line, code]
 
 
 def _valid_repeats(ir: GraphIR) -> dict[str, list[Any]]:
@@ -112,12 +119,12 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if n.outputs:
             d["o"] = [metas({"shape": list(m.shape), "dtype": m.dtype, "device": m.device}) for m in n.outputs]
         if n.target is not None:
-            d["t"] = n.target
-            d["op"] = names(op_name(n.target))
+            d["t"] = visible(n.target)
+            d["op"] = names(visible(op_name(n.target) or "?"))
         if n.path is not None:
-            d["path"] = n.path
+            d["path"] = visible(n.path)
         if n.name is not None:
-            d["nm"] = n.name
+            d["nm"] = visible(n.name)
         if n.inplace:
             d["ip"] = 1
         if n.source is not None:
@@ -125,7 +132,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if _number(n.meta.get("flops")) is not None:
             d["f"] = n.meta["flops"]
         if "error" in n.meta:  # the op a partial trace stopped at
-            d["err"] = str(n.meta["error"])
+            d["err"] = visible(str(n.meta["error"]))
         out_nodes.append(d)
 
     # A closed module that holds no other module is coloured by its ops, as in the diagrams.
@@ -138,7 +145,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
     out_scopes = []
     for s in scopes:
-        d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": s.path, "cls": s.cls, "call": s.call}
+        d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": visible(s.path), "cls": visible(s.cls), "call": s.call}
         if s.source is not None:
             d["src"] = _source(s.source, files)
         if s.outputs:
@@ -158,7 +165,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         out_scopes.append(d)
 
     return {
-        "title": title or model_title(ir),
+        "title": visible(title or model_title(ir)),
         "kinds": list(NODE_KINDS),
         "categories": categories,
         "legend": [list(item) for item in LEGEND],
@@ -220,20 +227,38 @@ class HtmlOptions:
     """The page's title; default: the model's class name."""
 
 
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def content_security_policy(script: str, style: str) -> str:
+    """The page's policy: only its own script and stylesheet (by hash) run, nothing is fetched.
+
+    Layout workers are started from a ``blob:`` URL holding the page's own script,
+    and the PNG export draws the SVG export from a ``blob:`` URL.
+    """
+    return (
+        f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
+        "worker-src blob:; img-src blob:; base-uri 'none'; form-action 'none'"
+    )
+
+
 def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
     """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``)."""
-    script, style = _bundle()
+    bundle, css = _bundle()
     doc = viewer_document(ir, (options or HtmlOptions()).title)
+    script, style = f"\n{bundle}\n", f"\n{palette_css()}\n{css}\n"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en" data-theme="light">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{content_security_policy(script, style)}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         '<meta name="generator" content="torchatlas">\n'
         f"<title>{_plain_text(doc['title'])} · torchatlas</title>\n"
-        f"<style>\n{palette_css()}\n{style}\n</style>\n</head>\n<body>\n"
+        f"<style>{style}</style>\n</head>\n<body>\n"
         '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
         f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'
-        f"<script>\n{script}\n</script>\n</body>\n</html>\n"
+        f"<script>{script}</script>\n</body>\n</html>\n"
     )
 
 
