@@ -114,7 +114,7 @@ class Viewer:
     def search(self, text: str) -> None:
         before = self.page.evaluate("window.__atlas.layoutCount")
         self.page.fill(".search input", text)
-        self.page.locator(".search-results li").first.click()
+        self.page.locator(".search-results li.hit").first.click()
         self.page.wait_for_function(f"() => window.__atlas.layoutCount > {before}", timeout=60_000)
 
     def details(self) -> dict[str, str]:

@@ -175,3 +175,27 @@ def test_bidi_overrides_show_escaped_and_huge_names_stay_small(browser, tmp_path
         widths = v.page.evaluate("[...window.__atlas.app.result.boxes.values()].map((b) => b.width)")
         assert max(widths) < 1000  # (48 wide letters at most)
         v.close()
+
+
+def test_opening_is_not_selecting_escape_clears_and_search_rows_are_distinct(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "select")
+    has_selection = "() => document.querySelector('svg.graph').classList.contains('has-selection')"
+    v.click_and_relayout('.unit.module[data-id="s1"]')  # open initial_conv: the panel describes it, nothing is lit
+    assert not v.page.evaluate(has_selection) and v.details()["class"].endswith("Conv2d")
+
+    # Selecting the add lights its upstream (the input, both branches) and downstream (the output) cone.
+    v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="add")).first.click()
+    assert v.page.evaluate(has_selection)
+    lit = v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)")
+    assert {"args[0]", "parallel_conv", "max_pool #1", "output"} <= set(lit)
+    v.screenshot("view-path-highlight")
+    v.page.keyboard.press("Escape")
+    assert not v.page.evaluate(has_selection) and v.count(".unit.selected") == 0
+
+    v.page.fill(".search input", "relu")
+    rows = v.page.locator(".search-results li.hit").all_text_contents()
+    assert len(rows) == len(set(rows)) and any("×" in r for r in rows)
+    count = v.page.locator(".search-results li.search-count").text_content()
+    assert count == "4 matches in 1 row" and rows[0].startswith("torch.relu×4")
+    v.screenshot("view-search")
+    v.close()

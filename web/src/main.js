@@ -43,6 +43,7 @@ class App {
     this.describer = new Describer(this.model);
     this.title = doc.title;
     this.selection = null; // {kind: "n"|"s", idx}
+    this.opened = null; // the module last opened or closed: the panel describes it while nothing is selected
     this.layoutToken = 0;
     this.graph = null;
     this.result = null;
@@ -135,10 +136,11 @@ class App {
     this.details.clear();
     this.search = new SearchBox(this.searchInput, this.searchList, this.model, (kind, idx) => this.jumpTo(kind, idx));
     document.addEventListener("keydown", (ev) => {
-      if (ev.key === "/" && document.activeElement !== this.searchInput) {
+      if (document.activeElement === this.searchInput) return;
+      if (ev.key === "/") {
         ev.preventDefault();
         this.searchInput.focus();
-      }
+      } else if (ev.key === "Escape") this.select(null);
     });
   }
 
@@ -182,7 +184,8 @@ class App {
       m.expanded.delete(sIdx);
       anchor = (m.foldedGroupOf(m.scopes[sIdx]) !== null ? "g" : "s") + sIdx;
     }
-    this.selection = { kind: "s", idx: sIdx };
+    // Opening is not selecting: the panel describes the module, nothing is lit or dimmed.
+    this.opened = sIdx;
     this.syncDepthSelect();
     return this.relayout({ animate: true, anchor: [id, anchor] }).then(() => this.showSelection());
   }
@@ -237,6 +240,7 @@ class App {
 
   select(sel) {
     this.selection = sel;
+    this.opened = null;
     this.showSelection();
   }
 
@@ -255,7 +259,8 @@ class App {
     if (sel) this.panel.classList.remove("closed");
     else if (this.narrow) this.panel.classList.add("closed");
     if (!sel) {
-      this.details.clear();
+      if (this.opened !== null) this.details.showScope(this.opened);
+      else this.details.clear();
       this.renderer.highlight(null, new Set(), new Set());
       return;
     }
