@@ -160,7 +160,7 @@ def bench_synthetic(page: Page, folder: Path) -> dict[str, Any]:
     out["open_x25_inside"] = relayout(page, ".unit.module[data-id^=g]")
     t0 = time.perf_counter()
     page.fill(".search input", "blocks.39.subs.24")
-    page.locator(".search-results li").first.wait_for()
+    page.locator(".search-results li.hit").first.wait_for()
     out["search_ms"] = round((time.perf_counter() - t0) * 1000)
     out["pan_zoom_expanded"] = frame_times(page)
     return out

@@ -216,3 +216,11 @@ def test_graph_with_two_roots_gets_one_synthetic_root() -> None:
     doc = viewer_document(ir)
     assert [s["p"] for s in doc["scopes"]] == [-1, 0, 0, 2]
     assert [doc["scopes"][n["s"]]["cls"] for n in doc["nodes"]] == ["m.A", "m.C"]
+
+
+def test_non_finite_counts_are_left_out_of_the_page(coolcnn_graph: torchatlas.Graph) -> None:
+    ir = coolcnn_graph.ir
+    bad = replace(ir, nodes=[replace(n, meta={**n.meta, "flops": float("nan")}) for n in ir.nodes])
+    bad = replace(bad, scopes=[replace(s, meta={**s.meta, "params": float("inf")}) for s in bad.scopes])
+    doc = embedded(to_html(bad))
+    assert all("f" not in n for n in doc["nodes"]) and all("params" not in s for s in doc["scopes"])

@@ -18,6 +18,7 @@ import base64
 import hashlib
 import html
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,9 @@ def _valid_repeats(ir: GraphIR) -> dict[str, list[Any]]:
 
 
 def _number(value: Any) -> int | float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A count the page can show: finite (JSON has no NaN or Infinity), not a bool."""
+    ok = isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+    return value if ok else None
 
 
 def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
