@@ -7,6 +7,7 @@ Screenshots land in ``test-artifacts/``.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -198,4 +199,24 @@ def test_opening_is_not_selecting_escape_clears_and_search_rows_are_distinct(bro
     count = v.page.locator(".search-results li.search-count").text_content()
     assert count == "4 matches in 1 row" and rows[0].startswith("torch.relu×4")
     v.screenshot("view-search")
+    v.close()
+
+
+def test_params_toggle_redraws_box_text_tooltips_and_f_fits(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "params")
+    v.click_and_relayout('.unit.module[data-id="s1"]')  # initial_conv open: its conv2d lists the weights it reads
+    conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
+    assert conv.locator(".subtitle").text_content().startswith("W 16×3×3×3")
+    assert "torch.conv2d" in conv.locator("title").text_content() and "1×16×32×32" in conv.locator("title").text_content()
+    v.click_and_relayout(".check input")  # params as boxes: the op's box no longer lists them
+    conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
+    assert conv.locator(".subtitle").count() == 0 and v.count(".unit[data-category=param]") >= 2
+    v.page.locator(".unit.op").first.click()  # the panel names inputs without internal ids
+    assert not any(re.search(r"\(n\d+\)", t) for t in v.page.locator(".details .tensor-name").all_text_contents())
+    v.page.mouse.move(300, 300)
+    v.page.mouse.wheel(0, -600)
+    v.page.wait_for_timeout(300)
+    v.page.keyboard.press("f")
+    v.page.wait_for_timeout(600)
+    _check_view(v.page.evaluate(MEASURE), "after f")
     v.close()

@@ -68,6 +68,27 @@ export class Describer {
     return { ...d, title: shorten(d.title), subtitle: d.subtitle && shorten(d.subtitle) };
   }
 
+  /** Everything a box shows, as one string: a box is redrawn when it changes. */
+  said(id) {
+    const d = this.unit(id);
+    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}`;
+  }
+
+  /** A box's hover text: its whole name, what it is and what it makes. */
+  tooltip(id) {
+    const m = this.model;
+    const d = this.fullUnit(id);
+    let lines;
+    if (id[0] === "n") {
+      const n = m.nodes[Number(id.slice(1))];
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", ")];
+    } else {
+      const s = m.scopes[Model.unitScope(id)];
+      lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls];
+    }
+    return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
+  }
+
   fullUnit(id) {
     const m = this.model;
     if (id[0] === "n") {

@@ -141,6 +141,7 @@ class App {
         ev.preventDefault();
         this.searchInput.focus();
       } else if (ev.key === "Escape") this.select(null);
+      else if (ev.key === "f" && !ev.ctrlKey && !ev.metaKey && !ev.altKey) this.viewport.fit();
     });
   }
 

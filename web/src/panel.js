@@ -87,7 +87,7 @@ export class DetailsPanel {
     const ins = (n.i || []).map((i, j) => {
       const src = m.nodes[i];
       const srcKind = m.kindOf(src);
-      const name = srcKind === "op" ? `${this.describer.opName(src)} (${src.nm || "n" + i})` : src.path || srcKind;
+      const name = srcKind === "op" ? (src.nm ? `${this.describer.opName(src)} (${src.nm})` : this.describer.opName(src)) : src.path || srcKind;
       return { name, meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) };
     });
     const sec = this.section("Tensors");

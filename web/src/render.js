@@ -129,6 +129,11 @@ export class Renderer {
     for (const [id, leaf] of graph.leaves) {
       keep.add(id);
       let g = this.elements.get(id);
+      if (g && g.said !== this.describer.said(id)) {
+        // What the box says changed (params shown or hidden): draw it anew, in its old place.
+        g.replaceWith(this.makeLeaf(id, g));
+        g = this.elements.get(id);
+      }
       const fresh = !g;
       if (fresh) g = this.makeLeaf(id);
       this.drawRefs(g, leaf.refs);
@@ -201,9 +206,13 @@ export class Renderer {
     el("tspan", { class: "subtitle", dx: "8" }, g.titleEl).textContent = d.containerSubtitle(cIdx);
   }
 
-  makeLeaf(id) {
+  /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
+  makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}`, "data-id": id, "data-category": d.category }, this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    g.said = this.describer.said(id);
+    if (old) g.style.transform = old.style.transform;
+    el("title", {}, g).textContent = this.describer.tooltip(id);
     // A second outline offset behind a module box reads as "there is more inside".
     g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
     g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));
