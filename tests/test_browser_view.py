@@ -220,3 +220,15 @@ def test_params_toggle_redraws_box_text_tooltips_and_f_fits(browser, tmp_path: P
     v.page.wait_for_timeout(600)
     _check_view(v.page.evaluate(MEASURE), "after f")
     v.close()
+
+
+def test_opening_a_module_scrolls_what_it_opened_into_view(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("llama"), tmp_path, "open-scroll", viewport=NOTEBOOK)
+    frame_id = "c" + v.page.locator(".unit.module[data-id^=g]").get_attribute("data-id")[1:]
+    v.click_and_relayout(".unit.module[data-id^=g]")
+    stage = v.page.evaluate("() => { const r = document.querySelector('svg.graph').getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height}; }")
+    frame = v.page.locator(f'.cluster[data-id="{frame_id}"] > .frame').bounding_box()
+    assert stage["y"] <= frame["y"] and frame["x"] >= stage["x"]  # its title bar is on screen...
+    assert frame["y"] + min(frame["height"], stage["h"] - 48) <= stage["y"] + stage["h"]  # ...and as much of it as fits
+    v.screenshot("view-open-scroll")
+    v.close()

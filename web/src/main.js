@@ -364,9 +364,11 @@ class App {
     const after = anchor ? result.boxes.get(anchor[1]) : null;
     if (fit) this.viewport.fit(animate);
     else if (before && after) {
-      // Keep the clicked box under the pointer while the rest moves around it.
+      // Keep the clicked box under the pointer while the rest moves around it, then
+      // scroll as little as needed to show what it opened into (or closed into).
       const v = this.viewport;
-      v.moveTo(v.x + (before.x - after.x) * v.k, v.y + (before.y - after.y) * v.k, v.k, animate);
+      const at = v.inView(after, v.x + (before.x - after.x) * v.k, v.y + (before.y - after.y) * v.k);
+      v.moveTo(at.x, at.y, v.k, animate);
     }
     const ops = this.model.nodes.filter((n) => this.model.kindOf(n) === "op").length;
     this.status.textContent = `${ops.toLocaleString("en-US")} ops · ${(this.model.scopes.length - 1).toLocaleString("en-US")} module calls · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;

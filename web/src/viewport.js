@@ -110,6 +110,28 @@ export class Viewport {
     this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate, maxScale });
   }
 
+  /**
+   * The translation nearest to (x, y), at the current scale, that shows the box
+   * `r` (graph coordinates) whole, or its top left where it is larger than the
+   * view; and the whole graph where it fits.
+   */
+  inView(r, x, y, margin = 24) {
+    const { width, height } = this.size();
+    const k = this.k;
+    const shift = (pos, start, size, view) => {
+      const lo = margin - start * k; // this translation puts the start at the margin
+      const hi = view - margin - (start + size) * k; // and this one the end
+      return size * k > view - 2 * margin ? lo : Math.min(hi, Math.max(lo, pos));
+    };
+    x = shift(x, r.x, r.width, width);
+    y = shift(y, r.y, r.height, height);
+    if (this.bounds.width * k <= width && this.bounds.height * k <= height) {
+      x = shift(x, 0, this.bounds.width, width);
+      y = shift(y, 0, this.bounds.height, height);
+    }
+    return { x, y };
+  }
+
   /** Center on a box, zooming in only as far as needed to read it. */
   centerOn(box) {
     const { width, height } = this.size();
@@ -127,7 +149,7 @@ export class Viewport {
     const from = { x: this.x, y: this.y, k: this.k };
     const t0 = performance.now();
     const step = (t) => {
-      const p = Math.min(1, (t - t0) / 280);
+      const p = Math.min(1, (t - t0) / 200);
       const e = 1 - Math.pow(1 - p, 3);
       this.x = from.x + (x - from.x) * e;
       this.y = from.y + (y - from.y) * e;
