@@ -232,3 +232,16 @@ def test_opening_a_module_scrolls_what_it_opened_into_view(browser, tmp_path: Pa
     assert frame["y"] + min(frame["height"], stage["h"] - 48) <= stage["y"] + stage["h"]  # ...and as much of it as fits
     v.screenshot("view-open-scroll")
     v.close()
+
+
+def test_shift_click_lights_the_paths_between_two_boxes(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "paths")
+    box = lambda title: v.page.locator(".unit", has=v.page.locator("text.title", has_text=re.compile(f"^{re.escape(title)}$"))).first  # noqa: E731
+    box("args[0]").click()
+    box("add").click(modifiers=["Shift"])
+    lit = set(v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)"))
+    assert {"args[0]", "initial_conv", "parallel_conv", "max_pool", "max_pool #1", "add"} <= lit
+    assert not lit & {"truediv", "secondary_conv", "output"}
+    assert v.count(".unit.selected") == 2 and v.count(".edge.lit") == 8 and v.count(".edge-label.lit") >= 4
+    v.screenshot("view-two-node-paths")
+    v.close()

@@ -44,6 +44,7 @@ class App {
     this.title = doc.title;
     this.selection = null; // {kind: "n"|"s", idx}
     this.opened = null; // the module last opened or closed: the panel describes it while nothing is selected
+    this.pathEnd = null; // a second box (Shift+click): the paths between it and the selection are lit
     this.layoutToken = 0;
     this.graph = null;
     this.result = null;
@@ -124,7 +125,7 @@ class App {
 
     this.renderer = new Renderer(svg, this.describer, {
       onToggle: (id) => this.toggle(id),
-      onSelect: (id) => this.selectUnit(id),
+      onSelect: (id, ev) => this.selectUnit(id, ev),
       onUnfold: (sIdx) => this.toggleFold(this.model.scopes[sIdx].rep[0]),
     });
     this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap, minimapBox);
@@ -233,14 +234,22 @@ class App {
     this.showSelection();
   }
 
-  /** A click on a leaf box selects it; a click on a "↪ value" note jumps to that value. */
-  selectUnit(id) {
+  /**
+   * A click on a leaf box selects it, a Shift+click on a second one lights the
+   * paths between the two; a click on a "↪ value" note jumps to that value.
+   */
+  selectUnit(id, ev) {
+    if (id[0] === "n" && ev?.shiftKey && this.selection) {
+      this.pathEnd = { kind: "n", idx: Number(id.slice(1)) };
+      return this.showSelection();
+    }
     if (id[0] === "n") return this.select({ kind: "n", idx: Number(id.slice(1)) });
     return this.jumpTo(id[0] === "s" || id[0] === "g" ? "s" : "n", Number(id.slice(1)));
   }
 
   select(sel) {
     this.selection = sel;
+    this.pathEnd = null;
     this.opened = null;
     this.showSelection();
   }
@@ -268,6 +277,22 @@ class App {
     if (sel.kind === "n") this.details.showNode(sel.idx);
     else this.details.showScope(sel.idx);
     const unit = this.unitOf(sel);
+    const cone = this.cone(unit);
+    let { lit, edges } = { lit: new Set([...cone.up.units, ...cone.down.units]), edges: new Set([...cone.up.edges, ...cone.down.edges]) };
+    const other = this.unitOf(this.pathEnd);
+    if (other && other !== unit) {
+      // Two boxes selected: only the paths between them, whichever comes first.
+      const far = this.cone(other);
+      const between = (a, b) => [...a.units].filter((u) => b.units.has(u));
+      lit = new Set([...between(cone.down, far.up), ...between(far.down, cone.up)]);
+      edges = new Set([...cone.down.edges, ...cone.up.edges].filter((id) => (far.up.edges.has(id) || far.down.edges.has(id))));
+      edges = new Set([...edges].filter((id) => { const e = this.edgeById.get(id); return lit.has(e.source) && lit.has(e.target); }));
+    }
+    this.renderer.highlight(unit, lit, edges, other);
+  }
+
+  /** The visible boxes standing for a unit: itself, or everything inside an open module. */
+  seedsOf(unit) {
     const seeds = new Set();
     if (unit && unit[0] === "c") {
       const inside = (c) => {
@@ -278,42 +303,40 @@ class App {
       };
       inside(Number(unit.slice(1)));
     } else if (unit) seeds.add(unit);
-    const { lit, edges } = this.reach(seeds);
-    if (unit) lit.add(unit);
-    this.renderer.highlight(unit, lit, edges);
+    return seeds;
   }
 
-  /** Units upstream and downstream of `seeds` in the visible graph, and the edges on those paths. */
-  reach(seeds) {
+  /** Units upstream (`up`) and downstream (`down`) of a unit in the visible graph, each with the edges on those paths. */
+  cone(unit) {
+    const seeds = this.seedsOf(unit);
     const outgoing = new Map();
     const incoming = new Map();
+    this.edgeById = new Map();
     for (const e of this.graph.edges) {
+      this.edgeById.set(e.id, e);
       if (!outgoing.has(e.source)) outgoing.set(e.source, []);
       if (!incoming.has(e.target)) incoming.set(e.target, []);
       outgoing.get(e.source).push(e);
       incoming.get(e.target).push(e);
     }
-    const lit = new Set(seeds);
-    const edges = new Set();
     const walk = (adjacency, end) => {
-      const seen = new Set(seeds);
+      const units = new Set(seeds);
+      if (unit) units.add(unit);
+      const edges = new Set();
       const stack = [...seeds];
       while (stack.length) {
         const u = stack.pop();
         for (const e of adjacency.get(u) || []) {
           edges.add(e.id);
-          const v = e[end];
-          if (!seen.has(v)) {
-            seen.add(v);
-            lit.add(v);
-            stack.push(v);
+          if (!units.has(e[end])) {
+            units.add(e[end]);
+            stack.push(e[end]);
           }
         }
       }
+      return { units, edges };
     };
-    walk(outgoing, "target");
-    walk(incoming, "source");
-    return { lit, edges };
+    return { down: walk(outgoing, "target"), up: walk(incoming, "source") };
   }
 
   /**

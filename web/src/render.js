@@ -234,7 +234,7 @@ export class Renderer {
     g.addEventListener("click", (ev) => {
       ev.stopPropagation();
       if (d.module) this.handlers.onToggle(id);
-      else this.handlers.onSelect(id);
+      else this.handlers.onSelect(id, ev);
     });
     this.elements.set(id, g);
     return g;
@@ -286,6 +286,7 @@ export class Renderer {
         }
       }
     };
+    const labels = document.createDocumentFragment();
     for (const e of graph.drawn) {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
@@ -298,26 +299,31 @@ export class Renderer {
       const vertical = Math.abs(points[1].x - start.x) < 1;
       const x = vertical ? start.x + 4 : start.x - width / 2;
       const rect = { x, y: start.y + 3, w: width, h: 13 };
+      const parts = [g];
       if (text && !labelled.has(key) && !collides(rect)) {
         labelled.add(key);
         occupy(rect);
         // Just below the source box, beside the line: where the value leaves its producer.
-        el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, g);
-        const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, g);
+        // Labels go after every edge, so that no other edge crosses over one.
+        const lg = el("g", { class: "edge-label", "data-id": e.id }, labels);
+        el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, lg);
+        const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, lg);
         t.textContent = text;
+        parts.push(lg);
       }
-      this.edgeEls.set(e.id, g);
+      this.edgeEls.set(e.id, parts);
     }
+    frag.appendChild(labels);
     this.layerEdges.appendChild(frag);
   }
 
-  /** Light up `ids` (units) and the edges among them; dim everything else. */
-  highlight(selected, lit, edgeIds) {
+  /** Light up `lit` (units) and `edgeIds`; mark `selected` (and a second box, `other`); dim everything else. */
+  highlight(selected, lit, edgeIds, other = null) {
     this.svg.classList.toggle("has-selection", !!selected);
     for (const [id, g] of this.elements) {
       g.classList.toggle("lit", lit.has(id));
-      g.classList.toggle("selected", id === selected);
+      g.classList.toggle("selected", id === selected || id === other);
     }
-    for (const [id, g] of this.edgeEls) g.classList.toggle("lit", edgeIds.has(id));
+    for (const [id, parts] of this.edgeEls) for (const g of parts) g.classList.toggle("lit", edgeIds.has(id));
   }
 }
