@@ -221,8 +221,8 @@ export class Model {
     return this.nodes.filter((n) => inside.has(n.s));
   }
 
-  /** Search module paths, classes, op targets and node paths; best matches first. */
-  search(query, limit = 50) {
+  /** Every match of module paths, classes, op targets, node paths and variable names; best first. */
+  search(query) {
     const q = query.trim().toLowerCase();
     if (!q) return [];
     const hits = [];
@@ -243,6 +243,6 @@ export class Model {
       if (best !== Infinity) hits.push({ kind: "n", idx: n.idx, score: best + 0.5 });
     }
     hits.sort((a, b) => a.score - b.score || a.idx - b.idx);
-    return hits.slice(0, limit);
+    return hits;
   }
 }

@@ -178,7 +178,7 @@ export class SearchBox {
   update() {
     const m = this.model;
     const rows = new Map(); // row text -> {kind, idx: [hits], main, sub}
-    const hits = m.search(this.input.value, Infinity);
+    const hits = m.search(this.input.value);
     for (const hit of hits) {
       let main;
       let sub;
