@@ -245,3 +245,21 @@ def test_shift_click_lights_the_paths_between_two_boxes(browser, tmp_path: Path)
     assert v.count(".unit.selected") == 2 and v.count(".edge.lit") == 8 and v.count(".edge-label.lit") >= 4
     v.screenshot("view-two-node-paths")
     v.close()
+
+
+def test_depth_menu_follows_the_frames_on_screen(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("llama"), tmp_path, "depth", viewport=NOTEBOOK)
+    depth = lambda: int(v.page.input_value("select"))  # noqa: E731
+    deepest = lambda: v.page.evaluate("() => Math.max(...[...window.__atlas.app.graph.containers.keys()].map((c) => window.__atlas.app.model.scopes[c].depth)) + 1")  # noqa: E731
+    assert depth() == deepest()
+    start = depth()
+    frame_id = "c" + v.page.locator(".unit.module[data-id^=g]").get_attribute("data-id")[1:]
+    v.click_and_relayout(".unit.module[data-id^=g]")
+    inner = v.page.evaluate(f"() => [...window.__atlas.app.graph.leaves.values()].find((l) => l.container === {frame_id[1:]} && l.id[0] === 's').id")
+    v.bring_into_view(inner)
+    v.click_and_relayout(f'.unit.module[data-id="{inner}"]')  # a module inside the layer
+    assert depth() == deepest() > start
+    v.bring_into_view(frame_id)
+    v.click_and_relayout(f'.cluster[data-id="{frame_id}"] > .header')  # close the layer: what it held is off screen
+    assert depth() == deepest() == start
+    v.close()

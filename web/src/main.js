@@ -164,8 +164,9 @@ class App {
   /** The depth N of the depth menu that the opened modules amount to. */
   openDepth() {
     const m = this.model;
+    const units = m.scopeUnits(); // null: the scope is an open frame on screen
     let depth = 1;
-    for (const s of m.scopes) if (m.expanded.has(s.idx)) depth = Math.max(depth, s.depth + 1);
+    for (const s of m.scopes) if (units[s.idx] === null) depth = Math.max(depth, s.depth + 1);
     return Math.min(depth, m.maxDepth + 1);
   }
 
@@ -207,9 +208,11 @@ class App {
 
   expandAll() {
     const m = this.model;
+    const open = m.expanded;
     m.folded.clear();
     const depth = m.depthWithin(EXPAND_ALL_BUDGET);
     m.expandToDepth(depth);
+    for (const sIdx of open) m.expanded.add(sIdx); // Expand all never closes a module
     this.syncDepthSelect();
     if (depth <= m.maxDepth) this.flash(`Opened modules down to depth ${depth}; deeper levels would exceed ${EXPAND_ALL_BUDGET} boxes. Click a module to open it.`);
     this.relayout({ animate: true, fit: true });
