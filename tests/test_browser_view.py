@@ -263,3 +263,22 @@ def test_depth_menu_follows_the_frames_on_screen(browser, tmp_path: Path) -> Non
     v.click_and_relayout(f'.cluster[data-id="{frame_id}"] > .header')  # close the layer: what it held is off screen
     assert depth() == deepest() == start
     v.close()
+
+
+def test_keyboard_moves_along_edges_opens_with_enter_and_shows_help(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "keys")
+    v.page.locator(".unit", has=v.page.locator("text.title", has_text="args[0]")).first.click()
+    v.page.keyboard.press("ArrowDown")  # to the first reader of the input: initial_conv
+    assert v.page.locator(".details h3").first.text_content() == "initial_conv"
+    before = v.page.evaluate("window.__atlas.layoutCount")
+    v.page.keyboard.press("Enter")  # opens it
+    v.page.wait_for_function(f"() => window.__atlas.layoutCount > {before}")
+    assert v.count('.cluster[data-id="c1"]') == 1
+    v.page.keyboard.press("ArrowUp")
+    assert v.page.locator(".details h3").first.text_content() == "args[0]"
+    v.page.keyboard.press("?")
+    assert v.page.locator(".help").is_visible() and "Enter" in v.page.locator(".help").text_content()
+    v.screenshot("view-keyboard-help")
+    v.page.keyboard.press("Escape")
+    assert not v.page.locator(".help").is_visible() and v.count(".unit.selected") == 0
+    v.close()

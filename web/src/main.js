@@ -13,7 +13,16 @@ import { exportPng, exportSvg } from "./export.js";
 
 const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
 const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
-const NARROW = 1100; // in a window narrower than this (a notebook), the details panel starts closed
+const NARROW = 1100;
+const KEYS = [
+  ["/", "search"],
+  ["f", "fit the graph to the window"],
+  ["↓ ↑", "select the next box downstream / upstream"],
+  ["Enter", "open or close the selected (or last opened) module"],
+  ["Shift+click", "light the paths between two boxes"],
+  ["Esc", "clear the selection"],
+  ["?", "this help"],
+]; // in a window narrower than this (a notebook), the details panel starts closed
 const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
 
@@ -98,6 +107,7 @@ class App {
       ]),
       h("div", { class: "group" }, [
         button("◐", "Switch light / dark theme", () => this.toggleTheme(), "theme"),
+        button("?", "Keyboard shortcuts", () => this.help.classList.toggle("hidden"), "show-help"),
         button("SVG", "Export the current view as SVG", () => exportSvg(this.renderer.svg, this.result, this.fileName()), "export-svg"),
         button("PNG", "Export the current view as PNG", () => exportPng(this.renderer.svg, this.result, this.fileName()), "export-png"),
       ]),
@@ -136,14 +146,51 @@ class App {
     });
     this.details.clear();
     this.search = new SearchBox(this.searchInput, this.searchList, this.model, (kind, idx) => this.jumpTo(kind, idx));
-    document.addEventListener("keydown", (ev) => {
-      if (document.activeElement === this.searchInput) return;
-      if (ev.key === "/") {
-        ev.preventDefault();
-        this.searchInput.focus();
-      } else if (ev.key === "Escape") this.select(null);
-      else if (ev.key === "f" && !ev.ctrlKey && !ev.metaKey && !ev.altKey) this.viewport.fit();
-    });
+    this.help = h("div", { class: "help hidden", role: "dialog", "aria-label": "Keyboard" }, [
+      h("h3", { text: "Keyboard" }),
+      ...KEYS.map(([key, what]) => h("div", { class: "help-row" }, [h("kbd", { text: key }), h("span", { text: what })])),
+    ]);
+    stage.firstChild.appendChild(this.help);
+    document.addEventListener("keydown", (ev) => this.onKey(ev));
+  }
+
+  onKey(ev) {
+    if (document.activeElement === this.searchInput || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const arrows = { ArrowDown: "down", ArrowUp: "up" };
+    if (ev.key === "/") {
+      ev.preventDefault();
+      this.searchInput.focus();
+    } else if (ev.key === "Escape") {
+      this.help.classList.add("hidden");
+      this.select(null);
+    } else if (ev.key === "f") this.viewport.fit();
+    else if (ev.key === "?") this.help.classList.toggle("hidden");
+    else if (ev.key === "Enter") {
+      // Open or close the selected module, or the one last opened.
+      const sIdx = this.selection?.kind === "s" ? this.selection.idx : this.opened;
+      if (sIdx !== null && sIdx !== undefined && sIdx > 0) {
+        const unit = this.unitOf({ kind: "s", idx: sIdx });
+        if (unit) this.toggle(unit);
+      }
+    } else if (arrows[ev.key] && this.selection) {
+      ev.preventDefault();
+      this.step(arrows[ev.key]);
+    }
+  }
+
+  /** Move the selection one edge downstream or upstream (to the first box that way), keeping it in view. */
+  step(direction) {
+    const unit = this.unitOf(this.selection);
+    const [from, to] = direction === "down" ? ["source", "target"] : ["target", "source"];
+    const seeds = this.seedsOf(unit);
+    const next = this.graph.edges.find((e) => seeds.has(e[from]) && !seeds.has(e[to]));
+    if (!next) return;
+    const id = next[to];
+    this.select(id[0] === "n" ? { kind: "n", idx: Number(id.slice(1)) } : { kind: "s", idx: Model.unitScope(id) });
+    const box = this.result.boxes.get(id);
+    const v = this.viewport;
+    const at = v.inView(box, v.x, v.y);
+    v.moveTo(at.x, at.y, v.k, true);
   }
 
   fileName() {

@@ -30,9 +30,13 @@ export class Viewport {
 
   apply() {
     this.group.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.k})`);
-    this.svg.classList.toggle("lod-far", this.k < 0.55);
-    this.svg.classList.toggle("lod-tiny", this.k < 0.22);
-    this.svg.style.setProperty("--zoom", String(this.k));
+    if (this.k !== this.styledK) {
+      // Only a zoom restyles the text; a pan moves one group and nothing else.
+      this.styledK = this.k;
+      this.svg.classList.toggle("lod-far", this.k < 0.55);
+      this.svg.classList.toggle("lod-tiny", this.k < 0.22);
+      this.svg.style.setProperty("--zoom", String(this.k));
+    }
     this.drawMinimap();
     this.onChange?.();
   }
