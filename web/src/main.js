@@ -13,7 +13,7 @@ import { exportPng, exportSvg } from "./export.js";
 
 const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
 const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
-const NARROW = 1100;
+const NARROW = 1100; // in a window narrower than this (a notebook), the details panel starts closed
 const KEYS = [
   ["/", "search"],
   ["f", "fit the graph to the window"],
@@ -22,7 +22,7 @@ const KEYS = [
   ["Shift+click", "light the paths between two boxes"],
   ["Esc", "clear the selection"],
   ["?", "this help"],
-]; // in a window narrower than this (a notebook), the details panel starts closed
+];
 const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
 
@@ -328,17 +328,18 @@ class App {
     else this.details.showScope(sel.idx);
     const unit = this.unitOf(sel);
     const cone = this.cone(unit);
-    let { lit, edges } = { lit: new Set([...cone.up.units, ...cone.down.units]), edges: new Set([...cone.up.edges, ...cone.down.edges]) };
     const other = this.unitOf(this.pathEnd);
     if (other && other !== unit) {
-      // Two boxes selected: only the paths between them, whichever comes first.
+      // Two boxes selected: only the paths between them, whichever comes first. An
+      // edge between two boxes on such paths is on one too.
       const far = this.cone(other);
       const between = (a, b) => [...a.units].filter((u) => b.units.has(u));
-      lit = new Set([...between(cone.down, far.up), ...between(far.down, cone.up)]);
-      edges = new Set([...cone.down.edges, ...cone.up.edges].filter((id) => (far.up.edges.has(id) || far.down.edges.has(id))));
-      edges = new Set([...edges].filter((id) => { const e = this.edgeById.get(id); return lit.has(e.source) && lit.has(e.target); }));
+      const lit = new Set([...between(cone.down, far.up), ...between(far.down, cone.up)]);
+      const edges = new Set(this.graph.edges.filter((e) => lit.has(e.source) && lit.has(e.target)).map((e) => e.id));
+      this.renderer.highlight(unit, lit, edges, other);
+    } else {
+      this.renderer.highlight(unit, new Set([...cone.up.units, ...cone.down.units]), new Set([...cone.up.edges, ...cone.down.edges]));
     }
-    this.renderer.highlight(unit, lit, edges, other);
   }
 
   /** The visible boxes standing for a unit: itself, or everything inside an open module. */
@@ -361,9 +362,7 @@ class App {
     const seeds = this.seedsOf(unit);
     const outgoing = new Map();
     const incoming = new Map();
-    this.edgeById = new Map();
     for (const e of this.graph.edges) {
-      this.edgeById.set(e.id, e);
       if (!outgoing.has(e.source)) outgoing.set(e.source, []);
       if (!incoming.has(e.target)) incoming.set(e.target, []);
       outgoing.get(e.source).push(e);
