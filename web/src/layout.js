@@ -42,10 +42,9 @@ const running = new Set(); // {job, elk} given to an engine and not answered yet
 function startEngines() {
   if (idle) return;
   idle = [];
-  let url = null;
   try {
     if (!OWN_SCRIPT) throw new Error("no script to start a worker from");
-    url = URL.createObjectURL(new Blob([OWN_SCRIPT], { type: "text/javascript" }));
+    const url = URL.createObjectURL(new Blob([OWN_SCRIPT], { type: "text/javascript" }));
     const factory = (u) => {
       const worker = new Worker(u);
       worker.addEventListener("error", () => useThread()); // refused by the page's policy, or failed to load
