@@ -282,3 +282,18 @@ def test_keyboard_moves_along_edges_opens_with_enter_and_shows_help(browser, tmp
     v.page.keyboard.press("Escape")
     assert not v.page.locator(".help").is_visible() and v.count(".unit.selected") == 0
     v.close()
+
+
+def test_details_copy_path_source_and_shapes(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "copy")
+    v.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    v.search("conv2d")  # the first conv2d, inside initial_conv
+    copied = {}
+    for what in ("path", "source", "shapes"):
+        v.page.locator(".details .actions.copy button", has_text=f"Copy {what}").click()
+        v.page.wait_for_function("() => document.querySelectorAll('.details .actions.copy button').length && [...document.querySelectorAll('.details .actions.copy button')].some((b) => b.textContent.startsWith('Copied'))")
+        copied[what] = v.page.evaluate("() => navigator.clipboard.readText()")
+    assert copied["path"] == "initial_conv"
+    assert re.search(r"_example\.py:\d+\n.*self\.initial_conv\(x\)", copied["source"])
+    assert "inputs" in copied["shapes"] and "1×3×32×32  float32  cpu" in copied["shapes"] and "outputs" in copied["shapes"]
+    v.close()

@@ -10,6 +10,22 @@ function h(tag, cls, text) {
   return e;
 }
 
+/** "inputs / name  shape dtype device" lines, then the outputs. */
+function shapesText(ins, outs) {
+  const block = (title, items) => (items.length ? [title, ...items.map(({ name, meta }) => `  ${name}  ${formatMeta(meta)}`)] : []);
+  return [...block("inputs", ins), ...block("outputs", outs)].join("\n");
+}
+
+/** Put `text` on the clipboard; resolves to whether that worked. */
+async function copy(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    return false; // no clipboard access here (an iframe without clipboard-write, say)
+  }
+}
+
 export class DetailsPanel {
   constructor(root, model, describer, actions) {
     this.root = root;
@@ -55,6 +71,23 @@ export class DetailsPanel {
     parent.appendChild(sec);
   }
 
+  /** "Copy path", "Copy source", "Copy shapes" buttons: each puts that text on the clipboard. */
+  copyBar(parent, items) {
+    const bar = h("div", "actions copy");
+    for (const [what, text] of items) {
+      if (!text) continue;
+      const b = h("button", null, `Copy ${what}`);
+      b.title = `Copy the ${what} to the clipboard`;
+      b.addEventListener("click", () => copy(text).then((ok) => (b.textContent = ok ? "Copied ✓" : "Copy failed")));
+      bar.appendChild(b);
+    }
+    parent.appendChild(bar);
+  }
+
+  sourceText(src) {
+    return src ? `${this.model.doc.files[src[0]]}:${src[1]}${src[2] ? "\n" + src[2] : ""}` : "";
+  }
+
   source(parent, src) {
     if (!src) return;
     const box = h("div", "source");
@@ -91,9 +124,11 @@ export class DetailsPanel {
       return { name, meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) };
     });
     const sec = this.section("Tensors");
+    const outs = (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] }));
     this.tensors(sec, "inputs", ins);
-    this.tensors(sec, "outputs", (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] })));
+    this.tensors(sec, "outputs", outs);
     if (n.src) this.source(this.section("Source"), n.src);
+    this.copyBar(head, [["path", n.path || scope.path], ["source", this.sourceText(n.src)], ["shapes", shapesText(ins, outs)]]);
     this.actions.onShown?.();
   }
 
@@ -144,9 +179,11 @@ export class DetailsPanel {
       });
     }
     const sec = this.section("Tensors");
+    const outs = (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) }));
     this.tensors(sec, "inputs", boundary);
-    this.tensors(sec, "outputs", (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) })));
+    this.tensors(sec, "outputs", outs);
     if (s.src) this.source(this.section("Called from"), s.src);
+    this.copyBar(head, [["path", s.path], ["source", this.sourceText(s.src)], ["shapes", shapesText(boundary, outs)]]);
     this.actions.onShown?.();
   }
 }

@@ -274,5 +274,5 @@ def notebook_html(ir: GraphIR, height: int = 640) -> str:
     return (
         f'<iframe srcdoc="{html.escape(page, quote=True)}" '
         f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '
-        'sandbox="allow-scripts allow-downloads" loading="lazy"></iframe>'
+        'sandbox="allow-scripts allow-downloads" allow="clipboard-write" loading="lazy"></iframe>'
     )
