@@ -297,3 +297,15 @@ def test_details_copy_path_source_and_shapes(browser, tmp_path: Path) -> None:
     assert re.search(r"_example\.py:\d+\n.*self\.initial_conv\(x\)", copied["source"])
     assert "inputs" in copied["shapes"] and "1×3×32×32  float32  cpu" in copied["shapes"] and "outputs" in copied["shapes"]
     v.close()
+
+
+def test_search_by_regex_and_by_shape(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "search-more")
+    rows = lambda: [" ".join(r.split()) for r in v.page.locator(".search-results li.hit").all_text_contents()]  # noqa: E731
+    v.page.fill(".search input", "/^(initial|parallel)_conv$/")
+    assert sorted(r.split("Conv2d")[0] for r in rows()) == ["initial_conv", "parallel_conv"]
+    v.page.fill(".search input", "/[/")  # half-typed: no rows, no error
+    assert rows() == []
+    v.page.fill(".search input", "1x32x8x8")  # the output of the last pooling
+    assert any("max_pool2d" in r for r in rows())
+    v.close()

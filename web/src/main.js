@@ -85,7 +85,7 @@ class App {
       b.addEventListener("click", onClick);
       return b;
     };
-    this.searchInput = h("input", { type: "search", placeholder: "Search modules, classes, ops…", "aria-label": "Search", spellcheck: "false" });
+    this.searchInput = h("input", { type: "search", placeholder: "Search modules, classes, ops, shapes… (/regex/)", "aria-label": "Search", spellcheck: "false" });
     this.searchList = h("ul", { class: "search-results hidden" });
     this.depthSelect = h("select", { "aria-label": "Collapse to depth", title: "Collapse to depth N" });
     for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
