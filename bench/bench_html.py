@@ -93,7 +93,7 @@ def relayout(page: Page, selector: str) -> dict[str, Any]:
     """Click a box and time the re-layout it causes."""
     before = page.evaluate("__atlas.layoutCount")
     page.locator(selector).first.dispatch_event("click")  # boxes may lie outside the window
-    page.wait_for_function(f"__atlas.layoutCount > {before}", timeout=120_000)
+    page.wait_for_function(f"() => __atlas.layoutCount > {before}", timeout=120_000)
     state = page.evaluate("({ms: __atlas.lastLayoutMs, elk: __atlas.lastElkMs, boxes: __atlas.visibleBoxes})")
     page.wait_for_timeout(400)
     return {"layout_ms": round(state["ms"]), "elk_ms": round(state["elk"]), "boxes": state["boxes"]}
@@ -160,7 +160,7 @@ def bench_synthetic(page: Page, folder: Path) -> dict[str, Any]:
     out["open_x25_inside"] = relayout(page, ".unit.module[data-id^=g]")
     t0 = time.perf_counter()
     page.fill(".search input", "blocks.39.subs.24")
-    page.locator(".search-results li").first.wait_for()
+    page.locator(".search-results li.hit").first.wait_for()
     out["search_ms"] = round((time.perf_counter() - t0) * 1000)
     out["pan_zoom_expanded"] = frame_times(page)
     return out

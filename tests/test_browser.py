@@ -15,87 +15,16 @@ import pytest
 import torch
 import transformers
 from _capture_helpers import load_coolcnn
-from _viewer import CHROMIUM, HOSTILE, VIEWPORT, Hostile, launch_chromium, open_viewer
+from _viewer import HOSTILE, Hostile, Viewer, chromium_browser
 
 import torchatlas
 from torchatlas._render import _html
 
 pytestmark = pytest.mark.browser
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-
-
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-    if not Path(CHROMIUM).exists():
-        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)")
-    if not (_html.BUNDLE_DIR / "viewer.js").is_file():
-        pytest.skip("viewer bundle not built: run `cd web && npm ci && npm run build`")
-    with sync_api.sync_playwright() as p:
-        b = launch_chromium(p)
-        yield b
-        b.close()
-
-
-class Viewer:
-    """One opened page, with the console watched for errors and dialogs."""
-
-    def __init__(self, browser, ir, tmp_path: Path, name: str, init_script: str | None = None) -> None:
-        path = tmp_path / f"{name}.html"
-        path.write_text(_html.to_html(ir), encoding="utf-8")
-        self.context = browser.new_context(viewport=VIEWPORT, accept_downloads=True)
-        if init_script:
-            self.context.add_init_script(init_script)
-        self.page = self.context.new_page()
-        self.errors: list[str] = []
-        self.dialogs: list[str] = []
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-        open_viewer(self.page, path, timeout_ms=60_000)
-
-    def count(self, selector: str) -> int:
-        return self.page.locator(selector).count()
-
-    def click_and_relayout(self, selector: str) -> None:
-        before = self.page.evaluate("window.__atlas.layoutCount")
-        self.page.locator(selector).first.click()
-        self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
-        self.page.wait_for_timeout(600)  # let the re-layout animation settle
-
-    def bring_into_view(self, unit_id: str) -> None:
-        """Center the view on a box or a module frame's title bar, as a user would pan to it before clicking."""
-        self.page.evaluate(
-            "id => { const a = window.__atlas.app; const b = a.result.boxes.get(id); a.viewport.centerOn({...b, height: 30}); }",
-            unit_id,
-        )
-        self.page.wait_for_timeout(500)  # the view glides there
-
-    def search(self, text: str) -> None:
-        before = self.page.evaluate("window.__atlas.layoutCount")
-        self.page.fill(".search input", text)
-        self.page.locator(".search-results li").first.click()
-        self.page.wait_for_function(f"window.__atlas.layoutCount > {before}", timeout=60_000)
-
-    def details(self) -> dict[str, str]:
-        """The details panel's rows (label -> value) and its tensor lists."""
-        rows = self.page.eval_on_selector_all(
-            ".details dl", "els => els.flatMap(dl => [...dl.querySelectorAll('dt')].map(dt => [dt.textContent, dt.nextElementSibling.textContent]))"
-        )
-        return dict(rows)
-
-    def screenshot(self, name: str) -> Path:
-        ARTIFACTS.mkdir(exist_ok=True)
-        out = ARTIFACTS / f"{name}.png"
-        self.page.wait_for_timeout(700)  # boxes glide and edges fade in after a re-layout
-        self.page.screenshot(path=str(out))
-        return out
-
-    def close(self) -> None:
-        assert self.errors == [], self.errors
-        assert self.dialogs == []
-        self.context.close()
+    yield from chromium_browser()
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +124,7 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     assert rows["class"].endswith("LlamaAttention") and rows["target"].endswith("scaled_dot_product_attention")
     assert any("1×4×8×16" in t for t in v.page.locator(".details .tensor-list li").all_text_contents())
     v.page.click("button.expand-all")
-    v.page.wait_for_function(f"window.__atlas.visibleBoxes > {opened}", timeout=60_000)
+    v.page.wait_for_function(f"() => window.__atlas.visibleBoxes > {opened}", timeout=60_000)
     v.screenshot("viewer-llama")
     v.close()
 
@@ -261,7 +190,7 @@ def test_nested_modules_are_laid_out_as_one_consistent_picture(browser, llama_ir
     _check_geometry(g)
 
     v.page.click("button.expand-all")  # also unfolds ×2: both layers open, every module nested inside
-    v.page.wait_for_function("window.__atlas.app.graph.containers.size > 8", timeout=60_000)
+    v.page.wait_for_function("() => window.__atlas.app.graph.containers.size > 8", timeout=60_000)
     v.page.wait_for_timeout(300)
     g = v.page.evaluate(GEOMETRY)
     assert max(f["depth"] for f in g["frames"]) >= 3  # frames three deep

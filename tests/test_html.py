@@ -5,6 +5,8 @@ What the page does in a browser is tested in test_browser.py.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from dataclasses import replace
@@ -161,7 +163,38 @@ def test_palette_css_covers_every_category_in_both_themes() -> None:
         for c in CATEGORIES:
             assert f"--fill-{c}:{palette.fill[c]};" in block
     for c in CATEGORIES:
-        assert f'.unit[data-category="{c}"] .box' in css
+        assert f'.unit[data-category="{c}"] :is(.box,.stack)' in css
+
+
+def test_content_security_policy_hashes_the_page_own_script_and_style(coolcnn_graph: torchatlas.Graph) -> None:
+    page = to_html(coolcnn_graph.ir)
+    policy = next(a["content"] for t, a in parse(page).tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    script = next(text for attrs, text in parse(page).scripts if "type" not in attrs)
+    style = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    digest = lambda text: base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()  # noqa: E731
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives["script-src"] == f"'sha256-{digest(script)}'" and directives["style-src"] == f"'sha256-{digest(style)}'"
+    assert directives["default-src"] == "'none'" and "unsafe" not in policy
+
+
+def test_leaf_modules_carry_their_ops_category_and_names_are_escaped(coolcnn_graph: torchatlas.Graph) -> None:
+    doc = viewer_document(coolcnn_graph.ir)
+    by_path = {s["path"]: s for s in doc["scopes"]}
+    assert doc["categories"][by_path["initial_conv"]["c"]] == "compute"
+    assert doc["categories"][by_path["max_pool"]["c"]] == "reduction"
+    assert "c" not in by_path[""]  # a module holding modules keeps the module colour
+
+    class Bidi(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_module("a\u202eb", nn.Linear(2, 2))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return getattr(self, "a\u202eb")(x)
+
+    doc = viewer_document(torchatlas.trace(Bidi(), torch.randn(1, 2)).ir)
+    assert [s["path"] for s in doc["scopes"]] == ["", "a\\u202eb"]
+    assert "\u202e" not in json.dumps(doc, ensure_ascii=False)
 
 
 def test_missing_bundle_says_how_to_build_it(tmp_path, monkeypatch, coolcnn_graph: torchatlas.Graph) -> None:
@@ -183,3 +216,11 @@ def test_graph_with_two_roots_gets_one_synthetic_root() -> None:
     doc = viewer_document(ir)
     assert [s["p"] for s in doc["scopes"]] == [-1, 0, 0, 2]
     assert [doc["scopes"][n["s"]]["cls"] for n in doc["nodes"]] == ["m.A", "m.C"]
+
+
+def test_non_finite_counts_are_left_out_of_the_page(coolcnn_graph: torchatlas.Graph) -> None:
+    ir = coolcnn_graph.ir
+    bad = replace(ir, nodes=[replace(n, meta={**n.meta, "flops": float("nan")}) for n in ir.nodes])
+    bad = replace(bad, scopes=[replace(s, meta={**s.meta, "params": float("inf")}) for s in bad.scopes])
+    doc = embedded(to_html(bad))
+    assert all("f" not in n for n in doc["nodes"]) and all("params" not in s for s in doc["scopes"])

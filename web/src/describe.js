@@ -24,6 +24,16 @@ export function formatCount(n) {
   return String(n);
 }
 
+const LABEL_MAX = 48; // characters of a name on a box: a longer one is cut (the details panel shows it whole)
+
+/** `text` cut to `max` characters, the last one "…", so that a huge name cannot make a huge box. */
+export function shorten(text, max = LABEL_MAX) {
+  if (text.length <= max) return text;
+  let cut = text.slice(0, max - 1);
+  if (/[\ud800-\udbff]$/.test(cut)) cut = cut.slice(0, -1); // not half a character
+  return cut + "…";
+}
+
 export function lastComponent(path) {
   const i = path.lastIndexOf(".");
   return i < 0 ? path : path.slice(i + 1);
@@ -52,8 +62,34 @@ export class Describer {
     return this.model.doc.names[n.op];
   }
 
-  /** {title, subtitle, badge, category} of a leaf unit. */
+  /** {title, subtitle, badge, category} of a leaf unit, names shortened for the box. */
   unit(id) {
+    const d = this.fullUnit(id);
+    return { ...d, title: shorten(d.title), subtitle: d.subtitle && shorten(d.subtitle) };
+  }
+
+  /** Everything a box shows, as one string: a box is redrawn when it changes. */
+  said(id) {
+    const d = this.unit(id);
+    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}`;
+  }
+
+  /** A box's hover text: its whole name, what it is and what it makes. */
+  tooltip(id) {
+    const m = this.model;
+    const d = this.fullUnit(id);
+    let lines;
+    if (id[0] === "n") {
+      const n = m.nodes[Number(id.slice(1))];
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", ")];
+    } else {
+      const s = m.scopes[Model.unitScope(id)];
+      lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls];
+    }
+    return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
+  }
+
+  fullUnit(id) {
     const m = this.model;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
@@ -74,7 +110,9 @@ export class Describer {
       const last = m.scopes[members[members.length - 1]];
       return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err };
     }
-    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category: "module", module: true, failed: !!s.err };
+    // A module holding no other module has the colour of its ops (page data: the scope's "c").
+    const category = s.c != null ? m.doc.categories[s.c] : "module";
+    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category, module: true, failed: !!s.err };
   }
 
   /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */
@@ -104,6 +142,10 @@ export class Describer {
 
   /** An open module's title: its path below the enclosing module ("self_attn" inside "layers.0"). */
   containerTitle(sIdx) {
+    return shorten(this.fullContainerTitle(sIdx));
+  }
+
+  fullContainerTitle(sIdx) {
     const s = this.model.scopes[sIdx];
     if (this.containerBadge(sIdx)) {
       const members = this.model.groups.get(s.rep[0]);
@@ -116,6 +158,6 @@ export class Describer {
   }
 
   containerSubtitle(sIdx) {
-    return lastComponent(this.model.scopes[sIdx].cls);
+    return shorten(lastComponent(this.model.scopes[sIdx].cls));
   }
 }

@@ -1,22 +1,33 @@
 // Turns the visible graph into an ELK layered layout, computed in a web worker.
-// The worker's code is bundled as text and started from a Blob URL, because the
-// page is a single file that may be opened from file:// with no server.
+// The page is a single file that may be opened from file:// with no server and
+// under a strict Content-Security-Policy (no eval), so the worker runs this very
+// bundle, started from a Blob URL holding the page's own script: in a worker the
+// bundle only answers ELK's messages (see runLayoutWorker). Where no worker
+// starts, or none answers (headless screenshots under virtual time), ELK runs on
+// the page's thread instead.
 
 import ELK from "elkjs/lib/elk-api.js";
-import workerSource from "elk-worker-source";
 import { compose, levelInput, place, splitLevels } from "./levels.js";
 
 export const HEADER = 30; // room for an expanded module's title bar
 const PAD = 12;
 const BIG_LEVEL = 24; // boxes in one module
 const CACHE_SIZE = 1000; // level layouts kept, most recently used last
+const WORKER_GRACE_MS = 2500; // a worker that has not answered by then is taken as never going to
 const cache = new Map(); // ELK input as JSON -> ELK output
 
-/** ELK's own in-thread stand-in for its worker, for pages where workers are refused. */
-function inThreadWorker() {
-  const module = { exports: {} };
-  new Function("module", "exports", workerSource)(module, module.exports);
-  return new module.exports.Worker();
+// The running script, read while it runs: a worker is started from the same code.
+const OWN_SCRIPT = typeof document !== "undefined" && document.currentScript ? document.currentScript.textContent : null;
+
+/** In a worker: answer ELK's layout requests (elkjs's worker code registers itself on `self`). */
+export function runLayoutWorker() {
+  require("elkjs/lib/elk-worker.min.js");
+}
+
+/** ELK's own in-thread stand-in for its worker. */
+function inThreadEngine() {
+  const { Worker: InThread } = require("elkjs/lib/elk-worker.min.js");
+  return new ELK({ workerFactory: () => new InThread() });
 }
 
 // Where cores allow, two engines, each in its own worker: the first layout and
@@ -24,20 +35,46 @@ function inThreadWorker() {
 // one layout. With fewer cores a second engine only takes time from the page.
 const ENGINES = navigator.hardwareConcurrency >= 4 ? 2 : 1;
 let idle = null; // engines free to take a request
-let inThread = false; // workers refused: one ELK shares the page's thread
+let inThread = false; // no worker: one ELK shares the page's thread
+let answered = false; // a worker has answered once, so workers do run here
+const running = new Set(); // {job, elk} given to an engine and not answered yet
+
 function startEngines() {
   if (idle) return;
-  const url = URL.createObjectURL(new Blob([workerSource], { type: "text/javascript" }));
-  const factory = (u) => {
-    try {
-      return new Worker(u);
-    } catch {
-      inThread = true;
-      return inThreadWorker();
-    }
-  };
   idle = [];
-  while (idle.length < ENGINES && !inThread) idle.push(new ELK({ workerUrl: url, workerFactory: factory }));
+  try {
+    if (!OWN_SCRIPT) throw new Error("no script to start a worker from");
+    const url = URL.createObjectURL(new Blob([OWN_SCRIPT], { type: "text/javascript" }));
+    const factory = (u) => {
+      const worker = new Worker(u);
+      worker.addEventListener("error", () => useThread()); // refused by the page's policy, or failed to load
+      return worker;
+    };
+    while (idle.length < ENGINES) idle.push(new ELK({ workerUrl: url, workerFactory: factory }));
+  } catch {
+    useThread();
+    return;
+  }
+  setTimeout(() => answered || useThread(), WORKER_GRACE_MS);
+}
+
+/** Where layouts run: "worker", or "page" where no worker starts or answers. */
+export function layoutEngine() {
+  return inThread ? "page" : "worker";
+}
+
+/** Give up on workers: stop them and hand what they were doing to one in-thread engine. */
+function useThread() {
+  if (inThread) return;
+  inThread = true;
+  for (const elk of idle) elk.terminateWorker?.();
+  for (const r of running) {
+    r.elk.terminateWorker?.();
+    waiting.push(r.job);
+  }
+  running.clear();
+  idle = [inThreadEngine()];
+  dispatch();
 }
 
 const LEVEL_OPTIONS = {
@@ -131,14 +168,23 @@ function dispatch() {
     if (priority === IDLE && layingOut[NOW] + layingOut[SOON] > 0) return;
     if (priority === SOON && layingOut[NOW] > 0 && idle.length < 2) return;
     const [job] = waiting.splice(next, 1);
-    const elk = idle.pop();
-    elk
-      .layout(job.input)
-      .then(job.resolve, job.reject)
-      .finally(() => {
-        idle.push(elk);
+    const run = { job, elk: idle.pop() };
+    running.add(run);
+    run.elk.layout(job.input).then(
+      (answer) => {
+        if (!running.delete(run)) return; // given to another engine meanwhile
+        answered = true;
+        job.resolve(answer);
+        idle.push(run.elk);
         dispatch();
-      });
+      },
+      (err) => {
+        if (!running.delete(run)) return;
+        job.reject(err);
+        idle.push(run.elk);
+        dispatch();
+      },
+    );
   }
 }
 

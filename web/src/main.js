@@ -5,13 +5,24 @@
 
 import { Model } from "./model.js";
 import { Describer } from "./describe.js";
-import { layout, prefetch, startLayout, warmUp } from "./layout.js";
+import { layout, layoutEngine, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
 import { exportPng, exportSvg } from "./export.js";
 
-const START_BUDGET = 80; // boxes on screen when the page opens
+const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
+const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
+const NARROW = 1100; // in a window narrower than this (a notebook), the details panel starts closed
+const KEYS = [
+  ["/", "search"],
+  ["f", "fit the graph to the window"],
+  ["↓ ↑", "select the next box downstream / upstream"],
+  ["Enter", "open or close the selected (or last opened) module"],
+  ["Shift+click", "light the paths between two boxes"],
+  ["Esc", "clear the selection"],
+  ["?", "this help"],
+];
 const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
 
@@ -41,13 +52,30 @@ class App {
     this.describer = new Describer(this.model);
     this.title = doc.title;
     this.selection = null; // {kind: "n"|"s", idx}
+    this.opened = null; // the module last opened or closed: the panel describes it while nothing is selected
+    this.pathEnd = null; // a second box (Shift+click): the paths between it and the selection are lit
     this.layoutToken = 0;
     this.graph = null;
     this.result = null;
     this.buildShell(mount);
     const m = this.model;
-    m.expandToDepth(m.depthWithin(START_BUDGET, true), true);
+    const area = Math.max(0.1, Math.min(1, (innerWidth * innerHeight) / (1400 * 800)));
+    m.expandToDepth(m.depthWithin(Math.max(12, Math.round(START_BUDGET * area)), true), true);
     this.syncDepthSelect();
+  }
+
+  /**
+   * The first view: the whole graph fitted to the window. Modules opened for it
+   * close again, deepest first, until the fitted picture is legible.
+   */
+  async openFirstView() {
+    const m = this.model;
+    for (let depth = this.openDepth(); depth > 1 && this.viewport.fitScale() < READABLE_SCALE; depth--) {
+      m.expandToDepth(depth - 1, true);
+      this.syncDepthSelect();
+      await this.relayout();
+    }
+    this.viewport.fit(false, 1.25);
   }
 
   buildShell(mount) {
@@ -57,7 +85,7 @@ class App {
       b.addEventListener("click", onClick);
       return b;
     };
-    this.searchInput = h("input", { type: "search", placeholder: "Search modules, classes, ops…", "aria-label": "Search", spellcheck: "false" });
+    this.searchInput = h("input", { type: "search", placeholder: "Search modules, classes, ops, shapes… (/regex/)", "aria-label": "Search", spellcheck: "false" });
     this.searchList = h("ul", { class: "search-results hidden" });
     this.depthSelect = h("select", { "aria-label": "Collapse to depth", title: "Collapse to depth N" });
     for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
@@ -79,6 +107,7 @@ class App {
       ]),
       h("div", { class: "group" }, [
         button("◐", "Switch light / dark theme", () => this.toggleTheme(), "theme"),
+        button("?", "Keyboard shortcuts", () => this.help.classList.toggle("hidden"), "show-help"),
         button("SVG", "Export the current view as SVG", () => exportSvg(this.renderer.svg, this.result, this.fileName()), "export-svg"),
         button("PNG", "Export the current view as PNG", () => exportPng(this.renderer.svg, this.result, this.fileName()), "export-png"),
       ]),
@@ -87,36 +116,81 @@ class App {
     svg.setAttribute("class", "graph");
     svg.setAttribute("role", "img");
     svg.setAttribute("aria-label", `computation graph of ${this.title}`);
-    this.minimap = h("canvas", { class: "minimap hidden", width: "220", height: "160" });
+    this.minimap = h("canvas", { class: "minimap", width: "220", height: "160" });
+    const mapToggle = button("map", "Show or hide the minimap", () => minimapBox.classList.toggle("collapsed"), "map-toggle");
+    const minimapBox = h("div", { class: "minimap-box hidden" }, [this.minimap, mapToggle]);
     this.status = h("div", { class: "status" });
     this.notice = h("div", { class: "notice hidden" });
     this.legend = h("div", { class: "legend" });
     for (const [cat, text] of this.model.doc.legend) {
       this.legend.appendChild(h("div", { class: "legend-item", "data-category": cat, title: text }, [h("span", { class: "swatch" }), h("span", { text: cat })]));
     }
-    const stage = h("main", { class: "stage" }, [svg, this.minimap, this.legend, this.status, this.notice]);
-    this.panel = h("aside", { class: "details" });
+    // The legend and the counts sit in a bar under the graph, never over it.
+    const stage = h("main", { class: "stage" }, [h("div", { class: "canvas" }, [svg, minimapBox, this.notice]), h("footer", { class: "dock" }, [this.legend, this.status])]);
+    const panelBody = h("div", { class: "details-body" });
+    const closePanel = button("×", "Close the details", () => this.panel.classList.add("closed"), "close-details");
+    this.panel = h("aside", { class: `details${innerWidth < NARROW ? " closed" : ""}` }, [closePanel, panelBody]);
+    this.narrow = innerWidth < NARROW;
     mount.replaceChildren(toolbar, h("div", { class: "body" }, [stage, this.panel]));
 
     this.renderer = new Renderer(svg, this.describer, {
       onToggle: (id) => this.toggle(id),
-      onSelect: (id) => this.selectUnit(id),
+      onSelect: (id, ev) => this.selectUnit(id, ev),
       onUnfold: (sIdx) => this.toggleFold(this.model.scopes[sIdx].rep[0]),
     });
-    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap);
+    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap, minimapBox);
     svg.addEventListener("click", () => this.select(null));
-    this.details = new DetailsPanel(this.panel, this.model, this.describer, {
+    this.details = new DetailsPanel(panelBody, this.model, this.describer, {
       onToggleScope: (sIdx) => this.toggle(this.model.expanded.has(sIdx) ? "c" + sIdx : "s" + sIdx),
       onToggleFold: (group) => this.toggleFold(group),
     });
     this.details.clear();
     this.search = new SearchBox(this.searchInput, this.searchList, this.model, (kind, idx) => this.jumpTo(kind, idx));
-    document.addEventListener("keydown", (ev) => {
-      if (ev.key === "/" && document.activeElement !== this.searchInput) {
-        ev.preventDefault();
-        this.searchInput.focus();
+    this.help = h("div", { class: "help hidden", role: "dialog", "aria-label": "Keyboard" }, [
+      h("h3", { text: "Keyboard" }),
+      ...KEYS.map(([key, what]) => h("div", { class: "help-row" }, [h("kbd", { text: key }), h("span", { text: what })])),
+    ]);
+    stage.firstChild.appendChild(this.help);
+    document.addEventListener("keydown", (ev) => this.onKey(ev));
+  }
+
+  onKey(ev) {
+    if (document.activeElement === this.searchInput || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const arrows = { ArrowDown: "down", ArrowUp: "up" };
+    if (ev.key === "/") {
+      ev.preventDefault();
+      this.searchInput.focus();
+    } else if (ev.key === "Escape") {
+      this.help.classList.add("hidden");
+      this.select(null);
+    } else if (ev.key === "f") this.viewport.fit();
+    else if (ev.key === "?") this.help.classList.toggle("hidden");
+    else if (ev.key === "Enter") {
+      // Open or close the selected module, or the one last opened.
+      const sIdx = this.selection?.kind === "s" ? this.selection.idx : this.opened;
+      if (sIdx !== null && sIdx !== undefined && sIdx > 0) {
+        const unit = this.unitOf({ kind: "s", idx: sIdx });
+        if (unit) this.toggle(unit);
       }
-    });
+    } else if (arrows[ev.key] && this.selection) {
+      ev.preventDefault();
+      this.step(arrows[ev.key]);
+    }
+  }
+
+  /** Move the selection one edge downstream or upstream (to the first box that way), keeping it in view. */
+  step(direction) {
+    const unit = this.unitOf(this.selection);
+    const [from, to] = direction === "down" ? ["source", "target"] : ["target", "source"];
+    const seeds = this.seedsOf(unit);
+    const next = this.graph.edges.find((e) => seeds.has(e[from]) && !seeds.has(e[to]));
+    if (!next) return;
+    const id = next[to];
+    this.select(id[0] === "n" ? { kind: "n", idx: Number(id.slice(1)) } : { kind: "s", idx: Model.unitScope(id) });
+    const box = this.result.boxes.get(id);
+    const v = this.viewport;
+    const at = v.inView(box, v.x, v.y);
+    v.moveTo(at.x, at.y, v.k, true);
   }
 
   fileName() {
@@ -134,11 +208,17 @@ class App {
     this.viewport.drawMinimap();
   }
 
-  syncDepthSelect() {
+  /** The depth N of the depth menu that the opened modules amount to. */
+  openDepth() {
     const m = this.model;
+    const units = m.scopeUnits(); // null: the scope is an open frame on screen
     let depth = 1;
-    for (const s of m.scopes) if (m.expanded.has(s.idx)) depth = Math.max(depth, s.depth + 1);
-    this.depthSelect.value = String(Math.min(depth, m.maxDepth + 1));
+    for (const s of m.scopes) if (units[s.idx] === null) depth = Math.max(depth, s.depth + 1);
+    return Math.min(depth, m.maxDepth + 1);
+  }
+
+  syncDepthSelect() {
+    this.depthSelect.value = String(this.openDepth());
   }
 
   /** Expand or collapse a module box ("s3"/"c3") or unfold a repeat ("g3"). */
@@ -154,7 +234,8 @@ class App {
       m.expanded.delete(sIdx);
       anchor = (m.foldedGroupOf(m.scopes[sIdx]) !== null ? "g" : "s") + sIdx;
     }
-    this.selection = { kind: "s", idx: sIdx };
+    // Opening is not selecting: the panel describes the module, nothing is lit or dimmed.
+    this.opened = sIdx;
     this.syncDepthSelect();
     return this.relayout({ animate: true, anchor: [id, anchor] }).then(() => this.showSelection());
   }
@@ -174,9 +255,11 @@ class App {
 
   expandAll() {
     const m = this.model;
+    const open = m.expanded;
     m.folded.clear();
     const depth = m.depthWithin(EXPAND_ALL_BUDGET);
     m.expandToDepth(depth);
+    for (const sIdx of open) m.expanded.add(sIdx); // Expand all never closes a module
     this.syncDepthSelect();
     if (depth <= m.maxDepth) this.flash(`Opened modules down to depth ${depth}; deeper levels would exceed ${EXPAND_ALL_BUDGET} boxes. Click a module to open it.`);
     this.relayout({ animate: true, fit: true });
@@ -201,14 +284,23 @@ class App {
     this.showSelection();
   }
 
-  /** A click on a leaf box selects it; a click on a "↪ value" note jumps to that value. */
-  selectUnit(id) {
+  /**
+   * A click on a leaf box selects it, a Shift+click on a second one lights the
+   * paths between the two; a click on a "↪ value" note jumps to that value.
+   */
+  selectUnit(id, ev) {
+    if (id[0] === "n" && ev?.shiftKey && this.selection) {
+      this.pathEnd = { kind: "n", idx: Number(id.slice(1)) };
+      return this.showSelection();
+    }
     if (id[0] === "n") return this.select({ kind: "n", idx: Number(id.slice(1)) });
     return this.jumpTo(id[0] === "s" || id[0] === "g" ? "s" : "n", Number(id.slice(1)));
   }
 
   select(sel) {
     this.selection = sel;
+    this.pathEnd = null;
+    this.opened = null;
     this.showSelection();
   }
 
@@ -223,14 +315,35 @@ class App {
 
   showSelection() {
     const sel = this.selection;
+    // In a narrow window the panel opens for a selection and closes with it.
+    if (sel) this.panel.classList.remove("closed");
+    else if (this.narrow) this.panel.classList.add("closed");
     if (!sel) {
-      this.details.clear();
+      if (this.opened !== null) this.details.showScope(this.opened);
+      else this.details.clear();
       this.renderer.highlight(null, new Set(), new Set());
       return;
     }
     if (sel.kind === "n") this.details.showNode(sel.idx);
     else this.details.showScope(sel.idx);
     const unit = this.unitOf(sel);
+    const cone = this.cone(unit);
+    const other = this.unitOf(this.pathEnd);
+    if (other && other !== unit) {
+      // Two boxes selected: only the paths between them, whichever comes first. An
+      // edge between two boxes on such paths is on one too.
+      const far = this.cone(other);
+      const between = (a, b) => [...a.units].filter((u) => b.units.has(u));
+      const lit = new Set([...between(cone.down, far.up), ...between(far.down, cone.up)]);
+      const edges = new Set(this.graph.edges.filter((e) => lit.has(e.source) && lit.has(e.target)).map((e) => e.id));
+      this.renderer.highlight(unit, lit, edges, other);
+    } else {
+      this.renderer.highlight(unit, new Set([...cone.up.units, ...cone.down.units]), new Set([...cone.up.edges, ...cone.down.edges]));
+    }
+  }
+
+  /** The visible boxes standing for a unit: itself, or everything inside an open module. */
+  seedsOf(unit) {
     const seeds = new Set();
     if (unit && unit[0] === "c") {
       const inside = (c) => {
@@ -241,13 +354,12 @@ class App {
       };
       inside(Number(unit.slice(1)));
     } else if (unit) seeds.add(unit);
-    const { lit, edges } = this.reach(seeds);
-    if (unit) lit.add(unit);
-    this.renderer.highlight(unit, lit, edges);
+    return seeds;
   }
 
-  /** Units upstream and downstream of `seeds` in the visible graph, and the edges on those paths. */
-  reach(seeds) {
+  /** Units upstream (`up`) and downstream (`down`) of a unit in the visible graph, each with the edges on those paths. */
+  cone(unit) {
+    const seeds = this.seedsOf(unit);
     const outgoing = new Map();
     const incoming = new Map();
     for (const e of this.graph.edges) {
@@ -256,27 +368,24 @@ class App {
       outgoing.get(e.source).push(e);
       incoming.get(e.target).push(e);
     }
-    const lit = new Set(seeds);
-    const edges = new Set();
     const walk = (adjacency, end) => {
-      const seen = new Set(seeds);
+      const units = new Set(seeds);
+      if (unit) units.add(unit);
+      const edges = new Set();
       const stack = [...seeds];
       while (stack.length) {
         const u = stack.pop();
         for (const e of adjacency.get(u) || []) {
           edges.add(e.id);
-          const v = e[end];
-          if (!seen.has(v)) {
-            seen.add(v);
-            lit.add(v);
-            stack.push(v);
+          if (!units.has(e[end])) {
+            units.add(e[end]);
+            stack.push(e[end]);
           }
         }
       }
+      return { units, edges };
     };
-    walk(outgoing, "target");
-    walk(incoming, "source");
-    return { lit, edges };
+    return { down: walk(outgoing, "target"), up: walk(incoming, "source") };
   }
 
   /**
@@ -327,9 +436,11 @@ class App {
     const after = anchor ? result.boxes.get(anchor[1]) : null;
     if (fit) this.viewport.fit(animate);
     else if (before && after) {
-      // Keep the clicked box under the pointer while the rest moves around it.
+      // Keep the clicked box under the pointer while the rest moves around it, then
+      // scroll as little as needed to show what it opened into (or closed into).
       const v = this.viewport;
-      v.moveTo(v.x + (before.x - after.x) * v.k, v.y + (before.y - after.y) * v.k, v.k, animate);
+      const at = v.inView(after, v.x + (before.x - after.x) * v.k, v.y + (before.y - after.y) * v.k);
+      v.moveTo(at.x, at.y, v.k, animate);
     }
     const ops = this.model.nodes.filter((n) => this.model.kindOf(n) === "op").length;
     this.status.textContent = `${ops.toLocaleString("en-US")} ops · ${(this.model.scopes.length - 1).toLocaleString("en-US")} module calls · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;
@@ -355,9 +466,10 @@ async function boot() {
     // With two engines it runs beside the first layout; with one, right after it.
     app.prefetchLikelyOpen();
     await firstLayout;
-    app.viewport.overview();
+    await app.openFirstView();
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;
+    atlas.engine = layoutEngine();
     atlas.ready = true;
     // After the first paint, so that it neither delays it nor competes with it for the CPU.
     warmUp(WARM_UP_ROUNDS).catch(() => {});
@@ -369,4 +481,6 @@ async function boot() {
   }
 }
 
-boot();
+// The same script runs the page and, started from a Blob URL, its layout workers.
+if (typeof document === "undefined") runLayoutWorker();
+else boot();

@@ -221,16 +221,37 @@ export class Model {
     return this.nodes.filter((n) => inside.has(n.s));
   }
 
-  /** Search module paths, classes, op targets and node paths; best matches first. */
-  search(query, limit = 50) {
-    const q = query.trim().toLowerCase();
-    if (!q) return [];
+  /**
+   * Every match of module paths, classes, op targets, node paths, variable names
+   * and output shapes (`1x16x32x32` or `1×16×32×32`); best first. `/pattern/`
+   * searches by regular expression.
+   */
+  search(query) {
+    const text = query.trim();
+    if (!text) return [];
     const hits = [];
-    const score = (text) => {
-      const t = text.toLowerCase();
-      const at = t.indexOf(q);
+    const regex = /^\/(.+)\/$/.exec(text);
+    let find;
+    if (regex) {
+      let re;
+      try {
+        re = new RegExp(regex[1], "i");
+      } catch {
+        return []; // not a regular expression (yet: the user is still typing)
+      }
+      find = (t) => {
+        const m = re.exec(t);
+        return m ? m.index : -1;
+      };
+    } else {
+      const q = text.toLowerCase().replaceAll("x", "×");
+      find = (t) => t.toLowerCase().replaceAll("x", "×").indexOf(q);
+    }
+    const score = (t) => {
+      const at = find(t);
       if (at < 0) return -1;
-      return (t === q ? 0 : t.endsWith(q) ? 1 : 2) * 1000 + at + t.length / 100;
+      const whole = t.length === text.length && at === 0;
+      return (whole ? 0 : at + text.length === t.length ? 1 : 2) * 1000 + at + t.length / 100;
     };
     for (const s of this.scopes) {
       if (s.p < 0) continue;
@@ -238,11 +259,11 @@ export class Model {
       if (best !== Infinity) hits.push({ kind: "s", idx: s.idx, score: best });
     }
     for (const n of this.nodes) {
-      const texts = [n.t, n.path, n.nm].filter(Boolean);
+      const texts = [n.t, n.path, n.nm, ...(n.o || []).map((o) => this.doc.metas[o].shape.join("×"))].filter(Boolean);
       const best = Math.min(...texts.map(score).map((x) => (x < 0 ? Infinity : x)));
       if (best !== Infinity) hits.push({ kind: "n", idx: n.idx, score: best + 0.5 });
     }
     hits.sort((a, b) => a.score - b.score || a.idx - b.idx);
-    return hits.slice(0, limit);
+    return hits;
   }
 }

@@ -10,6 +10,22 @@ function h(tag, cls, text) {
   return e;
 }
 
+/** "inputs / name  shape dtype device" lines, then the outputs. */
+function shapesText(ins, outs) {
+  const block = (title, items) => (items.length ? [title, ...items.map(({ name, meta }) => `  ${name}  ${formatMeta(meta)}`)] : []);
+  return [...block("inputs", ins), ...block("outputs", outs)].join("\n");
+}
+
+/** Put `text` on the clipboard; resolves to whether that worked. */
+async function copy(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    return false; // no clipboard access here (an iframe without clipboard-write, say)
+  }
+}
+
 export class DetailsPanel {
   constructor(root, model, describer, actions) {
     this.root = root;
@@ -55,6 +71,23 @@ export class DetailsPanel {
     parent.appendChild(sec);
   }
 
+  /** "Copy path", "Copy source", "Copy shapes" buttons: each puts that text on the clipboard. */
+  copyBar(parent, items) {
+    const bar = h("div", "actions copy");
+    for (const [what, text] of items) {
+      if (!text) continue;
+      const b = h("button", null, `Copy ${what}`);
+      b.title = `Copy the ${what} to the clipboard`;
+      b.addEventListener("click", () => copy(text).then((ok) => (b.textContent = ok ? "Copied ✓" : "Copy failed")));
+      bar.appendChild(b);
+    }
+    parent.appendChild(bar);
+  }
+
+  sourceText(src) {
+    return src ? `${this.model.doc.files[src[0]]}:${src[1]}${src[2] ? "\n" + src[2] : ""}` : "";
+  }
+
   source(parent, src) {
     if (!src) return;
     const box = h("div", "source");
@@ -87,13 +120,15 @@ export class DetailsPanel {
     const ins = (n.i || []).map((i, j) => {
       const src = m.nodes[i];
       const srcKind = m.kindOf(src);
-      const name = srcKind === "op" ? `${this.describer.opName(src)} (${src.nm || "n" + i})` : src.path || srcKind;
+      const name = srcKind === "op" ? (src.nm ? `${this.describer.opName(src)} (${src.nm})` : this.describer.opName(src)) : src.path || srcKind;
       return { name, meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) };
     });
     const sec = this.section("Tensors");
+    const outs = (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] }));
     this.tensors(sec, "inputs", ins);
-    this.tensors(sec, "outputs", (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] })));
+    this.tensors(sec, "outputs", outs);
     if (n.src) this.source(this.section("Source"), n.src);
+    this.copyBar(head, [["path", n.path || scope.path], ["source", this.sourceText(n.src)], ["shapes", shapesText(ins, outs)]]);
     this.actions.onShown?.();
   }
 
@@ -144,12 +179,16 @@ export class DetailsPanel {
       });
     }
     const sec = this.section("Tensors");
+    const outs = (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) }));
     this.tensors(sec, "inputs", boundary);
-    this.tensors(sec, "outputs", (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) })));
+    this.tensors(sec, "outputs", outs);
     if (s.src) this.source(this.section("Called from"), s.src);
+    this.copyBar(head, [["path", s.path], ["source", this.sourceText(s.src)], ["shapes", shapesText(boundary, outs)]]);
     this.actions.onShown?.();
   }
 }
+
+const ROWS_SHOWN = 200; // search rows listed; the count above them says how many matched
 
 export class SearchBox {
   constructor(input, list, model, onPick) {
@@ -172,23 +211,37 @@ export class SearchBox {
     this.list.classList.add("hidden");
   }
 
+  /** One row per distinct hit (the four `relu` of one module are one row, ×4), under a count of matches. */
   update() {
-    this.hits = this.model.search(this.input.value);
-    this.active = 0;
-    this.list.replaceChildren();
-    this.list.classList.toggle("hidden", !this.hits.length);
     const m = this.model;
-    this.hits.forEach((hit, i) => {
-      const li = h("li", i === 0 ? "active" : null);
+    const rows = new Map(); // row text -> {kind, idx: [hits], main, sub}
+    const hits = m.search(this.input.value);
+    for (const hit of hits) {
+      let main;
+      let sub;
       if (hit.kind === "s") {
         const s = m.scopes[hit.idx];
-        li.appendChild(h("span", "hit-main mono", s.path));
-        li.appendChild(h("span", "hit-sub", lastComponent(s.cls)));
+        [main, sub] = [s.path, lastComponent(s.cls)];
       } else {
         const n = m.nodes[hit.idx];
-        li.appendChild(h("span", "hit-main mono", n.t || n.path || m.kindOf(n)));
-        li.appendChild(h("span", "hit-sub", m.scopes[n.s].path || "<root>"));
+        [main, sub] = [n.t || n.path || m.kindOf(n), m.scopes[n.s].path || "<root>"];
       }
+      const key = `${hit.kind}\u0000${main}\u0000${sub}`;
+      if (!rows.has(key)) rows.set(key, { kind: hit.kind, idx: [], main, sub, next: 0 });
+      rows.get(key).idx.push(hit.idx);
+    }
+    this.hits = [...rows.values()].slice(0, ROWS_SHOWN);
+    this.active = 0;
+    this.list.replaceChildren();
+    this.list.classList.toggle("hidden", !this.input.value.trim());
+    const shown = this.hits.length < rows.size ? ` · first ${this.hits.length} shown` : "";
+    this.list.appendChild(h("li", "search-count", hits.length ? `${hits.length} ${hits.length === 1 ? "match" : "matches"} in ${rows.size} ${rows.size === 1 ? "row" : "rows"}${shown}` : "no matches"));
+    this.hits.forEach((row, i) => {
+      const li = h("li", i === 0 ? "hit active" : "hit");
+      li.appendChild(h("span", "hit-main mono", row.main));
+      if (row.idx.length > 1) li.appendChild(h("span", "hit-count", `×${row.idx.length}`));
+      li.appendChild(h("span", "hit-sub", row.sub));
+      li.title = row.idx.length > 1 ? "Enter or click again for the next one" : "";
       li.addEventListener("click", () => this.pick(i));
       this.list.appendChild(li);
     });
@@ -197,7 +250,7 @@ export class SearchBox {
   onKey(ev) {
     if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
       ev.preventDefault();
-      const items = this.list.children;
+      const items = this.list.querySelectorAll("li.hit");
       if (!items.length) return;
       items[this.active]?.classList.remove("active");
       this.active = (this.active + (ev.key === "ArrowDown" ? 1 : items.length - 1)) % items.length;
@@ -211,10 +264,13 @@ export class SearchBox {
     }
   }
 
+  /** Go to a row's hit; a row of several identical hits goes to the next one on each pick. */
   pick(i) {
-    const hit = this.hits[i];
-    if (!hit) return;
-    this.close();
-    this.onPick(hit.kind === "s" ? "s" : "n", hit.idx);
+    const row = this.hits[i];
+    if (!row) return;
+    const idx = row.idx[row.next];
+    row.next = (row.next + 1) % row.idx.length;
+    if (row.idx.length === 1) this.close();
+    this.onPick(row.kind === "s" ? "s" : "n", idx);
   }
 }

@@ -17,17 +17,30 @@ function el(tag, attrs = {}, parent = null) {
   return e;
 }
 
-const canvas = document.createElement("canvas").getContext("2d");
+let canvas = null; // made on first use: this module also loads in the layout worker, which has no document
 const widths = new Map(); // font + text -> width: the same labels come back on every layout
 export function textWidth(text, font) {
   const key = font + "\u0000" + text;
   let width = widths.get(key);
   if (width === undefined) {
+    canvas ??= document.createElement("canvas").getContext("2d");
     canvas.font = font;
     width = canvas.measureText(text).width;
     widths.set(key, width);
   }
   return width;
+}
+
+const MAX_FRAME_TITLE = 22; // px in graph units: a grown module title stays inside its title bar
+
+/**
+ * Zoomed out, module titles grow (see viewer.css); `--title-max` keeps a title
+ * as wide as `room` at most, and no taller than `height`, so it never runs into
+ * its neighbours.
+ */
+function setTitleMax(g, textWidth12, room, height) {
+  const size = Math.max(1, Math.min(height, (Math.max(room, 1) * 12) / Math.max(textWidth12, 1)));
+  g.style.setProperty("--title-max", `${size.toFixed(1)}px`);
 }
 
 /** Rounded orthogonal path through ELK's bend points. */
@@ -107,15 +120,26 @@ export class Renderer {
       g.dataset.depth = String(this.describer.model.scopes[cIdx].depth % 4);
       this.titleCluster(g, cIdx);
       this.layerClusters.appendChild(g);
-      place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
+      const box = result.boxes.get(id);
+      const badge = this.describer.containerBadge(cIdx);
+      const titleWidth = textWidth(this.describer.containerTitle(cIdx), FONT_TITLE) + (badge ? textWidth(`${badge} ⤢`, FONT_TITLE) + 8 : 0);
+      setTitleMax(g, titleWidth, box.width - 34, MAX_FRAME_TITLE);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
     }
     for (const [id, leaf] of graph.leaves) {
       keep.add(id);
       let g = this.elements.get(id);
+      if (g && g.said !== this.describer.said(id)) {
+        // What the box says changed (params shown or hidden): draw it anew, in its old place.
+        g.replaceWith(this.makeLeaf(id, g));
+        g = this.elements.get(id);
+      }
       const fresh = !g;
       if (fresh) g = this.makeLeaf(id);
       this.drawRefs(g, leaf.refs);
-      place(g, result.boxes.get(id), fresh ? this.originOf(id, graph.units, previous) : null);
+      const box = result.boxes.get(id);
+      if (g.titleRoom) setTitleMax(g, g.titleRoom.text, box.width - g.titleRoom.taken, box.height * 0.55);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
     }
     this.move(moves, animate);
     for (const [id, g] of this.elements) {
@@ -182,9 +206,13 @@ export class Renderer {
     el("tspan", { class: "subtitle", dx: "8" }, g.titleEl).textContent = d.containerSubtitle(cIdx);
   }
 
-  makeLeaf(id) {
+  /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
+  makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}`, "data-id": id, "data-category": d.category }, this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    g.said = this.describer.said(id);
+    if (old) g.style.transform = old.style.transform;
+    el("title", {}, g).textContent = this.describer.tooltip(id);
     // A second outline offset behind a module box reads as "there is more inside".
     g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
     g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));
@@ -196,6 +224,7 @@ export class Renderer {
       const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g);
       sub.textContent = d.subtitle;
     }
+    if (d.module) g.titleRoom = { text: textWidth(d.title, FONT_TITLE), taken: 12 + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0) };
     if (d.badge) {
       const bw = textWidth(d.badge, FONT_TITLE) + 10;
       el("rect", { class: "badge", x: String(width - bw - 8), y: "5", width: String(bw), height: "16", rx: "8" }, g);
@@ -205,7 +234,7 @@ export class Renderer {
     g.addEventListener("click", (ev) => {
       ev.stopPropagation();
       if (d.module) this.handlers.onToggle(id);
-      else this.handlers.onSelect(id);
+      else this.handlers.onSelect(id, ev);
     });
     this.elements.set(id, g);
     return g;
@@ -257,6 +286,7 @@ export class Renderer {
         }
       }
     };
+    const labels = document.createDocumentFragment();
     for (const e of graph.drawn) {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
@@ -269,26 +299,31 @@ export class Renderer {
       const vertical = Math.abs(points[1].x - start.x) < 1;
       const x = vertical ? start.x + 4 : start.x - width / 2;
       const rect = { x, y: start.y + 3, w: width, h: 13 };
+      const parts = [g];
       if (text && !labelled.has(key) && !collides(rect)) {
         labelled.add(key);
         occupy(rect);
         // Just below the source box, beside the line: where the value leaves its producer.
-        el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, g);
-        const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, g);
+        // Labels go after every edge, so that no other edge crosses over one.
+        const lg = el("g", { class: "edge-label", "data-id": e.id }, labels);
+        el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, lg);
+        const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, lg);
         t.textContent = text;
+        parts.push(lg);
       }
-      this.edgeEls.set(e.id, g);
+      this.edgeEls.set(e.id, parts);
     }
+    frag.appendChild(labels);
     this.layerEdges.appendChild(frag);
   }
 
-  /** Light up `ids` (units) and the edges among them; dim everything else. */
-  highlight(selected, lit, edgeIds) {
+  /** Light up `lit` (units) and `edgeIds`; mark `selected` (and a second box, `other`); dim everything else. */
+  highlight(selected, lit, edgeIds, other = null) {
     this.svg.classList.toggle("has-selection", !!selected);
     for (const [id, g] of this.elements) {
       g.classList.toggle("lit", lit.has(id));
-      g.classList.toggle("selected", id === selected);
+      g.classList.toggle("selected", id === selected || id === other);
     }
-    for (const [id, g] of this.edgeEls) g.classList.toggle("lit", edgeIds.has(id));
+    for (const [id, parts] of this.edgeEls) for (const g of parts) g.classList.toggle("lit", edgeIds.has(id));
   }
 }

@@ -5,10 +5,11 @@ const MIN_SCALE = 0.02;
 const MAX_SCALE = 4;
 
 export class Viewport {
-  constructor(svg, group, minimap, onChange) {
+  constructor(svg, group, minimap, minimapBox, onChange) {
     this.svg = svg;
     this.group = group;
     this.minimap = minimap;
+    this.minimapBox = minimapBox;
     this.onChange = onChange;
     this.k = 1;
     this.x = 0;
@@ -29,9 +30,13 @@ export class Viewport {
 
   apply() {
     this.group.setAttribute("transform", `translate(${this.x},${this.y}) scale(${this.k})`);
-    this.svg.classList.toggle("lod-far", this.k < 0.55);
-    this.svg.classList.toggle("lod-tiny", this.k < 0.22);
-    this.svg.style.setProperty("--zoom", String(this.k));
+    if (this.k !== this.styledK) {
+      // Only a zoom restyles the text; a pan moves one group and nothing else.
+      this.styledK = this.k;
+      this.svg.classList.toggle("lod-far", this.k < 0.55);
+      this.svg.classList.toggle("lod-tiny", this.k < 0.22);
+      this.svg.style.setProperty("--zoom", String(this.k));
+    }
     this.drawMinimap();
     this.onChange?.();
   }
@@ -99,20 +104,36 @@ export class Viewport {
     this.moveTo(x, y, k, animate);
   }
 
-  fit(animate = true) {
-    this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate });
+  /** The scale at which the whole graph fits the view. */
+  fitScale(margin = 32) {
+    const { width, height } = this.size();
+    return Math.min((width - 2 * margin) / Math.max(this.bounds.width, 1), (height - 2 * margin) / Math.max(this.bounds.height, 1));
   }
 
-  /** The opening view: the whole graph if it fits legibly, else its top at a readable scale. */
-  overview() {
+  fit(animate = true, maxScale = 1.5) {
+    this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate, maxScale });
+  }
+
+  /**
+   * The translation nearest to (x, y), at the current scale, that shows the box
+   * `r` (graph coordinates) whole, or its top left where it is larger than the
+   * view; and the whole graph where it fits.
+   */
+  inView(r, x, y, margin = 24) {
     const { width, height } = this.size();
-    const k = Math.min((width - 64) / this.bounds.width, (height - 64) / this.bounds.height);
-    if (k >= 0.7) {
-      this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate: false, maxScale: 1.25 });
-      return;
+    const k = this.k;
+    const shift = (pos, start, size, view) => {
+      const lo = margin - start * k; // this translation puts the start at the margin
+      const hi = view - margin - (start + size) * k; // and this one the end
+      return size * k > view - 2 * margin ? lo : Math.min(hi, Math.max(lo, pos));
+    };
+    x = shift(x, r.x, r.width, width);
+    y = shift(y, r.y, r.height, height);
+    if (this.bounds.width * k <= width && this.bounds.height * k <= height) {
+      x = shift(x, 0, this.bounds.width, width);
+      y = shift(y, 0, this.bounds.height, height);
     }
-    const scale = Math.max(0.7, Math.min(1, (width - 64) / this.bounds.width));
-    this.moveTo(width / 2 - (this.bounds.width / 2) * scale, 24, scale, false);
+    return { x, y };
   }
 
   /** Center on a box, zooming in only as far as needed to read it. */
@@ -132,7 +153,7 @@ export class Viewport {
     const from = { x: this.x, y: this.y, k: this.k };
     const t0 = performance.now();
     const step = (t) => {
-      const p = Math.min(1, (t - t0) / 280);
+      const p = Math.min(1, (t - t0) / 200);
       const e = 1 - Math.pow(1 - p, 3);
       this.x = from.x + (x - from.x) * e;
       this.y = from.y + (y - from.y) * e;
@@ -157,7 +178,7 @@ export class Viewport {
   drawMinimap() {
     const view = this.size();
     const big = this.bounds.width * this.k > view.width * 1.05 || this.bounds.height * this.k > view.height * 1.05;
-    this.minimap.classList.toggle("hidden", !big);
+    this.minimapBox.classList.toggle("hidden", !big);
     if (!big) return;
     const ctx = this.minimap.getContext("2d");
     const s = this.minimapScale();

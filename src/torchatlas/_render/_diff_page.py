@@ -9,12 +9,11 @@ goes through ``visible`` and HTML escaping.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import html
 import json
 from typing import Any
 
+from torchatlas._render._html import sha256_source
 from torchatlas._text import visible
 
 _STATUS = {
@@ -66,10 +65,6 @@ document.querySelectorAll('.row').forEach(r=>r.addEventListener('click',()=>show
 """
 
 
-def _sha256(text: str) -> str:
-    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
-
-
 def diff_page(doc: dict[str, Any], title: str = "torchatlas diff") -> str:
     """The page for a diff document (``GraphDiff.to_dict()``)."""
     calls = [_visible_call(c) for c in doc.get("calls", [])]
@@ -87,7 +82,7 @@ def diff_page(doc: dict[str, Any], title: str = "torchatlas diff") -> str:
     )
     script = f"const FIELDS = {json.dumps(list(_FIELDS))};{_SCRIPT}"
     data = json.dumps(calls).replace("</", "<\\/")
-    csp = f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(_STYLE)}"
+    csp = f"default-src 'none'; script-src {sha256_source(script)}; style-src {sha256_source(_STYLE)}"
     summary = " ".join(
         f'<span class="{status}">{_STATUS[status][0] or "="} {counts[status]} {_STATUS[status][1]}</span>'
         for status in ("added", "removed", "changed", "same")

@@ -5,7 +5,8 @@ built from the repository's ``web/`` folder with ``npm ci && npm run build``)
 and the graph as a compact JSON document. It needs no server and no network,
 so it works opened from ``file://``, mailed around, or inside a notebook iframe.
 
-Everything taken from the graph is data: the JSON sits in a
+Every string taken from the graph is shown as ``_text.visible`` writes it (control
+and bidi override characters as escapes), and is data: the JSON sits in a
 ``<script type="application/json">`` block with ``<``, ``>`` and ``&`` escaped
 as ``\\u003c``-style sequences, so a module named ``</script>`` cannot end the
 block, and the viewer puts every string on screen through ``textContent``.
@@ -13,8 +14,11 @@ block, and the viewer puts every string on screen through ``textContent``.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import html
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,8 @@ from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._breaks import short_reason
 from torchatlas._render._labels import model_title
-from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES
+from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
+from torchatlas._text import visible
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -66,7 +71,10 @@ class _Interner:
 
 
 def _source(src: Source | None, files: _Interner) -> list[Any] | None:
-    return None if src is None else [files(src.file), src.line, src.code]
+    if src is None:
+        return None
+    code = None if src.code is None else "\n".join(visible(line) for line in src.code.split("\n"))
+    return [files(visible(src.file)), src.line, code]
 
 
 def _valid_repeats(ir: GraphIR) -> dict[str, list[Any]]:
@@ -85,7 +93,9 @@ def _valid_repeats(ir: GraphIR) -> dict[str, list[Any]]:
 
 
 def _number(value: Any) -> int | float | None:
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    """A count the page can show: finite (JSON has no NaN or Infinity), not a bool."""
+    ok = isinstance(value, int) and not isinstance(value, bool) or isinstance(value, float) and math.isfinite(value)
+    return value if ok else None
 
 
 def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
@@ -113,12 +123,12 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if n.outputs:
             d["o"] = [metas({"shape": list(m.shape), "dtype": m.dtype, "device": m.device}) for m in n.outputs]
         if n.target is not None:
-            d["t"] = n.target
-            d["op"] = names(op_name(n.target))
+            d["t"] = visible(n.target)
+            d["op"] = names(visible(op_name(n.target) or "?"))
         if n.path is not None:
-            d["path"] = n.path
+            d["path"] = visible(n.path)
         if n.name is not None:
-            d["nm"] = n.name
+            d["nm"] = visible(n.name)
         if n.inplace:
             d["ip"] = 1
         if n.source is not None:
@@ -126,22 +136,30 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if _number(n.meta.get("flops")) is not None:
             d["f"] = n.meta["flops"]
         if "error" in n.meta:  # the op a partial trace stopped at
-            d["err"] = str(n.meta["error"])
+            d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
             d["cr"] = -1 if n.meta["compile_region"] is None else n.meta["compile_region"]
         out_nodes.append(d)
 
+    # A closed module that holds no other module is coloured by its ops, as in the diagrams.
+    parents = {s.parent for s in scopes}
+    op_categories: dict[str, set[str]] = {}
+    for n in ir.nodes:
+        if n.kind == "op" and n.scope not in parents:
+            op_categories.setdefault(n.scope, set()).add(category(n.target, n.kind))
     # Module calls holding the failing op show it even while collapsed.
     failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
     out_scopes = []
     for s in scopes:
-        d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": s.path, "cls": s.cls, "call": s.call}
+        d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": visible(s.path), "cls": visible(s.cls), "call": s.call}
         if s.source is not None:
             d["src"] = _source(s.source, files)
         if s.outputs:
             d["out"] = [node_index[r.node] for r in s.outputs]
             if any(r.slot for r in s.outputs):
                 d["osl"] = [r.slot for r in s.outputs]
+        if s.id in op_categories:
+            d["c"] = categories.index(leaf_module_category(op_categories[s.id]))
         if s.id in repeats:
             d["rep"] = repeats[s.id]
         if _number(s.meta.get("params")) is not None:
@@ -155,7 +173,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         out_scopes.append(d)
 
     return {
-        "title": title or model_title(ir),
+        "title": visible(title or model_title(ir)),
         "kinds": list(NODE_KINDS),
         "categories": categories,
         "legend": [list(item) for item in LEGEND],
@@ -210,7 +228,7 @@ def palette_css() -> str:
         body = "".join(f"{k}:{v};" for k, v in decls.items())
         rules.append(f':root[data-theme="{theme}"]{{{body}}}')
     for c in CATEGORIES:
-        rules.append(f'.unit[data-category="{c}"] .box{{fill:var(--fill-{c});stroke:var(--border-{c})}}')
+        rules.append(f'.unit[data-category="{c}"] :is(.box,.stack){{fill:var(--fill-{c});stroke:var(--border-{c})}}')
         rules.append(f'.legend-item[data-category="{c}"] .swatch{{background:var(--fill-{c});border-color:var(--border-{c})}}')
         rules.append(f'.details section.head[data-category="{c}"] h3{{border-left-color:var(--border-{c})}}')
     return "\n".join(rules)
@@ -238,29 +256,55 @@ class HtmlOptions:
     """The page's title; default: the model's class name."""
 
 
-def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
-    """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``)."""
-    script, style = _bundle()
-    doc = viewer_document(ir, (options or HtmlOptions()).title)
+def sha256_source(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
+
+
+def content_security_policy(script: str, style: str) -> str:
+    """The page's policy: only its own script and stylesheet (by hash) run, nothing is fetched.
+
+    Layout workers are started from a ``blob:`` URL holding the page's own script,
+    and the PNG export draws the SVG export from a ``blob:`` URL.
+    """
     return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en" data-theme="light">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        '<meta name="generator" content="torchatlas">\n'
-        f"<title>{_plain_text(doc['title'])} · torchatlas</title>\n"
-        f"<style>\n{palette_css()}\n{style}\n</style>\n</head>\n<body>\n"
-        '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
-        f"{_breaks_legend(ir)}"
-        f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'
-        f"<script>\n{script}\n</script>\n</body>\n</html>\n"
+        f"default-src 'none'; script-src {sha256_source(script)}; style-src {sha256_source(style)}; "
+        "worker-src blob:; img-src blob:; base-uri 'none'; form-action 'none'"
     )
 
 
-_LEGEND_STYLE = (
-    "position:fixed;left:12px;top:56px;z-index:20;max-width:46em;max-height:40vh;overflow:auto;"
-    "font:12px system-ui,sans-serif;background:var(--bg);color:var(--text);"
-    "border:1px solid var(--cluster-border);border-radius:6px;padding:4px 8px"
-)
+def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
+    """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``)."""
+    bundle, css = _bundle()
+    doc = viewer_document(ir, (options or HtmlOptions()).title)
+    script, style = f"\n{bundle}\n", f"\n{palette_css()}\n{_breaks_css()}\n{css}\n"
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en" data-theme="light">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{content_security_policy(script, style)}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<meta name="generator" content="torchatlas">\n'
+        f"<title>{_plain_text(doc['title'])} · torchatlas</title>\n"
+        f"<style>{style}</style>\n</head>\n<body>\n"
+        '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
+        f"{_breaks_legend(ir)}"
+        f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'
+        f"<script>{script}</script>\n</body>\n</html>\n"
+    )
+
+
+def _breaks_css() -> str:
+    """The stylesheet of the breaks legend (in the page's hashed stylesheet: the CSP
+    refuses inline ``style`` attributes)."""
+    rules = [
+        ".compile-breaks{position:fixed;left:12px;top:56px;z-index:20;max-width:46em;max-height:40vh;overflow:auto;"
+        "font:12px system-ui,sans-serif;background:var(--bg);color:var(--text);"
+        "border:1px solid var(--cluster-border);border-radius:6px;padding:4px 8px}",
+        f".compile-breaks summary{{color:{GRAPH_BREAK}}}",
+        ".compile-breaks .graphs{margin:4px 0}.compile-breaks ol{margin:0;padding-left:1.4em}",
+        ".compile-breaks .graph{border:2px solid;border-radius:3px;padding:0 4px;margin-right:4px}",
+    ]
+    rules += [f".compile-breaks .g{k}{{border-color:{c}}}" for k, c in enumerate(COMPILE_REGIONS)]
+    return "\n".join(rules)
 
 
 def _breaks_legend(ir: GraphIR) -> str:
@@ -268,11 +312,7 @@ def _breaks_legend(ir: GraphIR) -> str:
     if "graph_breaks" not in ir.meta:
         return ""
     graphs = int(ir.meta.get("compile_graphs") or 0)
-    swatches = "".join(
-        f'<span style="border:2px solid {COMPILE_REGIONS[g % len(COMPILE_REGIONS)]};border-radius:3px;padding:0 4px;'
-        f'margin-right:4px">graph {g}</span>'
-        for g in range(graphs)
-    )
+    swatches = "".join(f'<span class="graph g{g % len(COMPILE_REGIONS)}">graph {g}</span>' for g in range(graphs))
     items = "".join(
         f"<li><b>{_plain_text(b.kind)}</b> {_plain_text(short_reason(b))}"
         + (f" <code>{_plain_text(Path(b.source.file).name)}:{b.source.line}</code>" if b.source else "")
@@ -281,9 +321,9 @@ def _breaks_legend(ir: GraphIR) -> str:
     )
     breaks = sum(1 for b in ir.graph_breaks if b.kind != "recompile")
     return (
-        f'<details class="compile-breaks" style="{_LEGEND_STYLE}"><summary style="color:{GRAPH_BREAK}">'
+        '<details class="compile-breaks"><summary>'
         f"✂ torch.compile: {graphs} graph(s), {breaks} graph break(s)</summary>"
-        f'<div style="margin:4px 0">{swatches}</div><ol style="margin:0;padding-left:1.4em">{items}</ol></details>\n'
+        f'<div class="graphs">{swatches}</div><ol>{items}</ol></details>\n'
     )
 
 
@@ -296,5 +336,5 @@ def notebook_html(ir: GraphIR, height: int = 640) -> str:
     return (
         f'<iframe srcdoc="{html.escape(page, quote=True)}" '
         f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '
-        'sandbox="allow-scripts allow-downloads" loading="lazy"></iframe>'
+        'sandbox="allow-scripts allow-downloads" allow="clipboard-write" loading="lazy"></iframe>'
     )

@@ -6,7 +6,7 @@ same colour everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +73,17 @@ readable on both themes."""
 EAGER_REGION = "#9aa0a6"
 """Border of the ops that ran eagerly between compiled graphs."""
 GRAPH_BREAK = "#c2185b"
+"""Edges that cross a graph break."""
 BACKWARD = "#8e44ad"
 """Dashed border of backward ops and of the backward part, and of the edges that carry a
 saved forward tensor into it (``trace(backward=True)``); readable on both themes."""
-"""Edges that cross a graph break."""
+
+
+LEAF_MODULE_PRIORITY: tuple[str, ...] = ("compute", "normalization", "reduction", "elementwise", "shape", "other")
+"""Which of its ops' categories colours a closed module that holds no other module."""
+
+
+def leaf_module_category(op_categories: Iterable[str]) -> str:
+    """The colour category of a closed leaf module (a ``Conv2d`` is ``compute``); ``module`` without ops."""
+    present = set(op_categories)
+    return next((c for c in LEAF_MODULE_PRIORITY if c in present), "module")

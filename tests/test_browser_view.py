@@ -1,0 +1,311 @@
+"""The viewer's first view and its picture, measured in real headless Chromium.
+
+On the first view and after Fit, for CoolCNN, a UNet, T5 and a 2-layer Llama: the
+top level is in the window, no panel covers a box, and no two labels overlap.
+Screenshots land in ``test-artifacts/``.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from _capture_helpers import load_coolcnn
+from _viewer import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, UNet, Viewer, chromium_browser, transformer
+from torch import nn
+
+import torchatlas
+from torchatlas._render import _html
+
+pytestmark = pytest.mark.browser
+
+NOTEBOOK = {"width": 900, "height": 640}
+
+
+@pytest.fixture(scope="module")
+def browser():
+    yield from chromium_browser()
+
+
+def _trace(name: str):
+    torch.manual_seed(0)
+    if name == "coolcnn":
+        coolcnn = load_coolcnn()
+        return torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input()).ir
+    if name == "unet":
+        return torchatlas.trace(UNet(), torch.randn(1, 3, 32, 32)).ir
+    model, kwargs = transformer(name)
+    return torchatlas.trace(model, (), kwargs=kwargs).ir
+
+
+@pytest.fixture(scope="module", params=["coolcnn", "unet", "t5", "llama"])
+def model_ir(request):
+    return request.param, _trace(request.param)
+
+
+# Screen rectangles of what is on the page: the graph's area, the top-level boxes, every
+# box and frame, the panels, and every text label the browser draws (hidden ones have no box).
+MEASURE = """() => {
+  const a = window.__atlas.app;
+  const rect = (e) => { const r = e.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; };
+  const shape = (id) => document.querySelector(`[data-id="${id}"] > .box, [data-id="${id}"] > .frame`);
+  const visible = (e) => e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== "hidden";
+  const labels = [...document.querySelectorAll("svg.graph text")].filter(visible).map((t) => ({ text: t.textContent, ...rect(t) }));
+  return {
+    stage: rect(document.querySelector("svg.graph")),
+    top: a.graph.containers.get(0).children.map((id) => ({ id, ...rect(shape(id)) })),
+    boxes: [...document.querySelectorAll("svg.graph .unit > .box, svg.graph .cluster > .frame")].map((e) => ({ id: e.parentNode.dataset.id, ...rect(e) })),
+    panels: [".legend", ".status", ".minimap-box", ".details", ".notice", ".search-results"]
+      .flatMap((s) => [...document.querySelectorAll(s)]).filter(visible).map((e) => ({ panel: e.className, ...rect(e) })),
+    labels,
+  };
+}"""
+
+
+def _clip(r: dict, to: dict) -> dict | None:
+    x0, y0 = max(r["x"], to["x"]), max(r["y"], to["y"])
+    x1, y1 = min(r["x"] + r["w"], to["x"] + to["w"]), min(r["y"] + r["h"], to["y"] + to["h"])
+    return {**r, "x": x0, "y": y0, "w": x1 - x0, "h": y1 - y0} if x1 > x0 and y1 > y0 else None
+
+
+def _overlap(a: dict, b: dict, slack: float = 0.5) -> bool:
+    return min(a["x"] + a["w"], b["x"] + b["w"]) - max(a["x"], b["x"]) > slack and min(a["y"] + a["h"], b["y"] + b["h"]) - max(a["y"], b["y"]) > slack
+
+
+def _check_view(m: dict, where: str) -> None:
+    stage = m["stage"]
+    inside = [b for b in m["top"] if _clip(b, stage) == {**b}]
+    assert len(inside) >= 0.9 * len(m["top"]), f"{where}: only {len(inside)} of {len(m['top'])} top-level boxes in the window"
+    shown = [c for b in m["boxes"] if (c := _clip(b, stage))]
+    for panel in m["panels"]:
+        covered = [b["id"] for b in shown if _overlap(panel, b)]
+        assert not covered, f"{where}: {panel['panel']} covers {covered}"
+    labels = [c for t in m["labels"] if (c := _clip(t, stage))]
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            assert not _overlap(a, b), f"{where}: labels {a['text']!r} and {b['text']!r} overlap"
+
+
+@pytest.mark.parametrize("frame", [None, NOTEBOOK], ids=["window", "notebook"])
+def test_first_view_and_fit_show_the_top_level_uncovered_and_legible(browser, model_ir, frame, tmp_path: Path) -> None:
+    name, ir = model_ir
+    tag = f"view-{name}-{'notebook' if frame else 'window'}"
+    v = Viewer(browser, ir, tmp_path, tag, viewport=frame)
+    v.page.wait_for_timeout(400)
+    if frame:  # a notebook-width frame keeps the details panel closed until something is clicked
+        assert v.count(".details.closed") == 1
+    _check_view(v.page.evaluate(MEASURE), f"{tag} first view")
+    v.screenshot(tag)
+    v.page.mouse.move(300, 300)
+    for _ in range(3):  # zoom in, then Fit again
+        v.page.mouse.wheel(0, -400)
+    v.page.click("button.fit")
+    v.page.wait_for_timeout(700)
+    _check_view(v.page.evaluate(MEASURE), f"{tag} after Fit")
+    if frame:  # a click on an op opens the panel
+        v.page.locator(".unit.op").first.click()
+        assert v.count(".details.closed") == 0 and v.count(".details dl") > 0
+    v.close()
+
+
+def test_leaf_modules_take_their_ops_colour(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "colours")
+    category = v.page.locator('.unit.module', has=v.page.locator("text.title", has_text="initial_conv")).get_attribute("data-category")
+    pool = v.page.locator('.unit.module', has=v.page.locator("text.title", has_text="max_pool #1")).get_attribute("data-category")
+    assert (category, pool) == ("compute", "reduction")
+    fill = v.page.evaluate("getComputedStyle(document.querySelector('.unit.module[data-category=compute] .box')).fill")
+    op_fill = v.page.evaluate("getComputedStyle(document.querySelector('.unit.op[data-category=elementwise] .box')).fill")
+    assert fill != op_fill and fill not in ("rgb(255, 255, 255)", "none")
+    v.close()
+
+
+def test_headless_screenshot_paints_without_a_worker(tmp_path: Path) -> None:
+    """`chromium --headless --screenshot` runs on virtual time, where the layout worker never answers."""
+    if not Path(CHROMIUM).exists() or not (_html.BUNDLE_DIR / "viewer.js").is_file():
+        pytest.skip("needs Chromium and the viewer bundle")
+    page = tmp_path / "page.html"
+    page.write_text(_html.to_html(_trace("coolcnn")), encoding="utf-8")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "view-headless-screenshot.png"
+    common = [CHROMIUM, "--headless", *LAUNCH_ARGS, "--window-size=1200,900", "--virtual-time-budget=15000"]
+    subprocess.run([*common, f"--screenshot={shot}", page.as_uri()], check=True, capture_output=True, timeout=120)
+    assert shot.stat().st_size > 20_000
+    dom = subprocess.run([*common, "--dump-dom", page.as_uri()], check=True, capture_output=True, text=True, timeout=120).stdout
+    assert dom.count('class="unit ') >= 15 and 'class="edge"' in dom
+
+
+class _Named(nn.Module):
+    """A Linear under a module name chosen by the test."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.add_module(name, nn.Linear(4, 4))
+        self.name = name
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return getattr(self, self.name)(x).relu()
+
+
+def test_page_works_under_its_content_security_policy(browser, tmp_path: Path) -> None:
+    """The page's own policy allows only its hashed script and style: no violation, layouts in a worker."""
+    watch = "window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
+    v = Viewer(browser, _trace("llama"), tmp_path, "csp", init_script=watch)
+    policy = v.page.get_attribute('meta[http-equiv="Content-Security-Policy"]', "content")
+    assert "script-src 'sha256-" in policy and "unsafe" not in policy and "default-src 'none'" in policy
+    assert v.page.evaluate("window.__atlas.engine") == "worker"
+    v.click_and_relayout(".unit.module[data-id^=g]")
+    v.page.click("button.theme")
+    with v.page.expect_download() as download:
+        v.page.click("button.export-png")
+    assert Path(download.value.path()).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert v.count(".unit") > 20
+    assert v.page.evaluate("window.__csp") == []
+    v.screenshot("view-csp")
+    v.close()  # and no console error (a refused script or style would log one)
+
+
+def test_bidi_overrides_show_escaped_and_huge_names_stay_small(browser, tmp_path: Path) -> None:
+    for name, shown in [("evil\u202egnp_exe", "evil\\u202egnp_exe"), ("m" * 1_000_000, "m" * 47 + "…")]:
+        v = Viewer(browser, torchatlas.trace(_Named(name), torch.randn(1, 4)).ir, tmp_path, "names")
+        box = v.page.locator(".unit.module").first
+        assert box.locator(".title").text_content() == shown
+        assert v.page.evaluate("[...document.querySelectorAll('svg text')].every((t) => !/[\\u202a-\\u202e\\u2066-\\u2069]/.test(t.textContent))")
+        widths = v.page.evaluate("[...window.__atlas.app.result.boxes.values()].map((b) => b.width)")
+        assert max(widths) < 1000  # (48 wide letters at most)
+        v.close()
+
+
+def test_opening_is_not_selecting_escape_clears_and_search_rows_are_distinct(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "select")
+    has_selection = "() => document.querySelector('svg.graph').classList.contains('has-selection')"
+    v.click_and_relayout('.unit.module[data-id="s1"]')  # open initial_conv: the panel describes it, nothing is lit
+    assert not v.page.evaluate(has_selection) and v.details()["class"].endswith("Conv2d")
+
+    # Selecting the add lights its upstream (the input, both branches) and downstream (the output) cone.
+    v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="add")).first.click()
+    assert v.page.evaluate(has_selection)
+    lit = v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)")
+    assert {"args[0]", "parallel_conv", "max_pool #1", "output"} <= set(lit)
+    v.screenshot("view-path-highlight")
+    v.page.keyboard.press("Escape")
+    assert not v.page.evaluate(has_selection) and v.count(".unit.selected") == 0
+
+    v.page.fill(".search input", "relu")
+    rows = v.page.locator(".search-results li.hit").all_text_contents()
+    assert len(rows) == len(set(rows)) and any("×" in r for r in rows)
+    count = v.page.locator(".search-results li.search-count").text_content()
+    assert count == "4 matches in 1 row" and rows[0].startswith("torch.relu×4")
+    v.screenshot("view-search")
+    v.close()
+
+
+def test_params_toggle_redraws_box_text_tooltips_and_f_fits(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "params")
+    v.click_and_relayout('.unit.module[data-id="s1"]')  # initial_conv open: its conv2d lists the weights it reads
+    conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
+    assert conv.locator(".subtitle").text_content().startswith("W 16×3×3×3")
+    assert "torch.conv2d" in conv.locator("title").text_content() and "1×16×32×32" in conv.locator("title").text_content()
+    v.click_and_relayout(".check input")  # params as boxes: the op's box no longer lists them
+    conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
+    assert conv.locator(".subtitle").count() == 0 and v.count(".unit[data-category=param]") >= 2
+    v.page.locator(".unit.op").first.click()  # the panel names inputs without internal ids
+    assert not any(re.search(r"\(n\d+\)", t) for t in v.page.locator(".details .tensor-name").all_text_contents())
+    v.page.mouse.move(300, 300)
+    v.page.mouse.wheel(0, -600)
+    v.page.wait_for_timeout(300)
+    v.page.keyboard.press("f")
+    v.page.wait_for_timeout(600)
+    _check_view(v.page.evaluate(MEASURE), "after f")
+    v.close()
+
+
+def test_opening_a_module_scrolls_what_it_opened_into_view(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("llama"), tmp_path, "open-scroll", viewport=NOTEBOOK)
+    frame_id = "c" + v.page.locator(".unit.module[data-id^=g]").get_attribute("data-id")[1:]
+    v.click_and_relayout(".unit.module[data-id^=g]")
+    stage = v.page.evaluate("() => { const r = document.querySelector('svg.graph').getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height}; }")
+    frame = v.page.locator(f'.cluster[data-id="{frame_id}"] > .frame').bounding_box()
+    assert stage["y"] <= frame["y"] and frame["x"] >= stage["x"]  # its title bar is on screen...
+    assert frame["y"] + min(frame["height"], stage["h"] - 48) <= stage["y"] + stage["h"]  # ...and as much of it as fits
+    v.screenshot("view-open-scroll")
+    v.close()
+
+
+def test_shift_click_lights_the_paths_between_two_boxes(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "paths")
+    box = lambda title: v.page.locator(".unit", has=v.page.locator("text.title", has_text=re.compile(f"^{re.escape(title)}$"))).first  # noqa: E731
+    box("args[0]").click()
+    box("add").click(modifiers=["Shift"])
+    lit = set(v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)"))
+    assert {"args[0]", "initial_conv", "parallel_conv", "max_pool", "max_pool #1", "add"} <= lit
+    assert not lit & {"truediv", "secondary_conv", "output"}
+    assert v.count(".unit.selected") == 2 and v.count(".edge.lit") == 8 and v.count(".edge-label.lit") >= 4
+    v.screenshot("view-two-node-paths")
+    v.close()
+
+
+def test_depth_menu_follows_the_frames_on_screen(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("llama"), tmp_path, "depth", viewport=NOTEBOOK)
+    depth = lambda: int(v.page.input_value("select"))  # noqa: E731
+    deepest = lambda: v.page.evaluate("() => Math.max(...[...window.__atlas.app.graph.containers.keys()].map((c) => window.__atlas.app.model.scopes[c].depth)) + 1")  # noqa: E731
+    assert depth() == deepest()
+    start = depth()
+    frame_id = "c" + v.page.locator(".unit.module[data-id^=g]").get_attribute("data-id")[1:]
+    v.click_and_relayout(".unit.module[data-id^=g]")
+    inner = v.page.evaluate(f"() => [...window.__atlas.app.graph.leaves.values()].find((l) => l.container === {frame_id[1:]} && l.id[0] === 's').id")
+    v.bring_into_view(inner)
+    v.click_and_relayout(f'.unit.module[data-id="{inner}"]')  # a module inside the layer
+    assert depth() == deepest() > start
+    v.bring_into_view(frame_id)
+    v.click_and_relayout(f'.cluster[data-id="{frame_id}"] > .header')  # close the layer: what it held is off screen
+    assert depth() == deepest() == start
+    v.close()
+
+
+def test_keyboard_moves_along_edges_opens_with_enter_and_shows_help(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "keys")
+    v.page.locator(".unit", has=v.page.locator("text.title", has_text="args[0]")).first.click()
+    v.page.keyboard.press("ArrowDown")  # to the first reader of the input: initial_conv
+    assert v.page.locator(".details h3").first.text_content() == "initial_conv"
+    before = v.page.evaluate("window.__atlas.layoutCount")
+    v.page.keyboard.press("Enter")  # opens it
+    v.page.wait_for_function(f"() => window.__atlas.layoutCount > {before}")
+    assert v.count('.cluster[data-id="c1"]') == 1
+    v.page.keyboard.press("ArrowUp")
+    assert v.page.locator(".details h3").first.text_content() == "args[0]"
+    v.page.keyboard.press("?")
+    assert v.page.locator(".help").is_visible() and "Enter" in v.page.locator(".help").text_content()
+    v.screenshot("view-keyboard-help")
+    v.page.keyboard.press("Escape")
+    assert not v.page.locator(".help").is_visible() and v.count(".unit.selected") == 0
+    v.close()
+
+
+def test_details_copy_path_source_and_shapes(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "copy")
+    v.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    v.search("conv2d")  # the first conv2d, inside initial_conv
+    copied = {}
+    for what in ("path", "source", "shapes"):
+        v.page.locator(".details .actions.copy button", has_text=f"Copy {what}").click()
+        v.page.wait_for_function("() => document.querySelectorAll('.details .actions.copy button').length && [...document.querySelectorAll('.details .actions.copy button')].some((b) => b.textContent.startsWith('Copied'))")
+        copied[what] = v.page.evaluate("() => navigator.clipboard.readText()")
+    assert copied["path"] == "initial_conv"
+    assert re.search(r"_example\.py:\d+\n.*self\.initial_conv\(x\)", copied["source"])
+    assert "inputs" in copied["shapes"] and "1×3×32×32  float32  cpu" in copied["shapes"] and "outputs" in copied["shapes"]
+    v.close()
+
+
+def test_search_by_regex_and_by_shape(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "search-more")
+    rows = lambda: [" ".join(r.split()) for r in v.page.locator(".search-results li.hit").all_text_contents()]  # noqa: E731
+    v.page.fill(".search input", "/^(initial|parallel)_conv$/")
+    assert sorted(r.split("Conv2d")[0] for r in rows()) == ["initial_conv", "parallel_conv"]
+    v.page.fill(".search input", "/[/")  # half-typed: no rows, no error
+    assert rows() == []
+    v.page.fill(".search input", "1x32x8x8")  # the output of the last pooling
+    assert any("max_pool2d" in r for r in rows())
+    v.close()
