@@ -17,7 +17,7 @@ const NARROW = 1100; // in a window narrower than this (a notebook), the details
 const OVERLAYS = [
   ["", "category"],
   ["f", "FLOPs"],
-  ["params", "parameters"],
+  ["params", "params"],
 ];
 const KEYS = [
   ["/", "search"],
@@ -96,7 +96,7 @@ class App {
     for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
     this.depthSelect.addEventListener("change", () => this.collapseToDepth(Number(this.depthSelect.value)));
     this.overlaySelect = h("select", { "aria-label": "Colour boxes by", title: "Colour the boxes by category, or by a number the graph carries" }, [
-      ...OVERLAYS.map(([value, text]) => h("option", { value, text: `colour: ${text}` })),
+      ...OVERLAYS.map(([value, text]) => h("option", { value, text: `fill: ${text}` })),
     ]);
     this.overlaySelect.addEventListener("change", () => this.applyOverlay());
     this.paramsToggle = h("input", { type: "checkbox", "aria-label": "Show parameters" });
