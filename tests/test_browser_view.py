@@ -328,3 +328,18 @@ def test_overlay_colours_boxes_by_flops_with_a_scale(browser, tmp_path: Path) ->
     v.page.select_option("select[aria-label='Colour boxes by']", "")
     assert fill("initial_conv") == before and v.page.locator(".legend").is_visible()
     v.close()
+
+
+def test_a_fitted_view_stays_fitted_when_the_frame_resizes(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("unet"), tmp_path, "resize")
+    v.page.set_viewport_size(NOTEBOOK)
+    v.page.wait_for_timeout(400)
+    _check_view(v.page.evaluate(MEASURE), "resized to a notebook frame")
+    v.page.mouse.move(300, 300)
+    v.page.mouse.wheel(0, -600)  # the user zoomed: a resize leaves the view alone
+    v.page.wait_for_timeout(300)
+    k = v.page.evaluate("window.__atlas.app.viewport.k")
+    v.page.set_viewport_size({"width": 1200, "height": 800})
+    v.page.wait_for_timeout(400)
+    assert v.page.evaluate("window.__atlas.app.viewport.k") == k
+    v.close()
