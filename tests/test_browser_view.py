@@ -309,3 +309,37 @@ def test_search_by_regex_and_by_shape(browser, tmp_path: Path) -> None:
     v.page.fill(".search input", "1x32x8x8")  # the output of the last pooling
     assert any("max_pool2d" in r for r in rows())
     v.close()
+
+
+def test_overlay_colours_boxes_by_flops_with_a_scale(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "overlay")
+    fill = lambda title: v.page.evaluate(  # noqa: E731
+        "(t) => getComputedStyle([...document.querySelectorAll('.unit')].find((g) => g.querySelector('.title').textContent === t).querySelector('.box')).fill", title
+    )
+    before = fill("initial_conv")
+    v.page.select_option("select[aria-label='Colour boxes by']", "f")
+    assert v.page.locator(".scale").is_visible() and not v.page.locator(".legend").is_visible()
+    assert "FLOPs" in v.page.locator(".scale").text_content()
+    conv, relu, source = fill("initial_conv"), fill("truediv"), fill("args[0]")
+    assert conv != before and conv != relu  # the convolutions cost more than a division
+    assert source == v.page.evaluate("getComputedStyle(document.body).backgroundColor")  # no FLOPs: blank
+    _check_view(v.page.evaluate(MEASURE), "overlay")
+    v.screenshot("view-overlay-flops")
+    v.page.select_option("select[aria-label='Colour boxes by']", "")
+    assert fill("initial_conv") == before and v.page.locator(".legend").is_visible()
+    v.close()
+
+
+def test_a_fitted_view_stays_fitted_when_the_frame_resizes(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("unet"), tmp_path, "resize")
+    v.page.set_viewport_size(NOTEBOOK)
+    v.page.wait_for_timeout(400)
+    _check_view(v.page.evaluate(MEASURE), "resized to a notebook frame")
+    v.page.mouse.move(300, 300)
+    v.page.mouse.wheel(0, -600)  # the user zoomed: a resize leaves the view alone
+    v.page.wait_for_timeout(300)
+    k = v.page.evaluate("window.__atlas.app.viewport.k")
+    v.page.set_viewport_size({"width": 1200, "height": 800})
+    v.page.wait_for_timeout(400)
+    assert v.page.evaluate("window.__atlas.app.viewport.k") == k
+    v.close()

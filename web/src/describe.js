@@ -68,6 +68,16 @@ export class Describer {
     return { ...d, title: shorten(d.title), subtitle: d.subtitle && shorten(d.subtitle) };
   }
 
+  /** A box's number for a data overlay (`f`: FLOPs, `params`: parameters), or null where the graph has none. */
+  metric(id, name) {
+    const m = this.model;
+    if (id[0] === "n") return m.nodes[Number(id.slice(1))][name] ?? null;
+    const s = m.scopes[Model.unitScope(id)];
+    if (id[0] !== "g") return s[name] ?? null;
+    const values = m.groups.get(s.rep[0]).map((i) => m.scopes[i][name]).filter((v) => v != null);
+    return values.length ? values.reduce((a, b) => a + b, 0) : null;
+  }
+
   /** Everything a box shows, as one string: a box is redrawn when it changes. */
   said(id) {
     const d = this.unit(id);

@@ -4,7 +4,7 @@
 // read-only views for the benchmarks and browser tests.
 
 import { Model } from "./model.js";
-import { Describer } from "./describe.js";
+import { Describer, formatCount } from "./describe.js";
 import { layout, layoutEngine, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
@@ -14,6 +14,11 @@ import { exportPng, exportSvg } from "./export.js";
 const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
 const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
 const NARROW = 1100; // in a window narrower than this (a notebook), the details panel starts closed
+const OVERLAYS = [
+  ["", "category"],
+  ["f", "FLOPs"],
+  ["params", "params"],
+];
 const KEYS = [
   ["/", "search"],
   ["f", "fit the graph to the window"],
@@ -90,6 +95,10 @@ class App {
     this.depthSelect = h("select", { "aria-label": "Collapse to depth", title: "Collapse to depth N" });
     for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
     this.depthSelect.addEventListener("change", () => this.collapseToDepth(Number(this.depthSelect.value)));
+    this.overlaySelect = h("select", { "aria-label": "Colour boxes by", title: "Colour the boxes by category, or by a number the graph carries" }, [
+      ...OVERLAYS.map(([value, text]) => h("option", { value, text: `fill: ${text}` })),
+    ]);
+    this.overlaySelect.addEventListener("change", () => this.applyOverlay());
     this.paramsToggle = h("input", { type: "checkbox", "aria-label": "Show parameters" });
     this.paramsToggle.addEventListener("change", () => {
       this.model.showParams = this.paramsToggle.checked;
@@ -103,6 +112,7 @@ class App {
         button("Expand all", "Open every module", () => this.expandAll(), "expand-all"),
         this.depthSelect,
         button("Fit", "Fit the graph to the window", () => this.viewport.fit(), "fit"),
+        this.overlaySelect,
         h("label", { class: "check", title: "Show parameters and buffers as their own boxes" }, [this.paramsToggle, h("span", { text: "params" })]),
       ]),
       h("div", { class: "group" }, [
@@ -125,8 +135,9 @@ class App {
     for (const [cat, text] of this.model.doc.legend) {
       this.legend.appendChild(h("div", { class: "legend-item", "data-category": cat, title: text }, [h("span", { class: "swatch" }), h("span", { text: cat })]));
     }
+    this.scale = h("div", { class: "scale hidden" });
     // The legend and the counts sit in a bar under the graph, never over it.
-    const stage = h("main", { class: "stage" }, [h("div", { class: "canvas" }, [svg, minimapBox, this.notice]), h("footer", { class: "dock" }, [this.legend, this.status])]);
+    const stage = h("main", { class: "stage" }, [h("div", { class: "canvas" }, [svg, minimapBox, this.notice]), h("footer", { class: "dock" }, [this.legend, this.scale, this.status])]);
     const panelBody = h("div", { class: "details-body" });
     const closePanel = button("×", "Close the details", () => this.panel.classList.add("closed"), "close-details");
     this.panel = h("aside", { class: `details${innerWidth < NARROW ? " closed" : ""}` }, [closePanel, panelBody]);
@@ -206,6 +217,29 @@ class App {
       // Not persisting is fine.
     }
     this.viewport.drawMinimap();
+  }
+
+  /** Colour the boxes by the number the overlay menu names (FLOPs, parameters), with its scale in the dock; or by category. */
+  applyOverlay() {
+    const metric = this.overlaySelect.value;
+    if (!this.graph) return;
+    const values = new Map();
+    if (metric) {
+      for (const id of this.graph.leaves.keys()) {
+        const v = this.describer.metric(id, metric);
+        if (v != null) values.set(id, v);
+      }
+    }
+    let max = 0;
+    for (const v of values.values()) max = Math.max(max, v);
+    const steps = this.model.doc.overlaySteps;
+    this.renderer.overlay(metric ? values : null, max, steps);
+    this.legend.classList.toggle("hidden", !!metric);
+    this.scale.classList.toggle("hidden", !metric);
+    if (!metric) return;
+    const name = OVERLAYS.find(([value]) => value === metric)[1];
+    const swatches = Array.from({ length: steps }, (_, i) => h("span", { class: `swatch overlay-${i}` }));
+    this.scale.replaceChildren(h("span", { text: `${name}: 0` }), ...swatches, h("span", { text: `${formatCount(max)} (log scale; blank: none)` }));
   }
 
   /** The depth N of the depth menu that the opened modules amount to. */
@@ -432,6 +466,7 @@ class App {
     this.graph = graph;
     this.result = result;
     r.draw(graph, result, animate);
+    this.applyOverlay();
     this.viewport.setContent(result, result.boxes);
     const after = anchor ? result.boxes.get(anchor[1]) : null;
     if (fit) this.viewport.fit(animate);

@@ -317,6 +317,22 @@ export class Renderer {
     this.layerEdges.appendChild(frag);
   }
 
+  /**
+   * Fill boxes by a number (`values`: unit id -> number, or null for the category
+   * colours): one of `steps` page colours (--overlay-0…), on a log scale up to `max`.
+   */
+  overlay(values, max, steps) {
+    this.svg.classList.toggle("overlay", !!values);
+    for (const [id, g] of this.elements) {
+      if (!values || !values.has(id)) {
+        g.style.removeProperty("--unit-overlay");
+        continue;
+      }
+      const step = max > 0 ? Math.min(steps - 1, Math.floor((Math.log1p(values.get(id)) / Math.log1p(max)) * steps)) : 0;
+      g.style.setProperty("--unit-overlay", `var(--overlay-${step})`);
+    }
+  }
+
   /** Light up `lit` (units) and `edgeIds`; mark `selected` (and a second box, `other`); dim everything else. */
   highlight(selected, lit, edgeIds, other = null) {
     this.svg.classList.toggle("has-selection", !!selected);

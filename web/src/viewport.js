@@ -20,7 +20,9 @@ export class Viewport {
     svg.addEventListener("wheel", (ev) => this.onWheel(ev), { passive: false });
     svg.addEventListener("pointerdown", (ev) => this.onPointerDown(ev));
     minimap.addEventListener("pointerdown", (ev) => this.onMinimap(ev));
-    new ResizeObserver(() => this.drawMinimap()).observe(svg);
+    this.fitted = null; // the maximum scale of the last fit, while the user has not moved the view since
+    // A fitted view stays fitted when the window (or the notebook frame, or the panel beside it) changes size.
+    new ResizeObserver(() => (this.fitted ? this.fit(false, this.fitted) : this.drawMinimap())).observe(svg);
   }
 
   size() {
@@ -49,6 +51,7 @@ export class Viewport {
 
   zoomAt(factor, px, py) {
     const k = Math.min(MAX_SCALE, Math.max(MIN_SCALE, this.k * factor));
+    this.fitted = null;
     this.x = px - ((px - this.x) * k) / this.k;
     this.y = py - ((py - this.y) * k) / this.k;
     this.k = k;
@@ -61,6 +64,7 @@ export class Viewport {
     if (ev.ctrlKey || ev.metaKey || !ev.shiftKey) {
       this.zoomAt(Math.exp(-ev.deltaY * (ev.deltaMode ? 0.05 : 0.0015)), ev.clientX - r.left, ev.clientY - r.top);
     } else {
+      this.fitted = null;
       this.x -= ev.deltaX || ev.deltaY;
       this.apply();
     }
@@ -76,6 +80,7 @@ export class Viewport {
       if (!moved && Math.hypot(dx, dy) < 4) return;
       moved = true;
       this.svg.classList.add("panning");
+      this.fitted = null;
       this.x = start.tx + dx;
       this.y = start.ty + dy;
       this.apply();
@@ -112,6 +117,7 @@ export class Viewport {
 
   fit(animate = true, maxScale = 1.5) {
     this.fitRect({ x: 0, y: 0, width: this.bounds.width, height: this.bounds.height }, { animate, maxScale });
+    this.fitted = maxScale;
   }
 
   /**
@@ -145,6 +151,7 @@ export class Viewport {
 
   moveTo(x, y, k, animate) {
     cancelAnimationFrame(this.animation);
+    this.fitted = null;
     if (!animate) {
       Object.assign(this, { x, y, k });
       this.apply();
@@ -207,6 +214,7 @@ export class Viewport {
       const gx = (e.clientX - r.left - o.x * px) / s;
       const gy = (e.clientY - r.top - o.y * px) / s;
       const view = this.size();
+      this.fitted = null;
       this.x = view.width / 2 - gx * this.k;
       this.y = view.height / 2 - gy * this.k;
       this.apply();

@@ -174,6 +174,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
 
     return {
         "title": visible(title or model_title(ir)),
+        "overlaySteps": len(PALETTES["light"].overlay),
         "kinds": list(NODE_KINDS),
         "categories": categories,
         "legend": [list(item) for item in LEGEND],
@@ -222,11 +223,13 @@ def palette_css() -> str:
             "--cluster-border": p.cluster_border,
             "--badge": p.badge,
             **{f"--cluster-{i}": p.cluster_fills[i % len(p.cluster_fills)] for i in range(4)},
+            **{f"--overlay-{i}": colour for i, colour in enumerate(p.overlay)},
             **{f"--fill-{c}": p.fill[c] for c in CATEGORIES},
             **{f"--border-{c}": p.border[c] for c in CATEGORIES},
         }
         body = "".join(f"{k}:{v};" for k, v in decls.items())
         rules.append(f':root[data-theme="{theme}"]{{{body}}}')
+    rules.extend(f".scale .overlay-{i}{{background:var(--overlay-{i})}}" for i in range(len(PALETTES["light"].overlay)))
     for c in CATEGORIES:
         rules.append(f'.unit[data-category="{c}"] :is(.box,.stack){{fill:var(--fill-{c});stroke:var(--border-{c})}}')
         rules.append(f'.legend-item[data-category="{c}"] .swatch{{background:var(--fill-{c});border-color:var(--border-{c})}}')

@@ -27,6 +27,8 @@ class Palette:
     border: Mapping[str, str]
     badge: str
     """Fill of the ``×N`` badge on folded repeats."""
+    overlay: tuple[str, ...]
+    """Fills from low to high for a data overlay (the web page colours boxes by FLOPs or parameters)."""
 
 
 # Both themes side by side, one row per Palette field and per category, so neither theme can miss one.
@@ -41,6 +43,10 @@ _CANVAS: Mapping[str, Mapping[str, Any]] = {
     },
     "cluster_border": {"light": "#b8c3d4", "dark": "#48526180"},
     "badge": {"light": "#ffd166", "dark": "#b8860b"},
+    "overlay": {
+        "light": ("#f7fbff", "#deebf7", "#c6dbef", "#9ecae1", "#7fb5dc", "#5a9bd0"),
+        "dark": ("#1c2430", "#1f3550", "#24486f", "#2a5d8f", "#3474b0", "#3f8bd0"),
+    },
 }
 # category -> {theme: (fill, border)}
 _CATEGORY_COLOURS: Mapping[str, Mapping[str, tuple[str, str]]] = {
