@@ -28,7 +28,15 @@ from torchatlas._render._labels import (
     scope_name,
     shape_text,
 )
-from torchatlas._render._palette import BACKWARD, COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, Palette
+from torchatlas._render._palette import (
+    BACKWARD,
+    COMPILE_REGIONS,
+    EAGER_REGION,
+    GRAPH_BREAK,
+    PALETTES,
+    Palette,
+    leaf_module_category,
+)
 from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout
 from torchatlas._text import format_compact
 
@@ -38,8 +46,6 @@ MAX_DOT_ELEMENTS = 4000
 """Nodes plus edges above which ``dot`` takes more than ~30 s (see bench/bench_render.py)."""
 
 # Leaf boxes take the colour of their most telling op: a Conv2d box is compute, a ReLU box elementwise.
-_BOX_PRIORITY = ("compute", "normalization", "reduction", "elementwise", "shape", "other")
-
 _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 
 
@@ -285,8 +291,7 @@ class _Writer:
     def _box_category(self, unit: Unit) -> str:
         if self.children[unit.scope.id]:
             return "module"
-        cats = {category(n.target, n.kind) for n in unit.nodes if n.kind == "op"}
-        return next((c for c in _BOX_PRIORITY if c in cats), "module")
+        return leaf_module_category(category(n.target, n.kind) for n in unit.nodes if n.kind == "op")
 
     def _ref_attrs(self, ref: Unit) -> str:
         """A stand-in for a far-away value: where it comes from and its shape."""
