@@ -13,6 +13,10 @@ from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
 from torchatlas._text import format_shape, visible
 
+LINE_LIMIT = 2_000
+"""Characters of one line of the tree or one summary cell at most: a name of megabytes is
+cut before it is escaped."""
+
 
 def dominant_dtype(ir: GraphIR) -> str | None:
     """The dtype most values have (ties: alphabetical); shapes of other dtypes name theirs."""

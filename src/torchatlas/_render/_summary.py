@@ -31,7 +31,7 @@ from torchatlas._text import (
     visible,
 )
 
-from ._labels import relative_name
+from ._labels import LINE_LIMIT, relative_name
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -232,7 +232,7 @@ def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row, short: bool =
     run's numbers without their total (``855.7M ×80``), for a narrow terminal."""
     lines = [list(columns)]
     for row in [*rows, totals]:
-        cells = [visible(c) for c in row.cells]
+        cells = [visible(c, LINE_LIMIT) for c in row.cells]
         if short:  # a narrow terminal: per-layer numbers of a folded run, counts in compact form
             cells = [c.split(" = ")[0] for c in cells]
             if row is totals:  # "58 (2 shared, counted once)": the note would widen the column
@@ -360,7 +360,7 @@ def _failure_line(ir: GraphIR) -> str:
     scope = ir.scope(failed.scope)
     where = f" at {failed.source}" if failed.source else ""
     text = f"✗ the forward pass failed at {failed.target} in {scope.label}{where}: {failed.meta['error']}"
-    return "\n" + visible(text) + "\n"
+    return "\n" + visible(text, LINE_LIMIT) + "\n"
 
 
 def _text_table(columns: tuple[str, ...], rows: list[Row], totals: Row, width: int | None) -> str:
@@ -384,7 +384,7 @@ def _markdown_table(columns: tuple[str, ...], rows: list[Row], totals: Row) -> s
         "|" + "|".join("---:" if name in _NUMERIC else "---" for name in columns) + "|",
     ]
     for row in rows:
-        cells = [markdown_text(c) for c in row.cells]
+        cells = [markdown_text(c[:LINE_LIMIT]) for c in row.cells]
         out.append("| " + " | ".join(["&nbsp;&nbsp;" * row.depth + cells[0], *cells[1:]]) + " |")
-    out.append("| " + " | ".join(f"**{markdown_text(c)}**" if c else "" for c in totals.cells) + " |")
+    out.append("| " + " | ".join(f"**{markdown_text(c[:LINE_LIMIT])}**" if c else "" for c in totals.cells) + " |")
     return "\n".join(out) + "\n"

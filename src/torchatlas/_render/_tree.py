@@ -16,7 +16,7 @@ from torchatlas._text import fold_label, to_ascii, visible
 from ._backward import backward_groups, forward_part
 from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows
-from ._labels import dominant_dtype, input_label, op_display, relative_name, shape_text
+from ._labels import LINE_LIMIT, dominant_dtype, input_label, op_display, relative_name, shape_text
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -133,7 +133,7 @@ class _TreeBuilder:
         if flow.inputs or outs:
             io = f"  {self.shapes(flow.inputs) if flow.inputs else '()'} → {self.shapes(outs) if outs else '()'}"
         where = f"  @ {_short_source(scope.source)}" if self.show_source and scope.source else ""
-        return visible(label + io + where)
+        return visible(label + io + where, LINE_LIMIT)
 
     def op_label(self, node: Node) -> str:
         text = op_display(node)
@@ -153,7 +153,7 @@ class _TreeBuilder:
             text += f"  ✗ FAILED: {node.meta['error']}"
         if self.show_source and node.source:
             text += f"  @ {_short_source(node.source)}"
-        return visible(text)
+        return visible(text, LINE_LIMIT)
 
     def item_label(self, item: Item) -> str:
         text = self.scope_label(item.id) if item.is_scope else self.op_label(self.ir.node(item.id))
@@ -168,12 +168,12 @@ class _TreeBuilder:
         """What a side value is called: its variable, else the input or call it comes from."""
         node = self.ir.node(ref)
         if node.name:
-            return visible(node.name)
+            return visible(node.name, LINE_LIMIT)
         if node.kind == "input":
-            return visible(input_label(node.path))
+            return visible(input_label(node.path), LINE_LIMIT)
         if producer.is_scope:
-            return visible(self.ir.scope(producer.id).label)
-        return visible(op_display(node)) if producer != SOURCE else "input"
+            return visible(self.ir.scope(producer.id).label, LINE_LIMIT)
+        return visible(op_display(node), LINE_LIMIT) if producer != SOURCE else "input"
 
     def item_name(self, item: Item) -> str | None:
         """The variable(s) an item's result was assigned to, for branch labels."""
@@ -212,7 +212,7 @@ class _TreeBuilder:
                 self.saved_name(s) for n in nodes for s in n.meta.get("saved_from", ()) if self.ir.has_node(s)
             )
             label = "◀ " + (forward.label if forward.parent is not None else "(loss)")
-            line = Line(visible(label + (f"  ← saved: {', '.join(saved)}" if saved else "")))
+            line = Line(visible(label + (f"  ← saved: {', '.join(saved)}" if saved else ""), LINE_LIMIT))
             if self.depth is None or self.depth >= 2:
                 line.children = [Line(self.op_label(n)) for n in nodes]
             section.children.append(line)
@@ -279,7 +279,7 @@ class _TreeBuilder:
     def unused(self, items: list[Item]) -> Line:
         names = list(dict.fromkeys(op_display(self.ir.node(it.id)) for it in items))
         shown = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
-        return Line(visible(f"┬ (unused: {len(items)} ops: {shown})"))
+        return Line(visible(f"┬ (unused: {len(items)} ops: {shown})", LINE_LIMIT))
 
     def sequence(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Series-parallel layout of ``items``, a topologically ordered subset of the scope.
@@ -339,7 +339,7 @@ class _TreeBuilder:
                     if not b.is_scope and b != SINK and op_name(self.ir.node(b.id).target) in JOINS:
                         return "(skip connection)"
                     name = self.item_name(a) if a != SOURCE else None
-                    return visible(name) if name else ""
+                    return visible(name, LINE_LIMIT) if name else ""
         return ""
 
     def preds(self, flow: ScopeFlow, item: Item) -> list[Item]:
@@ -388,7 +388,7 @@ class _TreeBuilder:
         body = self.sequence(flow, items, level)
         if len(body) == 1 and not body[0].children:
             return Line("┬ " + body[0].text, before=body[0].before)
-        return Line("┬ " + visible(self.item_name(items[-1]) or self.short_name(items[-1])), body)
+        return Line("┬ " + visible(self.item_name(items[-1]) or self.short_name(items[-1]), LINE_LIMIT), body)
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""
