@@ -209,7 +209,7 @@ export class Renderer {
   /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
   makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
     g.said = this.describer.said(id);
     if (old) g.style.transform = old.style.transform;
     el("title", {}, g).textContent = this.describer.tooltip(id);
@@ -319,16 +319,17 @@ export class Renderer {
 
   /**
    * Fill boxes by a number (`values`: unit id -> number, or null for the category
-   * colours): one of `steps` page colours (--overlay-0…), on a log scale up to `max`.
+   * colours): one of `steps` page colours (--overlay-0…), on a log scale from `min` to `max`.
    */
-  overlay(values, max, steps) {
+  overlay(values, min, max, steps) {
     this.svg.classList.toggle("overlay", !!values);
     for (const [id, g] of this.elements) {
       if (!values || !values.has(id)) {
         g.style.removeProperty("--unit-overlay");
         continue;
       }
-      const step = max > 0 ? Math.min(steps - 1, Math.floor((Math.log1p(values.get(id)) / Math.log1p(max)) * steps)) : 0;
+      const span = Math.log1p(max) - Math.log1p(min);
+      const step = span > 0 ? Math.min(steps - 1, Math.floor(((Math.log1p(values.get(id)) - Math.log1p(min)) / span) * steps)) : 0;
       g.style.setProperty("--unit-overlay", `var(--overlay-${step})`);
     }
   }
