@@ -96,6 +96,16 @@ class App {
       ...this.model.doc.metrics.map(([value, text]) => h("option", { value, text: `fill: ${text}` })),
     ]);
     this.overlaySelect.addEventListener("change", () => this.applyOverlay());
+    this.direction = "DOWN"; // ELK's: "DOWN" top to bottom, "RIGHT" left to right
+    const directionButton = button("⇣", "Lay the graph out left to right", () => {
+      const across = this.direction === "DOWN";
+      this.direction = across ? "RIGHT" : "DOWN";
+      directionButton.textContent = across ? "⇢" : "⇣";
+      directionButton.title = across ? "Lay the graph out top to bottom" : "Lay the graph out left to right";
+      directionButton.setAttribute("aria-pressed", String(across));
+      this.relayout({ animate: true, fit: true });
+    }, "direction");
+    directionButton.setAttribute("aria-pressed", "false");
     this.paramsToggle = h("input", { type: "checkbox", "aria-label": "Show parameters" });
     this.paramsToggle.addEventListener("change", () => {
       this.model.showParams = this.paramsToggle.checked;
@@ -109,6 +119,7 @@ class App {
         button("Expand all", "Open every module", () => this.expandAll(), "expand-all"),
         this.depthSelect,
         button("Fit", "Fit the graph to the window", () => this.viewport.fit(), "fit"),
+        directionButton,
         this.overlaySelect,
         h("label", { class: "check", title: "Show parameters and buffers as their own boxes" }, [this.paramsToggle, h("span", { text: "params" })]),
       ]),
@@ -445,7 +456,7 @@ class App {
     const graph = m.visibleGraph();
     m.expanded.delete(best);
     const r = this.renderer;
-    prefetch(graph, (id) => r.sizeOf(id), (c) => r.containerMinWidth(c));
+    prefetch(graph, (id) => r.sizeOf(id), (c) => r.containerMinWidth(c), this.direction);
   }
 
   async relayout({ animate = false, fit = false, anchor = null } = {}) {
@@ -459,6 +470,7 @@ class App {
         graph,
         (id) => r.sizeOf(id),
         (c) => r.containerMinWidth(c),
+        this.direction,
       );
     } catch (err) {
       // Keep the last good picture; say why this change could not be shown.

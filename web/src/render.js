@@ -297,7 +297,8 @@ export class Renderer {
       const key = `${e.source}@${Math.round(start.x)},${Math.round(start.y)}`;
       const width = text ? textWidth(text, FONT_EDGE) + 6 : 0;
       const vertical = Math.abs(points[1].x - start.x) < 1;
-      const x = vertical ? start.x + 4 : start.x - width / 2;
+      // Beside a line leaving downwards; under one leaving rightwards (left to right), clear of its box.
+      const x = vertical ? start.x + 4 : points[1].x > start.x ? start.x + 3 : start.x - width / 2;
       const rect = { x, y: start.y + 3, w: width, h: 13 };
       const parts = [g];
       if (text && !labelled.has(key) && !collides(rect)) {
