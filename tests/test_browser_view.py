@@ -381,6 +381,10 @@ def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_pa
     assert rows["call"] == "truediv (%0, 0)" and rows["NaN/Inf"] == "Inf×8" and "time" in rows
     assert "Inf 8" in rows["out"] and "min" not in rows["out"]  # min and max are not numbers here
     v.screenshot("view-details-arguments-stats")
+    v.page.keyboard.press("Escape")
+    v.click_and_relayout('.unit.module[data-id="s2"]')  # open b: with nothing selected, the panel describes the call
+    rows = v.details()
+    assert rows["NaN/Inf ops"] == "1" and any(re.match(r"NaN [1-9]", value) for value in rows.values())
     v.close()
 
     plain_ir = _trace("coolcnn")  # no profile, no stats: only the numbers it has are offered

@@ -104,6 +104,13 @@ export class DetailsPanel {
     parent.appendChild(box);
   }
 
+  /** trace(stats=True): one row per output, named as in the tensor list (`stats` may be absent). */
+  outputStats(stats, outs) {
+    if (!stats || !stats.some(Boolean)) return;
+    const sec = this.section("Output stats");
+    this.rows(sec, stats.map((st, j) => [outs[j] ? outs[j].name : `[${j}]`, st ? statsText(st) : "—", st && (st.nan || st.inf) ? "mono warn" : "mono"]));
+  }
+
   showNode(idx) {
     const m = this.model;
     const n = m.nodes[idx];
@@ -140,10 +147,7 @@ export class DetailsPanel {
     const outs = (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] }));
     this.tensors(sec, "inputs", ins);
     this.tensors(sec, "outputs", outs);
-    if (n.st && n.st.some(Boolean)) {
-      const stats = this.section("Output stats");
-      this.rows(stats, n.st.map((st, j) => [n.st.length > 1 ? `[${j}]` : "out", st ? statsText(st) : "—", st && (st.nan || st.inf) ? "mono warn" : "mono"]));
-    }
+    this.outputStats(n.st, outs);
     if (n.src) this.source(this.section("Source"), n.src);
     this.copyBar(head, [["path", n.path || scope.path], ["source", this.sourceText(n.src)], ["shapes", shapesText(ins, outs)]]);
     this.actions.onShown?.();
@@ -203,6 +207,7 @@ export class DetailsPanel {
     const outs = (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) }));
     this.tensors(sec, "inputs", boundary);
     this.tensors(sec, "outputs", outs);
+    this.outputStats(s.st, outs);
     if (s.src) this.source(this.section("Called from"), s.src);
     this.copyBar(head, [["path", s.path], ["source", this.sourceText(s.src)], ["shapes", shapesText(boundary, outs)]]);
     this.actions.onShown?.();

@@ -207,6 +207,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if _number(s.meta.get("flops")) is not None:
             d["f"] = s.meta["flops"]
         d.update(_run_time_fields(s.meta, "activation_bytes"))
+        if (stats := _stats(s.meta.get("output_stats"))) is not None and any(stats):
+            d["st"] = stats  # of the values the call returned, in `out` order
         if _number(s.meta.get("nonfinite_ops")) is not None:  # ops with NaN/Inf outputs inside, 0 included
             d["nf"] = s.meta["nonfinite_ops"]
         if s.id in failed_scopes:
