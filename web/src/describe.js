@@ -158,7 +158,7 @@ export class Describer {
     }
     // A module holding no other module has the colour of its ops (page data: the scope's "c").
     const category = s.c != null ? m.doc.categories[s.c] : "module";
-    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${formatCount(s.nf)} NaN/Inf ops` : cls;
+    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${formatCount(s.nf)} NaN/Inf op${s.nf === 1 ? "" : "s"}` : cls;
     return { title: s.call ? `${name} #${s.call}` : name, subtitle, category, module: true, failed: !!s.err, nonfinite: s.nf > 0 };
   }
 
