@@ -375,6 +375,10 @@ def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_pa
     v.page.select_option("select[aria-label='Colour boxes by']", "nf")
     assert v.page.locator(".scale-min").text_content() == "0" and v.page.locator(".scale-max").text_content() == "1"
     v.screenshot("view-overlay-nonfinite")
+    with v.page.expect_download() as download:  # the export keeps the overlay's fills
+        v.page.click("button.export-svg")
+    exported = Path(download.value.path()).read_text(encoding="utf-8")
+    assert 'class="graph overlay' in exported and len(re.findall(r"--unit-overlay:\s*var\(--overlay-\d\)", exported)) >= 4
 
     v.page.locator(".unit", has=v.page.locator(".title", has_text="truediv")).first.click()
     rows = v.details()
