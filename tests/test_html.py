@@ -249,6 +249,12 @@ def test_run_time_numbers_and_op_arguments_reach_the_page(coolcnn_graph: torchat
     assert scopes["a"]["ab"] == 32 and scopes[""]["tu"] >= scopes["a"]["tu"]
     json.loads(script_json(doc))  # JSON without NaN
 
+    odd = {"stats": [{"min": float("nan"), "max": "x", "nan": True, "evil</script>": 1}, "x"], "nonfinite": {"nan": "x", "inf": 2.0},
+           "time_us": float("inf")}  # a hand-edited document: only finite numbers of known keys reach the page
+    bad = replace(ir, nodes=[replace(n, meta={**n.meta, **odd}) if n.kind == "op" else n for n in ir.nodes])
+    div = next(n for n in viewer_document(bad)["nodes"] if n.get("t") == "torch.Tensor.__truediv__")
+    assert div["st"] == [{}, None] and div["nf"] == [0, 2] and "tu" not in div
+
     plain = viewer_document(coolcnn_graph.ir)  # neither profiled nor with stats
     assert [m[0] for m in plain["metrics"]] == ["f", "params", "ab"]
     assert not any(k in n for n in plain["nodes"] for k in ("tu", "nf", "st"))

@@ -110,12 +110,16 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros")
+
+
 def _stats(stats: Any) -> list[Any] | None:
-    """``trace(stats=True)``: each output's numbers (null where not a number), 6 digits, or null per output."""
+    """``trace(stats=True)``: each output's numbers at 6 digits (one that is not a finite number left out),
+    or null for an output without stats."""
     if not isinstance(stats, list):
         return None
     return [
-        {k: float(f"{v:.6g}") if isinstance(v, float) else v for k, v in s.items() if _number(v) is not None}
+        {k: float(f"{v:.6g}") if isinstance(v, float) else v for k in _STATS if _number(v := s.get(k)) is not None}
         if isinstance(s, dict) else None
         for s in stats
     ]
@@ -173,8 +177,9 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if (stats := _stats(n.meta.get("stats"))) is not None:
             d["st"] = stats
         nonfinite = n.meta.get("nonfinite")
-        if isinstance(nonfinite, dict):  # NaN and Inf counts of its outputs (trace(stats=True))
-            d["nf"] = [int(nonfinite.get("nan") or 0), int(nonfinite.get("inf") or 0)]
+        counts = [int(_number(nonfinite.get(k)) or 0) for k in ("nan", "inf")] if isinstance(nonfinite, dict) else []
+        if any(counts):  # NaN and Inf counts of its outputs (trace(stats=True))
+            d["nf"] = counts
         if "error" in n.meta:  # the op a partial trace stopped at
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
