@@ -7,7 +7,9 @@ Two graphs:
   Measured: first paint; expanding one decoder layer (a click on the ``×80``
   box the moment the page is drawn opens its first layer in place); unfolding
   to 80 boxes; expanding a layer among the 80, then another (whose inside has
-  the same shape, so only the model around it is laid out again); Expand all.
+  the same shape, so only the model around it is laid out again); Expand all;
+  then, on the fully expanded view, the frame time of a drag-pan at 100 % and
+  40 % zoom and the time each entry of the **fill:** menu takes to show.
 * ``synthetic100k``: a hand-built graph of 100,000 ops (no torch involved) in
   40 blocks × 25 sub-blocks × 100 ops, which the repeats pass folds to ``×40``.
   Measured: first paint, opening and unfolding the fold, expanding one block
@@ -16,7 +18,9 @@ Two graphs:
 Times come from marks the page sets (``window.__atlas``): ``firstPaintMs`` is
 ``performance.now()`` (milliseconds since navigation start) once the first
 layout is drawn; ``lastLayoutMs`` spans one re-layout from the click to the
-frame after drawing. Run ``python bench/bench_html.py`` (add ``--json out.json``
+frame after drawing. Every click also reports ``settle_ms``: from the click until
+the new layout is drawn and no box, frame or view moves any more (CSS transitions
+and the view's glide finished), what a user waits for. Run ``python bench/bench_html.py`` (add ``--json out.json``
 to keep the numbers). Needs /usr/bin/chromium, playwright and a built viewer.
 """
 
@@ -89,14 +93,31 @@ def open_page(page: Page, path: Path) -> dict[str, Any]:
     return {"first_paint_ms": round(state["fp"]), "open_wall_ms": round(wall), "boxes": state["boxes"]}
 
 
+# Click the element (boxes may lie outside the window, so no real pointer), then wait, frame by
+# frame, until the re-layout is drawn and nothing moves: no CSS transition or fade running (finished
+# fades that hold their last frame still count as animations) and the view still.
+_CLICK_TO_SETTLE = """async (selector) => {
+  const before = __atlas.layoutCount, v = __atlas.app.viewport;
+  const t0 = performance.now();
+  document.querySelector(selector).dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true}));
+  let view = "", still = null, frames = 0;
+  for (;;) {
+    await new Promise(requestAnimationFrame);
+    const now = performance.now(), key = `${v.x},${v.y},${v.k}`;
+    const moving = __atlas.layoutCount === before || document.getAnimations().some((a) => a.playState === "running") || key !== view;
+    view = key;
+    if (moving) { still = null; frames = 0; } else if (still === null) still = now;
+    if (still !== null && ++frames >= 3) return still - t0;
+    if (now - t0 > 120000) throw new Error(`no settled picture 120 s after clicking ${selector}`);
+  }
+}"""
+
+
 def relayout(page: Page, selector: str) -> dict[str, Any]:
-    """Click a box and time the re-layout it causes."""
-    before = page.evaluate("__atlas.layoutCount")
-    page.locator(selector).first.dispatch_event("click")  # boxes may lie outside the window
-    page.wait_for_function(f"() => __atlas.layoutCount > {before}", timeout=120_000)
+    """Click a box; time the re-layout it causes and the wait until the picture settles."""
+    settle = page.evaluate(_CLICK_TO_SETTLE, selector)
     state = page.evaluate("({ms: __atlas.lastLayoutMs, elk: __atlas.lastElkMs, boxes: __atlas.visibleBoxes})")
-    page.wait_for_timeout(400)
-    return {"layout_ms": round(state["ms"]), "elk_ms": round(state["elk"]), "boxes": state["boxes"]}
+    return {"layout_ms": round(state["ms"]), "elk_ms": round(state["elk"]), "settle_ms": round(settle), "boxes": state["boxes"]}
 
 
 def repeat_box(page: Page, k: int) -> str:
@@ -124,6 +145,54 @@ def frame_times(page: Page, steps: int = 30) -> dict[str, float]:
     return {"frame_median_ms": round(statistics.median(times), 1), "frame_max_ms": round(max(times), 1)}
 
 
+def pan_frames(page: Page, scale: float, moves: int = 60) -> dict[str, float]:
+    """Drag-pan the view at ``scale`` (1 = 100 %), one pointer move per frame; report the
+    interval between frames (16.7 ms: 60 fps) and the script time each move costs."""
+    script = """async ([scale, moves]) => {
+      const app = __atlas.app, v = app.viewport, svg = document.querySelector('svg.graph');
+      const r = svg.getBoundingClientRect(), cx = r.left + r.width / 2, cy = r.top + r.height / 2;
+      v.moveTo(v.x, v.y, scale, false);
+      await new Promise(requestAnimationFrame);
+      svg.dispatchEvent(new PointerEvent('pointerdown', {button: 0, clientX: cx, clientY: cy, bubbles: true}));
+      const intervals = [], handlers = [];
+      let last = await new Promise(requestAnimationFrame);
+      for (let i = 1; i <= moves; i++) {
+        const dx = 200 * Math.sin(i / 8), dy = 120 * Math.cos(i / 11);
+        const t0 = performance.now();
+        window.dispatchEvent(new PointerEvent('pointermove', {clientX: cx + dx, clientY: cy + dy, bubbles: true}));
+        handlers.push(performance.now() - t0);
+        const t = await new Promise(requestAnimationFrame);
+        intervals.push(t - last);
+        last = t;
+      }
+      window.dispatchEvent(new PointerEvent('pointerup', {bubbles: true}));
+      app.viewport.fit(false);
+      return {intervals, handlers};
+    }"""
+    got = page.evaluate(script, [scale, moves])
+    intervals = sorted(got["intervals"])
+    median = statistics.median(intervals)
+    return {
+        "scale": scale, "frame_median_ms": round(median, 1), "frame_p90_ms": round(intervals[int(0.9 * (len(intervals) - 1))], 1),
+        "fps": round(1000 / median, 1), "move_handler_median_ms": round(statistics.median(got["handlers"]), 2),
+    }
+
+
+def overlay_switches(page: Page) -> dict[str, float]:
+    """Time from choosing each entry of the fill: menu (and back to category) to the frame that shows it."""
+    script = """async (value) => {
+      const select = document.querySelector("select[aria-label='Colour boxes by']");
+      const t0 = performance.now();
+      select.value = value;
+      select.dispatchEvent(new Event('change'));
+      await new Promise(requestAnimationFrame);
+      await new Promise(requestAnimationFrame);
+      return performance.now() - t0;
+    }"""
+    metrics = page.evaluate("__atlas.app.model.doc.metrics.map((m) => m[0])")
+    return {f"{value or 'category'}_ms": round(page.evaluate(script, value), 1) for value in [*metrics, ""]}
+
+
 def bench_llama(page: Page, folder: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     ir = llama70b_ir()
@@ -141,6 +210,9 @@ def bench_llama(page: Page, folder: Path) -> dict[str, Any]:
     # A layer of a shape laid out before: only the modules around it are laid out again.
     out["expand_another_layer"] = relayout(page, repeat_box(page, 40))
     out["expand_all"] = relayout(page, "button.expand-all")
+    out["pan_expanded_100"] = pan_frames(page, 1.0)
+    out["pan_expanded_40"] = pan_frames(page, 0.4)
+    out["overlay_switch"] = overlay_switches(page)
     return out
 
 

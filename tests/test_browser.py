@@ -242,3 +242,24 @@ def test_notebook_iframe_runs_the_viewer(browser, coolcnn_ir, tmp_path: Path) ->
     assert frame.locator(".unit").count() > 10
     assert errors == []
     context.close()
+
+
+def test_left_to_right_layout_keeps_the_picture_consistent(browser, llama_ir, tmp_path: Path) -> None:
+    """The direction button lays every level out left to right: values flow along x, frames still compose."""
+    v = Viewer(browser, llama_ir, tmp_path, "llama-left-to-right")
+    v.click_and_relayout("button.direction")
+    assert v.page.get_attribute("button.direction", "aria-pressed") == "true"
+    flow = """() => { const a = window.__atlas.app; const b = (id) => a.result.boxes.get(id);
+      return a.graph.drawn.filter((e) => a.graph.leaves.has(e.source) && a.graph.leaves.has(e.target))
+        .map((e) => [b(e.source), b(e.target)]); }"""
+    pairs = v.page.evaluate(flow)
+    assert pairs and all(t["x"] >= s["x"] + s["width"] - 0.5 for s, t in pairs)  # every edge runs rightwards
+    _check_geometry(v.page.evaluate(GEOMETRY))
+    v.click_and_relayout("button.expand-all")
+    g = v.page.evaluate(GEOMETRY)
+    assert max(f["depth"] for f in g["frames"]) >= 3
+    _check_geometry(g)
+    v.screenshot("viewer-llama-left-to-right")
+    v.click_and_relayout("button.direction")  # and back to top to bottom
+    assert all(t["y"] >= s["y"] + s["height"] - 0.5 for s, t in v.page.evaluate(flow))
+    v.close()

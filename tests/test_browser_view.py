@@ -343,3 +343,57 @@ def test_a_fitted_view_stays_fitted_when_the_frame_resizes(browser, tmp_path: Pa
     v.page.wait_for_timeout(400)
     assert v.page.evaluate("window.__atlas.app.viewport.k") == k
     v.close()
+
+
+class _DividesByZero(nn.Module):
+    """``b`` receives the Inf that ``x / 0`` makes and turns it into NaN."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.a(x).view(-1, 2, 2)
+        return self.b((y / 0).view(-1, 4))
+
+
+def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_path: Path) -> None:
+    ir = torchatlas.trace(_DividesByZero(), torch.randn(2, 4), stats=True, profile=True).ir
+    v = Viewer(browser, ir, tmp_path, "runtime")
+    options = v.page.eval_on_selector_all("select[aria-label='Colour boxes by'] option", "os => os.map((o) => o.textContent)")
+    assert options == ["fill: category", "fill: FLOPs", "fill: params", "fill: activation bytes", "fill: time", "fill: NaN/Inf ops"]
+    stroke = lambda title: v.page.evaluate(  # noqa: E731
+        "(t) => getComputedStyle([...document.querySelectorAll('.unit')].find((g) => g.querySelector('.title').textContent === t).querySelector('.box')).stroke", title
+    )
+    red, plain = "rgb(217, 48, 37)", stroke("a")
+    assert stroke("truediv") == red and stroke("b") == red and plain != red  # as the diagram marks them
+    v.screenshot("view-nonfinite")
+
+    v.page.select_option("select[aria-label='Colour boxes by']", "tu")
+    scale = v.page.locator(".scale")
+    assert scale.is_visible() and re.search(r"time:\s*[\d.]+ (µs|ms|s)\s*[\d.]+ (µs|ms|s)", scale.text_content())
+    v.page.select_option("select[aria-label='Colour boxes by']", "nf")
+    assert v.page.locator(".scale-min").text_content() == "0" and v.page.locator(".scale-max").text_content() == "1"
+    v.screenshot("view-overlay-nonfinite")
+    with v.page.expect_download() as download:  # the export keeps the overlay's fills
+        v.page.click("button.export-svg")
+    exported = Path(download.value.path()).read_text(encoding="utf-8")
+    assert 'class="graph overlay' in exported and len(re.findall(r"--unit-overlay:\s*var\(--overlay-\d\)", exported)) >= 4
+
+    v.page.locator(".unit", has=v.page.locator(".title", has_text="truediv")).first.click()
+    rows = v.details()
+    assert rows["call"] == "truediv (%0, 0)" and rows["NaN/Inf"] == "Inf×8" and "time" in rows
+    assert "Inf 8" in rows["out"] and "min" not in rows["out"]  # min and max are not numbers here
+    v.screenshot("view-details-arguments-stats")
+    v.page.keyboard.press("Escape")
+    v.click_and_relayout('.unit.module[data-id="s2"]')  # open b: with nothing selected, the panel describes the call
+    rows = v.details()
+    assert rows["NaN/Inf ops"] == "1" and any(re.match(r"NaN [1-9]", value) for value in rows.values())
+    v.close()
+
+    plain_ir = _trace("coolcnn")  # no profile, no stats: only the numbers it has are offered
+    v = Viewer(browser, plain_ir, tmp_path, "runtime-plain")
+    options = v.page.eval_on_selector_all("select[aria-label='Colour boxes by'] option", "os => os.map((o) => o.value)")
+    assert "tu" not in options and "nf" not in options and "f" in options
+    assert v.count(".unit.nonfinite") == 0
+    v.close()

@@ -224,3 +224,37 @@ def test_non_finite_counts_are_left_out_of_the_page(coolcnn_graph: torchatlas.Gr
     bad = replace(bad, scopes=[replace(s, meta={**s.meta, "params": float("inf")}) for s in bad.scopes])
     doc = embedded(to_html(bad))
     assert all("f" not in n for n in doc["nodes"]) and all("params" not in s for s in doc["scopes"])
+
+
+class _DividesByZero(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b((self.a(x).view(-1, 2, 2) / 0).view(-1, 4))
+
+
+def test_run_time_numbers_and_op_arguments_reach_the_page(coolcnn_graph: torchatlas.Graph) -> None:
+    ir = torchatlas.trace(_DividesByZero(), torch.randn(2, 4), stats=True, profile=True).ir
+    doc = viewer_document(ir)
+    assert [m[0] for m in doc["metrics"]] == ["f", "params", "ab", "tu", "nf"]
+    ops = {n["t"]: n for n in doc["nodes"] if "t" in n and n["t"] != "torch.Tensor.view"}
+    div, view = ops["torch.Tensor.__truediv__"], next(n for n in doc["nodes"] if n.get("a") == "(%0, -1, 2, 2)")
+    assert div["a"] == "(%0, 0)" and div["nf"] == [0, 8] and div["ab"] == 32 and div["tu"] > 0
+    assert div["st"] == [{"nan": 0, "inf": 8, "zeros": 0.0}]  # min, max and mean are not numbers: left out
+    assert "nf" not in view and set(view["st"][0]) >= {"min", "max", "mean", "std"}
+    scopes = {s["path"]: s for s in doc["scopes"]}
+    assert scopes["a"]["nf"] == 0 and scopes["b"]["nf"] == 1 and scopes[""]["nf"] == 3
+    assert scopes["a"]["ab"] == 32 and scopes[""]["tu"] >= scopes["a"]["tu"]
+    json.loads(script_json(doc))  # JSON without NaN
+
+    odd = {"stats": [{"min": float("nan"), "max": "x", "nan": True, "evil</script>": 1}, "x"], "nonfinite": {"nan": "x", "inf": 2.0},
+           "time_us": float("inf")}  # a hand-edited document: only finite numbers of known keys reach the page
+    bad = replace(ir, nodes=[replace(n, meta={**n.meta, **odd}) if n.kind == "op" else n for n in ir.nodes])
+    div = next(n for n in viewer_document(bad)["nodes"] if n.get("t") == "torch.Tensor.__truediv__")
+    assert div["st"] == [{}, None] and div["nf"] == [0, 2] and "tu" not in div
+
+    plain = viewer_document(coolcnn_graph.ir)  # neither profiled nor with stats
+    assert [m[0] for m in plain["metrics"]] == ["f", "params", "ab"]
+    assert not any(k in n for n in plain["nodes"] for k in ("tu", "nf", "st"))

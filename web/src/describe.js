@@ -24,6 +24,33 @@ export function formatCount(n) {
   return String(n);
 }
 
+/** 1536 -> "1.50 KiB", as the summary writes bytes. */
+export function formatBytes(n) {
+  if (n == null) return "—";
+  for (const [scale, unit] of [[2 ** 40, "TiB"], [2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"]]) {
+    if (Math.abs(n) >= scale) return `${(n / scale).toFixed(2)} ${unit}`;
+  }
+  return `${Math.round(n)} B`;
+}
+
+/** Microseconds as the summary writes them: "812 µs", "3.40 ms", "1.20 s". */
+export function formatTime(us) {
+  if (us == null) return "—";
+  if (us >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
+  if (us >= 1e3) return `${(us / 1e3).toFixed(2)} ms`;
+  return `${us.toFixed(0)} µs`;
+}
+
+/** A metric's number in its unit ("count", "bytes" or "us", from the page's `metrics`). */
+export function formatMetric(value, unit) {
+  return unit === "bytes" ? formatBytes(value) : unit === "us" ? formatTime(value) : formatCount(value);
+}
+
+/** "NaN×3 Inf×1": the non-finite counts of an op's outputs (`nf`: [nan, inf]). */
+export function nonfiniteText(nf) {
+  return [nf[0] && `NaN×${formatCount(nf[0])}`, nf[1] && `Inf×${formatCount(nf[1])}`].filter(Boolean).join(" ");
+}
+
 const LABEL_MAX = 48; // characters of a name on a box: a longer one is cut (the details panel shows it whole)
 
 /** `text` cut to `max` characters, the last one "…", so that a huge name cannot make a huge box. */
@@ -68,10 +95,17 @@ export class Describer {
     return { ...d, title: shorten(d.title), subtitle: d.subtitle && shorten(d.subtitle) };
   }
 
-  /** A box's number for a data overlay (`f`: FLOPs, `params`: parameters), or null where the graph has none. */
+  /**
+   * A box's number for a data overlay (a key of the page's `metrics`: `f` FLOPs, `tu` time…),
+   * or null where the graph has none. For `nf` an op counts 1 when its outputs hold NaN or Inf.
+   */
   metric(id, name) {
     const m = this.model;
-    if (id[0] === "n") return m.nodes[Number(id.slice(1))][name] ?? null;
+    if (id[0] === "n") {
+      const n = m.nodes[Number(id.slice(1))];
+      if (name === "nf") return n.nf ? 1 : n.st ? 0 : null;
+      return n[name] ?? null;
+    }
     const s = m.scopes[Model.unitScope(id)];
     if (id[0] !== "g") return s[name] ?? null;
     const values = m.groups.get(s.rep[0]).map((i) => m.scopes[i][name]).filter((v) => v != null);
@@ -91,10 +125,10 @@ export class Describer {
     let lines;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
-      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", ")];
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", "), n.nf && `⚠ ${nonfiniteText(n.nf)}`];
     } else {
       const s = m.scopes[Model.unitScope(id)];
-      lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls];
+      lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
     }
     return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
   }
@@ -107,6 +141,7 @@ export class Describer {
       const cat = m.doc.categories[n.c];
       if (kind === "op") {
         if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
+        if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${nonfiniteText(n.nf)}`, category: cat, nonfinite: true };
         return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
       }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);
@@ -118,11 +153,13 @@ export class Describer {
     if (id[0] === "g") {
       const members = m.groups.get(s.rep[0]);
       const last = m.scopes[members[members.length - 1]];
-      return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err };
+      const nonfinite = members.some((i) => m.scopes[i].nf > 0);
+      return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err, nonfinite };
     }
     // A module holding no other module has the colour of its ops (page data: the scope's "c").
     const category = s.c != null ? m.doc.categories[s.c] : "module";
-    return { title: s.call ? `${name} #${s.call}` : name, subtitle: cls, category, module: true, failed: !!s.err };
+    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${formatCount(s.nf)} NaN/Inf op${s.nf === 1 ? "" : "s"}` : cls;
+    return { title: s.call ? `${name} #${s.call}` : name, subtitle, category, module: true, failed: !!s.err, nonfinite: s.nf > 0 };
   }
 
   /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */

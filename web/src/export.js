@@ -41,7 +41,9 @@ export function svgMarkup(svg, bounds) {
   for (const g of copy.querySelectorAll("g[style]")) {
     const m = /translate\(([-\d.e]+)px,\s*([-\d.e]+)px\)/.exec(g.style.transform);
     if (m) g.setAttribute("transform", `translate(${m[1]},${m[2]})`);
+    const overlay = g.style.getPropertyValue("--unit-overlay"); // a data overlay's fill stays in the export
     g.removeAttribute("style");
+    if (overlay) g.style.setProperty("--unit-overlay", overlay); // through CSSOM: the page policy refuses style attributes
   }
   for (const r of copy.querySelectorAll("rect[style]")) {
     if (r.style.width) r.setAttribute("width", parseFloat(r.style.width).toString());

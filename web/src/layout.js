@@ -79,7 +79,6 @@ function useThread() {
 
 const LEVEL_OPTIONS = {
   "elk.algorithm": "layered",
-  "elk.direction": "DOWN",
   "elk.edgeRouting": "ORTHOGONAL",
   "elk.portConstraints": "FIXED_SIDE",
   "elk.layered.considerModelOrder.strategy": "NODES_AND_EDGES",
@@ -101,9 +100,12 @@ const FRAME_PADDING = `[top=${PAD},left=${PAD},bottom=${PAD},right=${PAD}]`; // 
  * wrapper, because ELK lays out ports on a graph's own frame ("external ports")
  * only for a node inside another graph.
  */
-function elkLevel(input, isRoot) {
+function elkLevel(input, isRoot, direction = "DOWN") {
   const options = {
     ...LEVEL_OPTIONS,
+    "elk.direction": direction,
+    // Left to right, a shape label sits in the gap between layers, on the line: the gap must hold one.
+    ...(direction === "RIGHT" ? { "elk.layered.spacing.nodeNodeBetweenLayers": "76" } : {}),
     "elk.padding": isRoot ? ROOT_PADDING : FRAME_PADDING,
     // ELK retries crossing minimisation `thoroughness` times; with model order
     // already guiding it, big levels lose little and lay out about twice as fast.
@@ -242,8 +244,8 @@ function cachedLayout(input, priority) {
  * Start laying out a view the user is likely to ask for next, so that asking
  * for it finds the layout done or under way. Arguments as for layout().
  */
-export function prefetch(graph, sizeOf, minWidthOf) {
-  layOut(graph, sizeOf, minWidthOf, SOON).catch(() => {});
+export function prefetch(graph, sizeOf, minWidthOf, direction = "DOWN") {
+  layOut(graph, sizeOf, minWidthOf, SOON, direction).catch(() => {});
 }
 
 /**
@@ -255,13 +257,14 @@ export function prefetch(graph, sizeOf, minWidthOf) {
  * layers of a transformer) share one layout.
  * Edge labels are placed by the renderer, not by ELK: label dummies would
  * stretch modules over extra layers and slow the layout down.
+ * `direction`: "DOWN" (top to bottom) or "RIGHT" (left to right).
  * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
  */
-export function layout(graph, sizeOf, minWidthOf) {
-  return layOut(graph, sizeOf, minWidthOf, NOW);
+export function layout(graph, sizeOf, minWidthOf, direction = "DOWN") {
+  return layOut(graph, sizeOf, minWidthOf, NOW, direction);
 }
 
-async function layOut(graph, sizeOf, minWidthOf, priority) {
+async function layOut(graph, sizeOf, minWidthOf, priority, direction) {
   const t0 = performance.now();
   layingOut[priority] += 1;
   const split = splitLevels(graph);
@@ -270,8 +273,9 @@ async function layOut(graph, sizeOf, minWidthOf, priority) {
   const run = async (cIdx) => {
     const level = split.levels.get(cIdx);
     await Promise.all(level.members.filter((id) => id[0] === "c").map((id) => run(Number(id.slice(1)))));
-    const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut), cIdx === 0), priority);
-    done.set(cIdx, cIdx === 0 ? place(level, answer.children[0], 0, 0) : place(level, answer.children[0], minWidthOf(cIdx), HEADER));
+    const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut, direction), cIdx === 0, direction), priority);
+    const frame = cIdx === 0 ? [0, 0] : [minWidthOf(cIdx), HEADER];
+    done.set(cIdx, place(level, answer.children[0], ...frame, direction));
   };
   try {
     await run(0);

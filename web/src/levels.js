@@ -7,8 +7,11 @@
 // level it passes through, joined at ports on the frames: it leaves its
 // source's module through a port on the bottom of the frame ("out"), runs in the
 // common parent to the target's module, and enters it through a port on the
-// top ("in"). A port carries one value (keyed by its source box), so several
+// top ("in"); in a left-to-right layout the right and left sides instead. A port carries one value (keyed by its source box), so several
 // readers of a value inside a module share the one port where it enters.
+
+/** Frame sides that values enter and leave by, per ELK direction ("DOWN" or "RIGHT"). */
+const SIDES = { DOWN: { in: "NORTH", out: "SOUTH" }, RIGHT: { in: "WEST", out: "EAST" } };
 
 /** Where a segment starts or ends: a box, a port of a child module, or a port of the level's own frame. */
 const box = (id) => ({ box: id });
@@ -90,8 +93,9 @@ export function splitLevels(graph) {
  * (layer 3 and layer 40 of a model) have the same input and share a layout.
  * `sizeOf(id)` gives a box's size; `laidOut(cIdx)` a child module's finished
  * layout (see place()), whose size and port positions are fixed here.
+ * `direction` is ELK's, "DOWN" (the default) or "RIGHT".
  */
-export function levelInput(level, sizeOf, laidOut) {
+export function levelInput(level, sizeOf, laidOut, direction = "DOWN") {
   const member = new Map(level.members.map((id, i) => [id, i]));
   // Ports are "i<n>" (in) and "o<n>" (out), prefixed with "k<member>" on a child module; "s" is a module sending itself.
   const portId = (end) => {
@@ -104,7 +108,10 @@ export function levelInput(level, sizeOf, laidOut) {
     if (id[0] !== "c") return { id: `k${i}`, ...sizeOf(id) };
     const child = laidOut(Number(id.slice(1)));
     const ports = [...child.ins.map((p, j) => ({ id: `k${i}i${j}`, ...p })), ...child.outs.map((p, j) => ({ id: `k${i}o${j}`, ...p }))];
-    if (child.level.sendsItself) ports.push({ id: `k${i}s`, x: child.width / 2, y: child.height });
+    if (child.level.sendsItself) {
+      const at = direction === "RIGHT" ? { x: child.width, y: child.height / 2 } : { x: child.width / 2, y: child.height };
+      ports.push({ id: `k${i}s`, ...at });
+    }
     return {
       id: `k${i}`,
       width: child.width,
@@ -113,7 +120,7 @@ export function levelInput(level, sizeOf, laidOut) {
       layoutOptions: { "elk.portConstraints": "FIXED_POS" },
     };
   });
-  const side = (dir) => (_, j) => ({ id: `${dir[0]}${j}`, width: 0, height: 0, layoutOptions: { "elk.port.side": dir === "in" ? "NORTH" : "SOUTH" } });
+  const side = (dir) => (_, j) => ({ id: `${dir[0]}${j}`, width: 0, height: 0, layoutOptions: { "elk.port.side": SIDES[direction][dir] } });
   const ports = [...level.ins.map(side("in")), ...level.outs.map(side("out"))];
   const edges = level.segments.map((s, j) => ({ id: `e${j}`, sources: [portId(s.from)], targets: [portId(s.to)] }));
   return { children, ports, edges };
@@ -124,9 +131,11 @@ export function levelInput(level, sizeOf, laidOut) {
  * members, of its ports and of its segments, relative to its own frame. The frame
  * gets a title bar `header` high above what ELK laid out, which values entering
  * through the top cross in a straight line, and is widened to `minWidth` (room
- * for the title), content centred.
+ * for the title), content centred. Left to right (`direction` "RIGHT"), values
+ * enter through the left side, below the title bar.
  */
-export function place(level, answer, minWidth, header) {
+export function place(level, answer, minWidth, header, direction = "DOWN") {
+  const across = direction === "RIGHT";
   const dx = Math.max(0, (minWidth - answer.width) / 2);
   const shift = (p) => ({ x: p.x + dx, y: p.y + header });
   const portAt = new Map((answer.ports || []).map((p) => [p.id, shift(p)]));
@@ -134,7 +143,9 @@ export function place(level, answer, minWidth, header) {
     const points = [];
     for (const s of e.sections || []) points.push(s.startPoint, ...(s.bendPoints || []), s.endPoint);
     const shifted = points.map(shift);
-    if (level.segments[j].from.own === "in" && shifted.length) shifted.unshift({ x: shifted[0].x, y: 0 });
+    // Values cross the margins the title bar (or, left to right, the centring) adds, straight to the frame's side.
+    if (level.segments[j].from.own === "in" && shifted.length) shifted.unshift(across ? { x: 0, y: shifted[0].y } : { x: shifted[0].x, y: 0 });
+    if (level.segments[j].to.own === "out" && shifted.length && across) shifted.push({ x: answer.width + 2 * dx, y: shifted[shifted.length - 1].y });
     return shifted;
   });
   return {
@@ -142,8 +153,8 @@ export function place(level, answer, minWidth, header) {
     width: answer.width + 2 * dx,
     height: answer.height + header,
     members: answer.children.map((c) => ({ ...shift(c), width: c.width, height: c.height })),
-    ins: level.ins.map((_, j) => ({ x: portAt.get(`i${j}`).x, y: 0 })),
-    outs: level.outs.map((_, j) => portAt.get(`o${j}`)),
+    ins: level.ins.map((_, j) => (across ? { x: 0, y: portAt.get(`i${j}`).y } : { x: portAt.get(`i${j}`).x, y: 0 })),
+    outs: level.outs.map((_, j) => (across ? { x: answer.width + 2 * dx, y: portAt.get(`o${j}`).y } : portAt.get(`o${j}`))),
     routes,
   };
 }

@@ -4,7 +4,7 @@
 // read-only views for the benchmarks and browser tests.
 
 import { Model } from "./model.js";
-import { Describer, formatCount } from "./describe.js";
+import { Describer, formatMetric } from "./describe.js";
 import { layout, layoutEngine, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
@@ -14,11 +14,6 @@ import { exportPng, exportSvg } from "./export.js";
 const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
 const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
 const NARROW = 1100; // in a window narrower than this (a notebook), the details panel starts closed
-const OVERLAYS = [
-  ["", "category"],
-  ["f", "FLOPs"],
-  ["params", "params"],
-];
 const KEYS = [
   ["/", "search"],
   ["f", "fit the graph to the window"],
@@ -95,10 +90,22 @@ class App {
     this.depthSelect = h("select", { "aria-label": "Collapse to depth", title: "Collapse to depth N" });
     for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
     this.depthSelect.addEventListener("change", () => this.collapseToDepth(Number(this.depthSelect.value)));
+    // Only the numbers this graph carries are offered (time needs trace(profile=True), NaN/Inf trace(stats=True)).
     this.overlaySelect = h("select", { "aria-label": "Colour boxes by", title: "Colour the boxes by category, or by a number the graph carries" }, [
-      ...OVERLAYS.map(([value, text]) => h("option", { value, text: `fill: ${text}` })),
+      h("option", { value: "", text: "fill: category" }),
+      ...this.model.doc.metrics.map(([value, text]) => h("option", { value, text: `fill: ${text}` })),
     ]);
     this.overlaySelect.addEventListener("change", () => this.applyOverlay());
+    this.direction = "DOWN"; // ELK's: "DOWN" top to bottom, "RIGHT" left to right
+    const directionButton = button("⇣", "Lay the graph out left to right", () => {
+      const across = this.direction === "DOWN";
+      this.direction = across ? "RIGHT" : "DOWN";
+      directionButton.textContent = across ? "⇢" : "⇣";
+      directionButton.title = across ? "Lay the graph out top to bottom" : "Lay the graph out left to right";
+      directionButton.setAttribute("aria-pressed", String(across));
+      this.relayout({ animate: true, fit: true });
+    }, "direction");
+    directionButton.setAttribute("aria-pressed", "false");
     this.paramsToggle = h("input", { type: "checkbox", "aria-label": "Show parameters" });
     this.paramsToggle.addEventListener("change", () => {
       this.model.showParams = this.paramsToggle.checked;
@@ -112,6 +119,7 @@ class App {
         button("Expand all", "Open every module", () => this.expandAll(), "expand-all"),
         this.depthSelect,
         button("Fit", "Fit the graph to the window", () => this.viewport.fit(), "fit"),
+        directionButton,
         this.overlaySelect,
         h("label", { class: "check", title: "Show parameters and buffers as their own boxes" }, [this.paramsToggle, h("span", { text: "params" })]),
       ]),
@@ -219,7 +227,7 @@ class App {
     this.viewport.drawMinimap();
   }
 
-  /** Colour the boxes by the number the overlay menu names (FLOPs, parameters), with its scale in the dock; or by category. */
+  /** Colour the boxes by the number the overlay menu names (FLOPs, time…), with its scale and range in the dock; or by category. */
   applyOverlay() {
     const metric = this.overlaySelect.value;
     if (!this.graph) return;
@@ -230,16 +238,23 @@ class App {
         if (v != null) values.set(id, v);
       }
     }
-    let max = 0;
-    for (const v of values.values()) max = Math.max(max, v);
+    const numbers = [...values.values()];
+    const min = numbers.length ? Math.min(...numbers) : 0;
+    const max = numbers.length ? Math.max(...numbers) : 0;
     const steps = this.model.doc.overlaySteps;
-    this.renderer.overlay(metric ? values : null, max, steps);
+    this.renderer.overlay(metric ? values : null, min, max, steps);
     this.legend.classList.toggle("hidden", !!metric);
     this.scale.classList.toggle("hidden", !metric);
     if (!metric) return;
-    const name = OVERLAYS.find(([value]) => value === metric)[1];
+    const [, name, unit] = this.model.doc.metrics.find(([value]) => value === metric);
     const swatches = Array.from({ length: steps }, (_, i) => h("span", { class: `swatch overlay-${i}` }));
-    this.scale.replaceChildren(h("span", { text: `${name}: 0` }), ...swatches, h("span", { text: `${formatCount(max)} (log scale; blank: none)` }));
+    this.scale.replaceChildren(
+      h("span", { class: "scale-name", text: `${name}:` }),
+      h("span", { class: "scale-min", text: formatMetric(min, unit) }),
+      ...swatches,
+      h("span", { class: "scale-max", text: formatMetric(max, unit) }),
+      h("span", { text: `(log scale, ${numbers.length} boxes on screen; blank: none)` }),
+    );
   }
 
   /** The depth N of the depth menu that the opened modules amount to. */
@@ -441,7 +456,7 @@ class App {
     const graph = m.visibleGraph();
     m.expanded.delete(best);
     const r = this.renderer;
-    prefetch(graph, (id) => r.sizeOf(id), (c) => r.containerMinWidth(c));
+    prefetch(graph, (id) => r.sizeOf(id), (c) => r.containerMinWidth(c), this.direction);
   }
 
   async relayout({ animate = false, fit = false, anchor = null } = {}) {
@@ -455,6 +470,7 @@ class App {
         graph,
         (id) => r.sizeOf(id),
         (c) => r.containerMinWidth(c),
+        this.direction,
       );
     } catch (err) {
       // Keep the last good picture; say why this change could not be shown.

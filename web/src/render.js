@@ -209,7 +209,7 @@ export class Renderer {
   /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
   makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
     g.said = this.describer.said(id);
     if (old) g.style.transform = old.style.transform;
     el("title", {}, g).textContent = this.describer.tooltip(id);
@@ -297,7 +297,8 @@ export class Renderer {
       const key = `${e.source}@${Math.round(start.x)},${Math.round(start.y)}`;
       const width = text ? textWidth(text, FONT_EDGE) + 6 : 0;
       const vertical = Math.abs(points[1].x - start.x) < 1;
-      const x = vertical ? start.x + 4 : start.x - width / 2;
+      // Beside a line leaving downwards; under one leaving rightwards (left to right), clear of its box.
+      const x = vertical ? start.x + 4 : points[1].x > start.x ? start.x + 3 : start.x - width / 2;
       const rect = { x, y: start.y + 3, w: width, h: 13 };
       const parts = [g];
       if (text && !labelled.has(key) && !collides(rect)) {
@@ -319,16 +320,17 @@ export class Renderer {
 
   /**
    * Fill boxes by a number (`values`: unit id -> number, or null for the category
-   * colours): one of `steps` page colours (--overlay-0…), on a log scale up to `max`.
+   * colours): one of `steps` page colours (--overlay-0…), on a log scale from `min` to `max`.
    */
-  overlay(values, max, steps) {
+  overlay(values, min, max, steps) {
     this.svg.classList.toggle("overlay", !!values);
     for (const [id, g] of this.elements) {
       if (!values || !values.has(id)) {
         g.style.removeProperty("--unit-overlay");
         continue;
       }
-      const step = max > 0 ? Math.min(steps - 1, Math.floor((Math.log1p(values.get(id)) / Math.log1p(max)) * steps)) : 0;
+      const span = Math.log1p(max) - Math.log1p(min);
+      const step = span > 0 ? Math.min(steps - 1, Math.floor(((Math.log1p(values.get(id)) - Math.log1p(min)) / span) * steps)) : 0;
       g.style.setProperty("--unit-overlay", `var(--overlay-${step})`);
     }
   }

@@ -26,7 +26,7 @@ from typing import Any
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._breaks import short_reason
-from torchatlas._render._labels import model_title
+from torchatlas._render._labels import arguments_text, model_title
 from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._text import visible
 
@@ -98,6 +98,42 @@ def _number(value: Any) -> int | float | None:
     return value if ok else None
 
 
+# The numbers a box can be coloured by: page-data key, menu name, unit (how the scale writes it).
+# Ops and module calls carry the same key: an op its own number, a call the inclusive one.
+METRICS: tuple[tuple[str, str, str], ...] = (
+    ("f", "FLOPs", "count"),
+    ("params", "params", "count"),
+    ("ab", "activation bytes", "bytes"),
+    ("tu", "time", "us"),
+    ("ctu", "CUDA time", "us"),
+    ("nf", "NaN/Inf ops", "count"),
+)
+
+
+_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros")
+
+
+def _stats(stats: Any) -> list[Any] | None:
+    """``trace(stats=True)``: each output's numbers at 6 digits (one that is not a finite number left out),
+    or null for an output without stats."""
+    if not isinstance(stats, list):
+        return None
+    return [
+        {k: float(f"{v:.6g}") if isinstance(v, float) else v for k in _STATS if _number(v := s.get(k)) is not None}
+        if isinstance(s, dict) else None
+        for s in stats
+    ]
+
+
+def _run_time_fields(meta: dict[str, Any], bytes_key: str) -> dict[str, Any]:
+    """Page fields shared by ops and module calls: activation bytes and profiled times."""
+    d: dict[str, Any] = {}
+    for key, field in ((bytes_key, "ab"), ("time_us", "tu"), ("cuda_time_us", "ctu")):
+        if _number(meta.get(key)) is not None:
+            d[field] = meta[key]
+    return d
+
+
 def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     """The compact JSON document the viewer reads: indices instead of ids, shared strings interned."""
     scopes = list(ir.scopes)
@@ -135,6 +171,15 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:
             d["f"] = n.meta["flops"]
+        d.update(_run_time_fields(n.meta, "bytes") if n.kind == "op" else {})
+        if n.kind == "op" and (n.args or n.kwargs):
+            d["a"] = arguments_text(n)
+        if (stats := _stats(n.meta.get("stats"))) is not None:
+            d["st"] = stats
+        nonfinite = n.meta.get("nonfinite")
+        counts = [int(_number(nonfinite.get(k)) or 0) for k in ("nan", "inf")] if isinstance(nonfinite, dict) else []
+        if any(counts):  # NaN and Inf counts of its outputs (trace(stats=True))
+            d["nf"] = counts
         if "error" in n.meta:  # the op a partial trace stopped at
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
@@ -166,6 +211,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["params"] = s.meta["params"]
         if _number(s.meta.get("flops")) is not None:
             d["f"] = s.meta["flops"]
+        d.update(_run_time_fields(s.meta, "activation_bytes"))
+        if (stats := _stats(s.meta.get("output_stats"))) is not None and any(stats):
+            d["st"] = stats  # of the values the call returned, in `out` order
+        if _number(s.meta.get("nonfinite_ops")) is not None:  # ops with NaN/Inf outputs inside, 0 included
+            d["nf"] = s.meta["nonfinite_ops"]
         if s.id in failed_scopes:
             d["err"] = 1
         if s.meta.get("graph_breaks"):
@@ -175,6 +225,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     return {
         "title": visible(title or model_title(ir)),
         "overlaySteps": len(PALETTES["light"].overlay),
+        "metrics": [list(m) for m in METRICS if any(m[0] in d for d in (*out_scopes, *out_nodes))],
         "kinds": list(NODE_KINDS),
         "categories": categories,
         "legend": [list(item) for item in LEGEND],
