@@ -101,6 +101,12 @@ EXTREMES: list[Any] = [
     "", "s0", "n0", "n1", "x", "\x00\x1b\u202e\ud800", "&#1;", [], {}, [None], [[]], [-1], ["s0"], ["n0"], {"": None},
 ]
 DELETE = object()
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+VALUES = st.sampled_from(EXTREMES) | JSON_VALUES
 
 
 def encode(doc: dict[str, Any]) -> str:
@@ -162,7 +168,7 @@ def test_any_mutated_document_loads_and_renders_or_is_refused(
     documents: dict[str, dict[str, Any]], tmp_path: Path, data: st.DataObject
 ) -> None:
     doc = documents[data.draw(st.sampled_from(sorted(documents)), label="document")]
-    value = data.draw(st.sampled_from(EXTREMES) | st.sampled_from([DELETE]), label="value")
+    value = data.draw(VALUES | st.just(DELETE), label="value")
     if data.draw(st.booleans(), label="set a capture-time meta key"):
         owner = data.draw(st.sampled_from(["node", "scope", "graph"]), label="owner")
         key = data.draw(st.sampled_from(FACT_KEYS[owner]), label="key")
@@ -172,7 +178,7 @@ def test_any_mutated_document_loads_and_renders_or_is_refused(
             items = doc["nodes" if owner == "node" else "scopes"]
             path = ("nodes" if owner == "node" else "scopes", data.draw(st.integers(0, len(items) - 1)), "meta", key)
             doc = mutated(doc, path[:-1], dict(items[path[1]].get("meta", {})))
-        value = data.draw(st.sampled_from(EXTREMES), label="value")
+        value = data.draw(VALUES, label="value")
     else:
         path, target = (), doc
         while True:  # walk down to a random field
