@@ -9,6 +9,7 @@ terminal controls or markup that escapes its context.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -32,6 +33,7 @@ from _hostile import (
 )
 
 import torchatlas
+from torchatlas._text import visible
 
 
 def cases(renderer: str, *extra: object) -> list:
@@ -192,6 +194,19 @@ def test_html_keeps_the_name_inside_its_json(name: str, marker: str) -> None:
     assert any(marker in s for s in strings_in(doc))
     for raw in ("<script>alert", "</script><script>", "<!--x-->", "<img src=x"):
         assert raw not in page
+
+
+@pytest.mark.parametrize("name, marker", cases("html-title"))
+def test_html_title_shows_a_hostile_model_name_escaped(name: str, marker: str) -> None:
+    """The page's <title> is the root module's class name (it once kept NUL, ESC and bidi raw)."""
+    root = type("Root", (torch.nn.Module,), {"forward": lambda self, x: x + 1})
+    root.__qualname__ = name
+    page = render_html(torchatlas.trace(root(), torch.ones(2)))
+    if page is None:
+        pytest.skip("no built viewer bundle")
+    assert not RAW_CONTROL.search(page), f"raw control character in page: {RAW_CONTROL.search(page)!r}"
+    title = re.search(r"<title>(.*?)</title>", page, re.S)
+    assert title and "<" not in title.group(1) and html.unescape(title.group(1)).startswith(visible(name)[:20])
 
 
 def summary_text(name: str, fmt: str) -> str:

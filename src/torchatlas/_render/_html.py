@@ -23,6 +23,7 @@ from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._labels import model_title
 from torchatlas._render._palette import PALETTES
+from torchatlas._text import visible
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -200,8 +201,8 @@ def script_json(value: Any) -> str:
 
 
 def _plain_text(text: str) -> str:
-    """Text for an HTML element: escaped, with lone surrogates replaced."""
-    return html.escape(text.encode("utf-8", "replace").decode("utf-8"))
+    """Text for an HTML element: controls, bidi marks and lone surrogates as visible escapes."""
+    return html.escape(visible(text))
 
 
 @dataclass(frozen=True)
