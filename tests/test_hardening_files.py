@@ -17,8 +17,6 @@ from typing import Any
 import pytest
 import torch
 from _capture_helpers import load_coolcnn
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import torchatlas
 
@@ -158,42 +156,6 @@ def test_broken_graph_is_refused_with_its_location(
     message = load_error(write(tmp_path, text))
     assert expected in message
     assert re.search(r"(nodes|scopes)\[\d+\]|scope s\d+", message), f"no location in {message!r}"
-
-
-JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6,
-)
-
-
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_any_corruption_loads_or_is_a_format_error(document: dict[str, Any], tmp_path: Path, data: st.DataObject) -> None:
-    """Replace or delete one random field anywhere in a real document: ``load`` either gives
-    a graph that renders, or raises ``GraphFormatError``, never anything else."""
-    doc = copy.deepcopy(document)
-    target: Any = doc
-    while True:
-        keys = list(target) if isinstance(target, dict) else list(range(len(target)))
-        if not keys:
-            break
-        key = data.draw(st.sampled_from(keys))
-        child = target[key]
-        if not isinstance(child, (dict, list)) or not child or data.draw(st.booleans()):
-            if isinstance(target, dict) and data.draw(st.booleans()):
-                del target[key]
-            else:
-                target[key] = data.draw(JSON_VALUES)
-            break
-        target = child
-    path = write(tmp_path, json.dumps(doc))
-    try:
-        loaded = torchatlas.load(path)
-    except torchatlas.GraphFormatError:
-        return
-    loaded.tree()
-    loaded.to_json()
 
 
 # -- nothing in a file is executed -----------------------------------------------

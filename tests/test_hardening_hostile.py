@@ -9,6 +9,7 @@ terminal controls or markup that escapes its context.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -32,6 +33,7 @@ from _hostile import (
 )
 
 import torchatlas
+from torchatlas._text import visible
 
 
 def cases(renderer: str, *extra: object) -> list:
@@ -150,6 +152,20 @@ def test_dot_cuts_a_huge_name_before_escaping_it(monkeypatch) -> None:
     assert "\\x1b" * 10 in dot
 
 
+def test_tree_and_summary_cut_a_huge_name_before_escaping_it(monkeypatch) -> None:
+    """Every renderer cuts a name to its line (tree, summary) or label (DOT) before escaping it."""
+    import torchatlas._text as text_module
+
+    huge = "\x1b" * 1_000_000
+    graph = torchatlas.trace(Wrapper(huge), torch.ones(2))
+    assert graph.ir.scopes[1].path == huge
+    counting = _CountingPattern(text_module._UNSAFE)
+    monkeypatch.setattr(text_module, "_UNSAFE", counting)
+    graph.tree()
+    graph.summary()
+    assert max(counting.scanned) <= 10_000
+
+
 class Wrapper(torch.nn.Module):
     def __init__(self, child_name: str) -> None:
         super().__init__()
@@ -177,6 +193,20 @@ def test_html_keeps_the_name_inside_its_json(name: str, marker: str) -> None:
     assert any(marker in s for s in strings_in(doc))
     for raw in ("<script>alert", "</script><script>", "<!--x-->", "<img src=x"):
         assert raw not in page
+
+
+@pytest.mark.parametrize("name, marker", cases("html-title"))
+def test_html_title_shows_a_hostile_model_name_escaped(name: str, marker: str) -> None:
+    """The page's <title> is the root module's class name (it once kept NUL, ESC and bidi raw)."""
+    root = type("Root", (torch.nn.Module,), {"forward": lambda self, x: x + 1})
+    root.__qualname__ = name
+    page = render_html(torchatlas.trace(root(), torch.ones(2)))
+    if page is None:
+        pytest.skip("no built viewer bundle")
+    ours = re.sub(r"<script>.*?</script>", "", page, flags=re.S)  # the viewer bundle's code may hold tabs
+    assert not RAW_CONTROL.search(ours), f"raw control character in page: {RAW_CONTROL.search(ours)!r}"
+    title = re.search(r"<title>(.*?)</title>", page, re.S)
+    assert title and "<" not in title.group(1) and html.unescape(title.group(1)).startswith(visible(name)[:20])
 
 
 def summary_text(name: str, fmt: str) -> str:

@@ -298,8 +298,8 @@ def script_json(value: Any) -> str:
 
 
 def _plain_text(text: str) -> str:
-    """Text for an HTML element: escaped, with lone surrogates replaced."""
-    return html.escape(text.encode("utf-8", "replace").decode("utf-8"))
+    """Text for an HTML element: controls, bidi marks and lone surrogates as visible escapes."""
+    return html.escape(visible(text))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,239 @@
+"""Nothing a loadable file holds crashes a renderer.
+
+Real saved documents (CoolCNN with statistics and profile times, a small transformer-like
+model with statistics and kept activations, the same model with its backward pass and at
+the ATen level, and a partial graph) get one field changed: any field, to a value of
+another type or an extreme one (NaN, 1e400, a 5,000-digit integer, ``-1``, ``2**63``,
+an id of the wrong kind...), or deleted; or one capture-time meta key of a node, a
+scope or the graph set to such a value. ``load`` must then raise ``GraphFormatError``,
+or every renderer must work: tree, summary (text, markdown, rich), DOT, HTML, JSON,
+Model Explorer, and a diff of the graph against itself.
+
+The hypothesis test draws random mutations; the ``slow`` one tries every value on one
+field of each kind (the same field of every node of one op target counts once).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from _capture_helpers import load_coolcnn
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import torchatlas
+from torchatlas._ir._document import GRAPH_FACTS, NODE_FACTS, SCOPE_FACTS
+from torchatlas._render._html import ViewerBundleMissing
+
+
+class Block(nn.Module):
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.qkv = nn.Linear(width, 3 * width)
+        self.mlp = nn.Sequential(nn.Linear(width, 16), nn.GELU(), nn.Linear(16, width))
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)
+        attended = torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, dim=-1) @ v
+        unused = attended * 3  # noqa: F841 (dead code, for the dead-code pass)
+        x = x + attended
+        return x + self.mlp(x)
+
+
+class Tiny(nn.Module):
+    """Embedding, two repeated attention blocks, a head; a dict output."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 8)
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Linear(8, 10)
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        for block in self.blocks:
+            x = block(x)
+        return {"logits": self.head(x), "hidden": x}
+
+
+class Fails(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.linear(x) @ torch.ones(5, 5)
+
+
+@pytest.fixture(scope="module")
+def documents() -> dict[str, dict[str, Any]]:
+    torch.manual_seed(0)
+    cool = load_coolcnn()
+    ids = torch.randint(0, 10, (1, 5))
+    graphs = {
+        "coolcnn": torchatlas.trace(cool.CoolCNN().eval(), cool.example_input(), stats=True, profile=True),
+        "tiny": torchatlas.trace(Tiny().eval(), (ids,), stats=True, save="blocks.0.*"),
+        "tiny-backward": torchatlas.trace(Tiny(), (ids,), backward=True, loss_fn=lambda out: out["logits"].sum()),
+        "tiny-aten": torchatlas.trace(Tiny().eval(), (ids,), level="aten"),
+        "partial": torchatlas.trace(Fails(), torch.ones(2, 4), partial=True),
+    }
+    return {name: graph.to_dict() for name, graph in graphs.items()}
+
+
+# Values JSON can hold but Python's json module turns into something else, written as raw text.
+_RAW = {
+    "<5000-digit integer>": "1" + "0" * 5000,
+    "<negative 5000-digit integer>": "-1" + "0" * 5000,
+    "<1e400>": "1e400",
+    "<NaN>": "NaN",
+    "<-Infinity>": "-Infinity",
+}
+EXTREMES: list[Any] = [
+    None, True, False, 0, -1, 1, 2**63, -(2**63), 10**20, 0.5, -0.0, 1e308, *_RAW,
+    "", "s0", "n0", "n1", "x", "\x00\x1b\u202e\ud800", "&#1;", [], {}, [None], [[]], [-1], ["s0"], ["n0"], {"": None},
+]
+DELETE = object()
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+VALUES = st.sampled_from(EXTREMES) | JSON_VALUES
+
+
+def encode(doc: dict[str, Any]) -> str:
+    text = json.dumps(doc)
+    for marker, raw in _RAW.items():
+        text = text.replace(json.dumps(marker), raw)
+    return text
+
+
+def renders_everywhere(graph: torchatlas.Graph) -> None:
+    graph.tree()
+    graph.tree(ascii=True)
+    graph.tree(depth=1)
+    for fmt in ("text", "markdown", "rich"):
+        graph.summary(format=fmt)
+    graph.to_dot()
+    try:
+        graph.to_html()
+    except ViewerBundleMissing:
+        pass
+    json.loads(graph.to_json())
+    graph.to_model_explorer()
+    changes = torchatlas.diff(graph, graph)
+    str(changes)
+    changes.to_markdown()
+    json.dumps(changes.to_dict())
+
+
+def loads_and_renders_or_is_refused(text: str, tmp_path: Path) -> str:
+    path = tmp_path / "graph.json"
+    path.write_text(text, encoding="utf-8")
+    try:
+        graph = torchatlas.load(path)
+    except torchatlas.GraphFormatError as e:
+        assert "\n" not in str(e)
+        return "refused"
+    renders_everywhere(graph)
+    return "rendered"
+
+
+def mutated(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(doc)
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    if value is DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return doc
+
+
+FACT_KEYS = {"node": sorted(NODE_FACTS), "scope": sorted(SCOPE_FACTS), "graph": sorted(GRAPH_FACTS)}
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_mutated_document_loads_and_renders_or_is_refused(
+    documents: dict[str, dict[str, Any]], tmp_path: Path, data: st.DataObject
+) -> None:
+    doc = documents[data.draw(st.sampled_from(sorted(documents)), label="document")]
+    value = data.draw(VALUES | st.just(DELETE), label="value")
+    if data.draw(st.booleans(), label="set a capture-time meta key"):
+        owner = data.draw(st.sampled_from(["node", "scope", "graph"]), label="owner")
+        key = data.draw(st.sampled_from(FACT_KEYS[owner]), label="key")
+        if owner == "graph":
+            path: tuple[Any, ...] = ("meta", key)
+        else:
+            items = doc["nodes" if owner == "node" else "scopes"]
+            path = ("nodes" if owner == "node" else "scopes", data.draw(st.integers(0, len(items) - 1)), "meta", key)
+            doc = mutated(doc, path[:-1], dict(items[path[1]].get("meta", {})))
+        value = data.draw(VALUES, label="value")
+    else:
+        path, target = (), doc
+        while True:  # walk down to a random field
+            keys = list(target) if isinstance(target, dict) else list(range(len(target)))
+            key = data.draw(st.sampled_from(keys))
+            path += (key,)
+            child = target[key]
+            if not isinstance(child, (dict, list)) or not child or data.draw(st.booleans()):
+                break
+            target = child
+        if value is DELETE and not isinstance(path[-1], str):
+            value = None
+    event(loads_and_renders_or_is_refused(encode(mutated(doc, path, value)), tmp_path))
+
+
+def _fields(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    if path:
+        yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, child in items:
+        yield from _fields(child, (*path, key))
+
+
+def _kind(doc: dict[str, Any], path: tuple[Any, ...]) -> tuple[str, ...]:
+    """The field's path with list positions replaced by what sits there (an op's target, a scope)."""
+    out, target = [], doc
+    for key in path:
+        item = target[key]
+        if isinstance(target, list):
+            if isinstance(item, dict) and "kind" in item:
+                key = f"{item['kind']}:{item.get('target')}"
+            elif isinstance(item, dict) and "class" in item:
+                key = "root scope" if item.get("parent") is None else "scope"
+            else:
+                key = "#"
+        out.append(str(key))
+        target = item
+    return tuple(out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["coolcnn", "tiny", "tiny-backward", "tiny-aten", "partial"])
+def test_every_field_of_every_kind_with_every_extreme_value(
+    documents: dict[str, dict[str, Any]], tmp_path: Path, name: str
+) -> None:
+    doc = documents[name]
+    seen: set[tuple[str, ...]] = set()
+    for path in _fields(doc):
+        kind = _kind(doc, path)
+        if kind in seen:
+            continue
+        seen.add(kind)
+        for value in EXTREMES + ([DELETE] if isinstance(path[-1], str) else []):
+            try:
+                loads_and_renders_or_is_refused(encode(mutated(doc, path, value)), tmp_path)
+            except Exception as e:
+                shown = "delete" if value is DELETE else repr(value)[:40]
+                raise AssertionError(f"{name}: {'/'.join(kind)} = {shown}: {type(e).__name__}: {e}") from e
