@@ -177,3 +177,18 @@ def strings_in(value: Any) -> list[str]:
         elif isinstance(v, list):
             stack.extend(v)
     return out
+
+
+DELETE = object()
+"""``set_path``'s value that deletes the field instead."""
+
+
+def set_path(doc: Any, path: tuple[Any, ...], value: Any) -> None:
+    """Set (or, with ``DELETE``, remove) the field of a saved document at ``path``, in place."""
+    target = doc
+    for key in path[:-1]:
+        target = target[key]
+    if value is DELETE:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 import torch
 from _capture_helpers import load_coolcnn
+from _hostile import DELETE, set_path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -100,7 +101,6 @@ EXTREMES: list[Any] = [
     None, True, False, 0, -1, 1, 2**63, -(2**63), 10**20, 0.5, -0.0, 1e308, *_RAW,
     "", "s0", "n0", "n1", "x", "\x00\x1b\u202e\ud800", "&#1;", [], {}, [None], [[]], [-1], ["s0"], ["n0"], {"": None},
 ]
-DELETE = object()
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
@@ -149,13 +149,7 @@ def loads_and_renders_or_is_refused(text: str, tmp_path: Path) -> str:
 
 def mutated(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
     doc = copy.deepcopy(doc)
-    target = doc
-    for key in path[:-1]:
-        target = target[key]
-    if value is DELETE:
-        del target[path[-1]]
-    else:
-        target[path[-1]] = value
+    set_path(doc, path, value)
     return doc
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 from _capture_helpers import load_coolcnn
+from _hostile import DELETE, set_path
 
 import torchatlas
 
@@ -93,31 +94,21 @@ def test_future_version_asks_for_an_upgrade(document: dict[str, Any], tmp_path: 
 # -- well-formed JSON, broken graph ------------------------------------------------
 
 
-_DELETE = object()
 
 
 def _set(path: tuple[Any, ...], value: Any) -> Callable[[dict[str, Any]], None]:
-    def apply(doc: dict[str, Any]) -> None:
-        target = doc
-        for key in path[:-1]:
-            target = target[key]
-        if value is _DELETE:
-            del target[path[-1]]
-        else:
-            target[path[-1]] = value
-
-    return apply
+    return lambda doc: set_path(doc, path, value)
 
 
 MUTATIONS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "node-input-from-the-future": (_set(("nodes", 1, "inputs"), ["n99"]), "not an earlier node"),
     "node-unknown-kind": (_set(("nodes", 1, "kind"), "lambda"), "unknown kind"),
     "node-unknown-scope": (_set(("nodes", 1, "scope"), "s99"), "unknown scope"),
-    "node-without-id": (_set(("nodes", 1, "id"), _DELETE), "lacks field"),
+    "node-without-id": (_set(("nodes", 1, "id"), DELETE), "lacks field"),
     "node-duplicate-id": (_set(("nodes", 1, "id"), "n0"), "duplicate"),
     "slots-mismatch": (_set(("nodes", 5, "input_slots"), []), "input_slots"),
     "scope-parent-later": (_set(("scopes", 1, "parent"), "s5"), "not an earlier scope"),
-    "scope-without-class": (_set(("scopes", 1, "class"), _DELETE), "lacks field"),
+    "scope-without-class": (_set(("scopes", 1, "class"), DELETE), "lacks field"),
     "scope-output-missing": (_set(("scopes", 1, "outputs"), ["n999"]), "is not a node"),
     "shape-not-list": (_set(("nodes", 0, "outputs", 0, "shape"), "1x3"), "shape"),
     "node-not-object": (_set(("nodes", 2), [1, 2]), "must be an object"),
