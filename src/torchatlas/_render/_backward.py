@@ -18,22 +18,34 @@ BACKWARD_SCOPE = "s_backward"
 """Id of the one drawn scope that holds the backward part (a view id, never saved)."""
 
 
-def is_backward(node: Node) -> bool:
+def _is_backward(node: Node) -> bool:
     return node.meta.get("phase") == "backward"
+
+
+def backward_ids(ir: GraphIR) -> set[str]:
+    """The nodes of the backward part: those marked so, and any node that reads one (a
+    forward part never reads the backward one, whatever a loaded file says)."""
+    ids: set[str] = set()
+    for n in ir.nodes:
+        if _is_backward(n) or any(ref.node in ids for ref in n.inputs):
+            ids.add(n.id)
+    return ids
 
 
 def forward_part(ir: GraphIR) -> GraphIR:
     """The graph without its backward ops and gradient outputs (``ir`` itself when it has none)."""
-    if not any(is_backward(n) for n in ir.nodes):
+    backward = backward_ids(ir)
+    if not backward:
         return ir
-    return GraphIR(ir.scopes, [n for n in ir.nodes if not is_backward(n)], ir.meta)
+    return GraphIR(ir.scopes, [n for n in ir.nodes if n.id not in backward], ir.meta)
 
 
 def backward_groups(ir: GraphIR) -> list[tuple[Scope, list[Node]]]:
     """Backward ops in execution order, split into runs of one forward module call each."""
+    backward = backward_ids(ir)
     groups: list[tuple[Scope, list[Node]]] = []
     for n in ir.nodes:
-        if n.kind != "op" or not is_backward(n):
+        if n.kind != "op" or n.id not in backward:
             continue
         if groups and groups[-1][0].id == n.scope:
             groups[-1][1].append(n)

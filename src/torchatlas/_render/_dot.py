@@ -16,7 +16,7 @@ from pathlib import PurePath
 
 from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, op_name
-from torchatlas._render._backward import BACKWARD_SCOPE, backward_apart, is_backward
+from torchatlas._render._backward import BACKWARD_SCOPE, backward_apart
 from torchatlas._render._breaks import break_anchors, short_reason
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._render._labels import (
@@ -213,7 +213,7 @@ class _Writer:
             label = f"{html_text(name)}<BR/>{_font(html_text(shape_text(meta, self.dominant)), p.muted, 9)}"
             tip = tooltip(f"{n.kind} {n.path or ''}")
         extra = ", penwidth=2" if n.inplace else ""
-        if is_backward(n):
+        if n.scope.startswith(BACKWARD_SCOPE):
             extra += f', style="rounded,filled,dashed", color="{BACKWARD}"'
         nonfinite = n.meta.get("nonfinite")
         if nonfinite:  # a NaN or Inf came out of this op (trace(stats=True))
