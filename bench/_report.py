@@ -11,7 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from torchatlas._io import write_atomic
+
 Doc = dict[str, Any]
+
+
+def write_report(path: Path, text: str) -> None:
+    """Write a results file atomically (its folder made first) and say so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, text)
+    print("wrote", path, flush=True)
 
 
 def generated_by(script: str, threads: int | None = None, torch_version: str | None = None) -> str:

@@ -101,11 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         + _report.table(["what", "wall time", "peak RSS", "note"], rows)
         + "\n"
     )
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = opts.out.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, opts.out)
-    print("wrote", opts.out)
+    _report.write_report(opts.out, text)
     return 0
 
 

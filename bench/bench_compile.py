@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -91,9 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         + _report.table(["model", "ops", "graphs", "breaks", "baseline", "compile_report", "ratio"], rows)
         + "\n"
     )
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(text, encoding="utf-8")
-    print(f"wrote {opts.out}", file=sys.stderr)
+    _report.write_report(opts.out, text)
     return 0
 
 

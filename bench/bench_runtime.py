@@ -11,7 +11,6 @@ The timings are printed and written, never asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -54,11 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         + _report.table(["model", "trace", "stats=True", 'save="*"', "profile=True"], rows)
         + "\n"
     )
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = opts.out.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, opts.out)
-    print("wrote", opts.out)
+    _report.write_report(opts.out, text)
     return 0
 
 

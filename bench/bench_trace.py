@@ -16,7 +16,6 @@ timings are printed and written, never asserted: they depend on the machine.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -115,11 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{model:>10}: {doc.get('error', 'no result')}", flush=True)
     threads = opts.threads or next((d["threads"] for d in docs.values() if "threads" in d), "torch's default")
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = opts.out.with_suffix(".tmp")
-    tmp.write_text(markdown(docs, threads), encoding="utf-8")
-    os.replace(tmp, opts.out)
-    print("wrote", opts.out)
+    _report.write_report(opts.out, markdown(docs, threads))
     return 0
 
 

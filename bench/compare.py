@@ -32,6 +32,8 @@ from typing import Any
 
 import _report
 
+from torchatlas._io import write_atomic
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 VENV = BENCH / ".venv-compare"
@@ -110,12 +112,6 @@ def installed_tools(python: str, env: dict[str, str]) -> dict[str, str]:
     return json.loads(found.stdout.strip().splitlines()[-1])
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _short(doc: dict[str, Any]) -> str:
     if "ratio" in doc:
         return f"{doc['ratio']:.2f}x forward, {doc['nodes']} nodes"
@@ -149,10 +145,10 @@ def write_results(
         "threads": opts.threads or next((d["threads"] for d in runs.values() if "threads" in d), "torch's default"),
         "versions": available,
     }
-    _write(
+    write_atomic(
         opts.out / "compare.json", json.dumps({"env": env_doc, "probes": probes, "runs": list(runs.values())}, indent=1)
     )
-    _write(opts.out / "compare.md", _report.markdown(env_doc, tools, zoo, scale, runs, probes))
+    write_atomic(opts.out / "compare.md", _report.markdown(env_doc, tools, zoo, scale, runs, probes))
     try:
         return [opts.out / "compare.md", opts.out / "compare.json", *_report.plots(opts.out, tools, zoo, scale, runs)]
     except ImportError:
