@@ -61,7 +61,6 @@ _THEN = ("Input shapes", "% FLOPs", "% Time", "Output range", "Activations", "MA
 _MIN_MODULE = 24
 _WANT_MODULE = 40
 _CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
-_GROUPED = re.compile(r"\d{1,3}(,\d{3})+")
 
 
 def summary_columns(ir: GraphIR) -> tuple[str, ...]:
@@ -95,17 +94,27 @@ def _runs(ir: GraphIR) -> dict[str, list[str]]:
     return {run[0]: run for run in runs.values() if len(run) > 1}
 
 
-def _group_count(count: int, each: str, total: str) -> str:
-    """``218.0M ×80 = 17.4B`` for a folded run (a per-call number and the run's total)."""
-    return f"{each} ×{count} = {total}" if each not in ("-", "", "0") else each
+def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
+    """``218.0M ×80 = 17.4B`` for a folded run (a per-call number and the run's total);
+    ``narrow``: the per-call number alone, ``218.0M ×80``."""
+    if each in ("-", "", "0"):
+        return each
+    return f"{each} ×{count}" if narrow else f"{each} ×{count} = {total}"
 
 
 def summary_rows(
-    ir: GraphIR, depth: int | None = None, fold_repeats: bool = True, sort: str | None = None
+    ir: GraphIR, depth: int | None = None, fold_repeats: bool = True, sort: str | None = None, narrow: bool = False
 ) -> tuple[list[Row], Row]:
     """The module-call rows (calls deeper than ``depth`` left out; a run of identical calls
     one row when ``fold_repeats``) and the totals row; ``ir`` is analysed. ``sort="time"``:
-    every call, flat, with its full name, hottest first."""
+    every call, flat, with its full name, hottest first. ``narrow``: for a terminal too
+    small for every column: counts compact (``70.6B``), folded runs per call only, no
+    notes beside the totals."""
+
+    def count(value: object) -> str:
+        narrow_int = narrow and isinstance(value, int) and not isinstance(value, bool)
+        return format_compact(value) if narrow_int else format_count(value)  # type: ignore[arg-type]
+
     total_flops = ir.meta.get("flops") or 0
     columns = summary_columns(ir)
     runs = _runs(ir) if fold_repeats else {}
@@ -123,14 +132,15 @@ def summary_rows(
         unknown = "+?" if m.get("flops_unknown") else ""
         run = [ir.scope(sid).meta for sid in runs.get(s.id, [])]
         within = ir.scope(s.parent).path if s.parent is not None else ""
-        label, params, flops_text = s.label, format_count(m.get("params")), format_si(flops) + unknown
+        label, params, flops_text = s.label, count(m.get("params")), format_si(flops) + unknown
         if run:
             last = ir.scope(runs[s.id][-1])
             label = fold_label(s.path, last.path, s.class_name, len(run))
             each = m.get("params") or 0
-            params = _group_count(len(run), format_compact(each), format_compact(sum(r.get("params") or 0 for r in run)))
+            total_params = format_compact(sum(r.get("params") or 0 for r in run))
+            params = _group_count(len(run), format_compact(each), total_params, narrow)
             flops = sum(r.get("flops") or 0 for r in run) if isinstance(flops, int) else flops
-            flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown)
+            flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown, narrow)
         if sort is None:
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
@@ -144,7 +154,7 @@ def summary_rows(
                     format_shapes(m.get("input_shapes", [])),
                     format_shapes(m.get("output_shapes", [])),
                     params,
-                    format_count(m.get("trainable_params")),
+                    count(m.get("trainable_params")),
                     format_bytes(m.get("param_bytes")),
                     flops_text,
                     format_si(m.get("macs")) + unknown,
@@ -157,7 +167,8 @@ def summary_rows(
         )
     g = ir.meta
     shared = g.get("shared_param_count") or 0
-    params = format_count(g.get("param_count")) + (f" ({shared} shared, counted once)" if shared else "")
+    # narrow: the note would widen the column
+    params = count(g.get("param_count")) + (f" ({shared} shared, counted once)" if shared and not narrow else "")
     unknown_ops = g.get("flops_unknown_ops") or 0
     totals = Row(
         0,
@@ -166,7 +177,7 @@ def summary_rows(
             "",
             "",
             params,
-            format_count(g.get("trainable_param_count")),
+            count(g.get("trainable_param_count")),
             format_bytes(g.get("param_bytes")),
             format_si(g.get("flops")),
             format_si(g.get("macs")),
@@ -227,24 +238,13 @@ def _output_range(members: list[Scope]) -> str:
     return f"[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
 
 
-def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row, short: bool = False) -> list[list[str]]:
-    """Header, rows and totals as escaped text, the module cell indented; ``short``: a folded
-    run's numbers without their total (``855.7M ×80``), for a narrow terminal."""
+def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row) -> list[list[str]]:
+    """Header, rows and totals as escaped text, the module cell indented."""
     lines = [list(columns)]
     for row in [*rows, totals]:
         cells = [visible(c, LINE_LIMIT) for c in row.cells]
-        if short:  # a narrow terminal: per-layer numbers of a folded run, counts in compact form
-            cells = [c.split(" = ")[0] for c in cells]
-            if row is totals:  # "58 (2 shared, counted once)": the note would widen the column
-                cells = [cells[0], *(c.split(" (")[0] for c in cells[1:])]
-            cells = [_compact(c) for c in cells]
         lines.append(["  " * row.depth + cells[0], *cells[1:]])
     return lines
-
-
-def _compact(cell: str) -> str:
-    """``70,553,706,496`` -> ``70.6B``; any other cell as it is."""
-    return format_compact(int(cell.replace(",", ""))) if _GROUPED.fullmatch(cell) else cell
 
 
 def fit_columns(lines: list[list[str]], width: int | None, gap: int = 2) -> tuple[list[int], int]:
@@ -283,8 +283,8 @@ def _cut(text: str, width: int) -> str:
 def summary_table(ir: GraphIR, options: SummaryOptions) -> Table:
     """The summary as a rich renderable, for ``Console.print``: the columns that fit ``options.width``."""
     width = options.width
-    rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort)
-    lines = _cells(summary_columns(ir), rows, totals, short=width is not None)
+    rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort, narrow=width is not None)
+    lines = _cells(summary_columns(ir), rows, totals)
     # rich draws a space at each edge and pads each cell by one on both sides
     shown, module_width = fit_columns(lines, None if width is None else width - 2, gap=3)
     table = Table(box=box.SIMPLE_HEAD, show_footer=False, pad_edge=False)
@@ -346,7 +346,8 @@ def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
         if width is None:  # rich pads to the console width: trim what it added
             text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
         return text + _failure_line(ir)
-    rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort)
+    narrow = width is not None and fmt == "text"  # markdown has every column whatever the width
+    rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort, narrow)
     columns = summary_columns(ir)
     if fmt == "text":
         return _text_table(columns, rows, totals, width) + _failure_line(ir)
@@ -364,7 +365,7 @@ def _failure_line(ir: GraphIR) -> str:
 
 
 def _text_table(columns: tuple[str, ...], rows: list[Row], totals: Row, width: int | None) -> str:
-    lines = _cells(columns, rows, totals, short=width is not None)
+    lines = _cells(columns, rows, totals)
     shown, module_width = fit_columns(lines, width)
     lines = [[_cut(line[0], module_width), *line[1:]] for line in lines]
     widths = {i: max(len(line[i]) for line in lines) for i in shown}
