@@ -32,6 +32,7 @@ from torchatlas._text import (
 )
 
 from ._labels import LINE_LIMIT, relative_name
+from ._view import fold_runs
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -84,16 +85,6 @@ class Row:
     """The call's inclusive time, for ``sort="time"``."""
 
 
-def _runs(ir: GraphIR) -> dict[str, list[str]]:
-    """First member's scope id -> the scope ids of its run of identical sibling calls."""
-    runs: dict[str, list[str]] = {}
-    for scope in ir.scopes:
-        repeat = scope.meta.get("repeat")
-        if isinstance(repeat, dict):
-            runs.setdefault(str(repeat.get("group")), []).append(scope.id)
-    return {run[0]: run for run in runs.values() if len(run) > 1}
-
-
 def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
     """``218.0M ×80 = 17.4B`` for a folded run (a per-call number and the run's total);
     ``narrow``: the per-call number alone, ``218.0M ×80``."""
@@ -117,7 +108,7 @@ def summary_rows(
 
     total_flops = ir.meta.get("flops") or 0
     columns = summary_columns(ir)
-    runs = _runs(ir) if fold_repeats else {}
+    runs = fold_runs(ir) if fold_repeats else {}
     hidden = {sid for run in runs.values() for sid in run[1:]}
     rows: list[Row] = []
     depths: dict[str, int] = {}

@@ -17,6 +17,7 @@ from ._backward import backward_groups, forward_part
 from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows
 from ._labels import LINE_LIMIT, dominant_dtype, input_label, op_display, relative_name, shape_text
+from ._view import fold_runs
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -87,19 +88,14 @@ def _short_source(src: Source) -> str:
 class _TreeBuilder:
     def __init__(self, ir: GraphIR, depth: int | None, source: bool = False, fold: bool = True) -> None:
         self.ir = ir
-        self.runs: dict[str, list[str]] = {}  # first member's scope id -> the run's scope ids
-        if fold:
-            for scope in ir.scopes:
-                repeat = scope.meta.get("repeat")
-                if isinstance(repeat, dict):
-                    self.runs.setdefault(str(repeat.get("group")), []).append(scope.id)
-            self.runs = {run[0]: run for run in self.runs.values() if len(run) > 1}
+        self.children = ir.children()
+        # first member's scope id -> the run's scope ids
+        self.runs = fold_runs(ir, self.children) if fold else {}
         self.folded = {sid for run in self.runs.values() for sid in run[1:]}
         self.depth = depth
         self.show_source = source
         self.flows = scope_flows(forward_part(ir))  # backward ops: a section of their own
         self.backward = backward_groups(ir)
-        self.children = ir.children()
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[Item, list[Item]]] = {}
         # item -> side values it reads; items whose value is also returned beside the main output

@@ -100,8 +100,10 @@ class Layout:
         return len(self.units) + len(self.edges)
 
 
-def _fold_runs(ir: GraphIR, children: dict[str | None, list[str]]) -> dict[str, list[str]]:
-    """First member id -> member ids, for runs of ``meta["repeat"]`` siblings (index 0, 1, 2...)."""
+def fold_runs(ir: GraphIR, children: dict[str | None, list[str]] | None = None) -> dict[str, list[str]]:
+    """First member id -> member ids, for runs of ``meta["repeat"]`` siblings (index 0, 1, 2...):
+    what every renderer folds (``layers.0–79 ×80``)."""
+    children = ir.children() if children is None else children
     runs: dict[str, list[str]] = {}
     for kids in children.values():
         current: list[str] = []
@@ -151,7 +153,7 @@ def _reader_branches(
 def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding."""
     children = ir.children()
-    runs = _fold_runs(ir, children) if options.fold_repeats else {}
+    runs = fold_runs(ir, children) if options.fold_repeats else {}
     fold_of = {m: first for first, members in runs.items() for m in members}
     # scope id -> id of the box it is drawn in (absent: drawn as a cluster)
     box_of: dict[str, str] = {}
