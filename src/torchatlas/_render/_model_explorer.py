@@ -23,7 +23,7 @@ from typing import Any
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._ops import op_name
 from torchatlas._render._labels import arguments_text, model_title
-from torchatlas._render._view import BROADCAST_CALLS
+from torchatlas._render._view import BROADCAST_CALLS, call_holding
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:
@@ -65,13 +65,10 @@ def _broadcast_stand_ins(ir: GraphIR) -> dict[tuple[Ref, str], str]:
             src = ir.node(ref)
             if src.kind in ("param", "buffer", "constant"):
                 continue
-            src_chain, dst_chain = chains[src.scope], chains[n.scope]
-            shared = 0
-            while shared < min(len(src_chain), len(dst_chain)) and src_chain[shared] == dst_chain[shared]:
-                shared += 1
-            if shared < len(dst_chain):  # read inside a call the producer is not in
-                reader_call[(ref, n.id)] = dst_chain[shared]
-                calls.setdefault(ref, {})[dst_chain[shared]] = None
+            call = call_holding(chains[n.scope], chains[src.scope])
+            if call is not None:  # read inside a call the producer is not in
+                reader_call[(ref, n.id)] = call
+                calls.setdefault(ref, {})[call] = None
     return {
         key: call
         for key, call in reader_call.items()

@@ -123,6 +123,15 @@ def fold_runs(ir: GraphIR, children: dict[str | None, list[str]] | None = None) 
     return {first: members for first, members in runs.items() if len(members) > 1}
 
 
+def call_holding(reader_chain: list[str], producer_chain: list[str]) -> str | None:
+    """The module call, just below the deepest one shared with the producer, that holds the
+    reader (chains are ``GraphIR.ancestry``); None when the reader is directly in the shared one."""
+    shared = 0
+    while shared < min(len(producer_chain), len(reader_chain)) and producer_chain[shared] == reader_chain[shared]:
+        shared += 1
+    return reader_chain[shared] if shared < len(reader_chain) else None
+
+
 def _reader_branches(
     ir: GraphIR, units: dict[str, Unit], readers: dict[Ref, list[str]]
 ) -> dict[tuple[str, int, str], str | None]:
@@ -143,10 +152,7 @@ def _reader_branches(
         for reader in value_readers:
             unit = units[reader]
             dst_chain = chain(unit.scope.id if unit.scope is not None else unit.node.scope)
-            shared = 0
-            while shared < min(len(src_chain), len(dst_chain)) and src_chain[shared] == dst_chain[shared]:
-                shared += 1
-            out[(src_id, slot, reader)] = dst_chain[shared] if shared < len(dst_chain) else None
+            out[(src_id, slot, reader)] = call_holding(dst_chain, src_chain)
     return out
 
 
