@@ -99,12 +99,17 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
                 carry(src_chain[level], item_at(src_chain, src, level), SINK, ref)
     for (scope_id, a, b), values in carried.items():
         _classify(ir, flows, scope_id, a, b, values)
-    dead = {Item(False, n.id) for n in ir.nodes if n.kind == "op" and n.meta.get("dead")}
+    dead = unused_ops(ir)
     for scope_id, flow in flows.items():
         for a, b in _broadcast_edges(flow, dead):
             flow.edges[a].remove(b)
             flow.references.setdefault(b, []).extend((a, v) for v in carried[(scope_id, a, b)])
     return flows
+
+
+def unused_ops(ir: GraphIR) -> set[Item]:
+    """The ops whose results nothing reads (``meta["dead"]``)."""
+    return {Item(False, n.id) for n in ir.nodes if n.kind == "op" and n.meta.get("dead")}
 
 
 def _broadcast_edges(flow: ScopeFlow, dead: set[Item]) -> list[tuple[Item, Item]]:

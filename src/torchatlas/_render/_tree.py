@@ -15,7 +15,7 @@ from torchatlas._text import fold_label, to_ascii, visible
 
 from ._backward import backward_groups, forward_part
 from ._breaks import break_anchors, break_label
-from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows
+from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
 from ._labels import LINE_LIMIT, dominant_dtype, input_label, op_display, relative_name, shape_text
 from ._view import fold_runs
 
@@ -105,7 +105,7 @@ class _TreeBuilder:
         self.returned_too = {
             p for flow in self.flows.values() for p, _ in flow.references.get(SINK, ()) if flow.edges.get(p)
         }
-        self.dead = {Item(False, n.id) for n in ir.nodes if n.kind == "op" and n.meta.get("dead")}
+        self.dead = unused_ops(ir)
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
 
