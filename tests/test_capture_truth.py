@@ -244,6 +244,18 @@ def test_a_compiled_submodule_is_traced_as_the_eager_module_it_wraps() -> None:
     assert torch.equal(model(x), expected)
 
 
+def test_a_submodule_compiled_in_place_is_traced_and_stays_compiled() -> None:
+    model, x = WithCompiled(), torch.randn(2, 4)
+    model.a.compile(backend="eager")
+    compiled = model.a._compiled_call_impl
+    expected = model(x)
+    graph = torchatlas.trace(model, x)
+    assert [s.path for s in graph.ir.scopes] == ["", "a", "block", "block.0", "block.1"]
+    assert [n.target for n in graph.ir.ops()][0] == "torch.nn.functional.linear"
+    assert model.a._compiled_call_impl is compiled
+    assert torch.equal(model(x), expected)
+
+
 class ShapeReads(nn.Module):
     def forward(self, x, y):
         a = x.reshape(-1).view_as(y)

@@ -39,6 +39,9 @@ def torch_state() -> dict[str, Any]:
         "function_modes": torch._C._len_torch_function_stack(),
         "dispatch_modes": torch._C._len_torch_dispatch_stack(),
         "grad": torch.is_grad_enabled(),
+        "module_call": (nn.Module.__call__, nn.Module._call_impl),
+        "script_call": torch.jit.ScriptFunction.__call__,
+        "tensor_set_": "set_" in torch.Tensor.__dict__,
     }
 
 

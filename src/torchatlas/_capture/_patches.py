@@ -1,8 +1,10 @@
 """Calls no mode sees, made visible while a trace runs in some thread.
 
-* ``nn.Module.__call__`` is wrapped so each module call opens and closes its scope
-  (``ScopeTracker.call``): cheaper than global module hooks, which put every module call
-  of the process on torch's slow path, and one frame shallower per nested call.
+* ``nn.Module._call_impl`` is replaced so each module call opens and closes its scope
+  (``ScopeTracker.call_started``/``call_ended``): cheaper than global module hooks, which
+  put every module call of the process on torch's slow path. Not ``__call__``: assigning a
+  special method re-slots every ``nn.Module`` subclass (~70 µs a trace, more with
+  transformers imported), while a plain attribute only invalidates their method caches.
 * A TorchScript function runs in C++: ``torch.jit.ScriptFunction.__call__`` is wrapped so
   the call becomes one opaque node that reads its tensor arguments.
 * ``Tensor.set_`` never reaches ``__torch_function__``: it is wrapped so the tensor it
@@ -25,6 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.nn.modules import module as _module_py
 
 from ._scopes import is_compiled_wrapper
 
@@ -32,7 +35,13 @@ _lock = threading.Lock()
 _users = 0
 _collecting_users = 0
 _we_paused_collection = False
-_MODULE_CALL = torch.nn.Module.__call__
+_CALL_IMPL = torch.nn.Module._call_impl
+_GLOBAL_HOOKS = (
+    _module_py._global_forward_pre_hooks,
+    _module_py._global_forward_hooks,
+    _module_py._global_backward_pre_hooks,
+    _module_py._global_backward_hooks,
+)
 _SCRIPT_CALL = torch.jit.ScriptFunction.__call__
 _SET = torch._C.TensorBase.set_
 
@@ -44,23 +53,45 @@ ActiveTracker = Callable[[], Any]
 
 
 def _module_call(tracker_of: ActiveTracker) -> Callable[..., Any]:
-    # One frame per module call, as untraced (``_wrapped_call_impl``): deep models keep their
-    # recursion headroom. Global module hooks would put every call on torch's slow path instead.
-    def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+    forward_pre, forward, backward_pre, backward = _GLOBAL_HOOKS
+
+    def _call_impl(module: Any, *args: Any, **kwargs: Any) -> Any:
         tracker = tracker_of()
         if tracker is None or is_compiled_wrapper(module):  # a compile wrapper is transparent
-            return _MODULE_CALL(module, *args, **kwargs)
+            return _CALL_IMPL(module, *args, **kwargs)
         tracker.call_started(module, args, kwargs, sys._getframe(1))
         try:
-            compiled = module._compiled_call_impl  # what _wrapped_call_impl does, inline
-            output = compiled(*args, **kwargs) if compiled is not None else module._call_impl(*args, **kwargs)
+            # A module without hooks runs its forward from here, as _call_impl's own fast path
+            # does: a traced call is no deeper than an untraced one, so deep models keep their
+            # recursion headroom.
+            if (
+                module._forward_pre_hooks or module._forward_hooks or module._backward_pre_hooks
+                or module._backward_hooks or forward_pre or forward or backward_pre or backward
+                or torch._C._get_tracing_state()
+            ):
+                output = _CALL_IMPL(module, *args, **kwargs)
+            else:
+                output = module.forward(*args, **kwargs)
         except BaseException:
             tracker.call_ended(module, None)
             raise
         tracker.call_ended(module, output)
         return output
 
-    return __call__
+    return _call_impl
+
+
+_MODULE_CALL_CODES = (_CALL_IMPL.__code__, _module_call(lambda: None).__code__)
+
+
+def called_module(frame: Any) -> Any:
+    """The module whose call ``frame`` runs (torch's ``_call_impl`` or ours), else None."""
+    code = frame.f_code
+    if code is _MODULE_CALL_CODES[0]:
+        return frame.f_locals.get("self")
+    if code is _MODULE_CALL_CODES[1]:
+        return frame.f_locals.get("module")
+    return None
 
 
 def _script_call(active: ActiveLevel) -> Callable[..., Any]:
@@ -89,7 +120,7 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker) -> Iterator[None]:
     global _users
     with _lock:
         if _users == 0:
-            torch.nn.Module.__call__ = _module_call(tracker_of)
+            torch.nn.Module._call_impl = _module_call(tracker_of)
             torch.jit.ScriptFunction.__call__ = _script_call(active)
             torch.Tensor.set_ = _set(active)  # shadows the TensorBase method it inherits
         _users += 1
@@ -99,7 +130,7 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker) -> Iterator[None]:
         with _lock:
             _users -= 1
             if _users == 0:
-                torch.nn.Module.__call__ = _MODULE_CALL
+                torch.nn.Module._call_impl = _CALL_IMPL
                 torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
                 del torch.Tensor.set_
 
@@ -130,11 +161,22 @@ def collection_paused() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def compiled_code_runs_eagerly() -> Iterator[None]:
+def compiled_code_runs_eagerly(compiled_calls: list[Any]) -> Iterator[None]:
     """``torch.compile``d submodules and functions run as the eager code they wrap, so their ops are
-    recorded and dynamo never traces into the recording mode. Without dynamo loaded nothing is compiled."""
+    recorded and dynamo never traces into the recording mode. Without dynamo loaded nothing is compiled.
+
+    ``compiled_calls`` are the model's modules compiled in place (``module.compile()``): their calls
+    go to the compiled ``_call_impl`` they were given, past our stand-in, so they get none meanwhile.
+    """
     if "torch._dynamo" not in sys.modules:
         yield
         return
-    with torch.compiler.set_stance("force_eager"):
-        yield
+    saved = [(module, module._compiled_call_impl) for module in compiled_calls]
+    try:
+        for module, _ in saved:
+            module._compiled_call_impl = None
+        with torch.compiler.set_stance("force_eager"):
+            yield
+    finally:
+        for module, compiled in saved:
+            module._compiled_call_impl = compiled

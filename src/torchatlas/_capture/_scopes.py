@@ -46,13 +46,17 @@ class ModelIndex:
         self.named: dict[int, tuple[str, str]] = {}  # id(param or buffer) -> (kind, path)
         self.parameters: list[tuple[str, torch.Tensor]] = []
         self.buffers: list[tuple[str, torch.Tensor]] = []
+        self.compiled_calls: list[torch.nn.Module] = []
+        """Modules compiled in place (``module.compile()``)."""
         if isinstance(model, torch.nn.Module):
             self.walk()
 
     def walk(self) -> None:
         """One walk of the model (in the order of ``named_parameters(remove_duplicate=False)``)."""
-        self.parameters, self.buffers = [], []
+        self.parameters, self.buffers, self.compiled_calls = [], [], []
         for raw_name, module in self.model.named_modules(remove_duplicate=False):
+            if getattr(module, "_compiled_call_impl", None) is not None:
+                self.compiled_calls.append(module)
             name = _eager_path(raw_name)
             self.paths.setdefault(id(module), name)
             prefix = f"{name}." if name else ""

@@ -125,7 +125,9 @@ class Session:
         _tls.session, _tls.tracker = self, self.tracker
         try:
             try:
-                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER), _patches.compiled_code_runs_eagerly():
+                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER), _patches.compiled_code_runs_eagerly(
+                    self.index.compiled_calls
+                ):
                     self._forward_recorded()
                     output = self._output
                 self.python.settle_failures(None)
@@ -206,10 +208,10 @@ def _raising_module(exc: BaseException) -> Any:
     """The innermost module whose call the exception passed through (read from the
     traceback, so an error the model caught earlier cannot mislead it)."""
     module, tb = None, exc.__traceback__
-    call_impl = torch.nn.Module._call_impl.__code__
     while tb is not None:
-        if tb.tb_frame.f_code is call_impl:
-            module = tb.tb_frame.f_locals.get("self")
+        called = _patches.called_module(tb.tb_frame)
+        if called is not None:
+            module = called
         tb = tb.tb_next
     return module
 
