@@ -197,3 +197,11 @@ def test_tracing_keeps_the_recursion_headroom_of_deep_models() -> None:
     traced = _deepest(lambda d: torchatlas.trace(model, (x, d)))
     # A constant few frames for trace() itself, none more per module call.
     assert traced >= untraced - 5
+
+
+def test_a_module_that_contains_itself_is_refused_in_one_line() -> None:
+    model = Small()
+    model.me = model  # registers the module as its own child
+    with pytest.raises(ValueError, match="does a module contain itself") as caught:
+        torchatlas.trace(model, torch.randn(2, 4))
+    assert "\n" not in str(caught.value)

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch._dynamo  # traces then set and restore dynamo's stance, which torch_state checks
 from _capture_helpers import load_coolcnn
 from torch import nn
 from torch.nn.modules import module as nn_module
@@ -42,6 +43,7 @@ def torch_state() -> dict[str, Any]:
         "module_call": (nn.Module.__call__, nn.Module._call_impl),
         "script_call": torch.jit.ScriptFunction.__call__,
         "tensor_set_": "set_" in torch.Tensor.__dict__,
+        "compile_stance": torch._dynamo.eval_frame._stance,
     }
 
 

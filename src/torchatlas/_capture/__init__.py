@@ -54,6 +54,7 @@ def _aten(session: Session) -> AtenLevel:
     session.tracker.listeners.append(aten)
     session.modes.append(aten.mode)
     session.result = (aten.recording, aten.flow)
+    session.recordings.append(aten.recording)
     session.recorder = aten
     session.releases.append(aten.release)
     return aten

@@ -19,14 +19,12 @@ from ._values import dtype_name, encode, encode_arguments
 
 def build_graph(recording: Recording) -> GraphIR:
     names = _variable_names(recording)
-    sources: dict[tuple[Any, int], Source] = {}
+    sources: dict[tuple[Any, int], Source | None] = {}
 
     def source(code: Any, line: int) -> Source | None:
-        if code is None:
-            return None
         key = (code, line)
         hit = sources.get(key)
-        if hit is None:
+        if hit is None and code is not None:
             hit = sources[key] = Source(code.co_filename, line, _source.line_text(code.co_filename, line))
         return hit
 
@@ -41,7 +39,7 @@ def build_graph(recording: Recording) -> GraphIR:
 
     ids = [f"n{i}" for i in range(len(recording.nodes) + len(recording.outputs))]
     scope_ids = [f"s{i}" for i in range(len(recording.scopes))]
-    nodes = [_node(ids, scope_ids, i, r, source, tensor_meta, names.get(i)) for i, r in enumerate(recording.nodes)]
+    nodes = [_node(ids, scope_ids, i, r, source, tensor_meta, metas, names.get(i)) for i, r in enumerate(recording.nodes)]
     for path, (producer, slot), raw, extra in recording.outputs:
         nodes.append(
             Node(
@@ -49,19 +47,25 @@ def build_graph(recording: Recording) -> GraphIR:
                 path=path, outputs=[tensor_meta(raw)], meta=dict(extra),
             )
         )
-    scopes = [
-        Scope(
-            id=f"s{i}",
-            parent=None if s.parent is None else f"s{s.parent}",
-            path=s.path,
-            cls=s.cls,
-            call=s.call,
-            source=source(s.code, s.line),
-            outputs=list(dict.fromkeys(_ref(ids[r], slot) for r, slot in recording.scope_outputs.get(i, []))),
-            meta={**(s.extra or {}), **({"passthrough": True} if s.passthrough else {})},
+    scope_outputs = recording.scope_outputs
+    scopes = []
+    for i, s in enumerate(recording.scopes):
+        outs = scope_outputs.get(i)
+        meta = dict(s.extra) if s.extra else {}
+        if s.passthrough:
+            meta["passthrough"] = True
+        scopes.append(
+            Scope(
+                scope_ids[i],
+                None if s.parent is None else scope_ids[s.parent],
+                s.path,
+                s.cls,
+                s.call,
+                source(s.code, s.line),
+                list(dict.fromkeys([_new_tuple(Ref, (ids[r], slot)) for r, slot in outs])) if outs else [],
+                meta,
+            )
         )
-        for i, s in enumerate(recording.scopes)
-    ]
     meta: dict[str, Any] = {"level": recording.level, "torch": torch.__version__, **recording.meta}
     if recording.model is not None:
         meta["model"] = recording.model
@@ -96,7 +100,8 @@ def _node(
     index: int,
     r: NodeRecord,
     source: Callable[[Any, int], Source | None],
-    tensor_meta: Any,
+    tensor_meta: Callable[[Any], TensorMeta],
+    metas: dict[Any, TensorMeta],
     name: str | None,
 ) -> Node:
     meta: dict[str, Any] = dict(r.extra) if r.extra else {}
@@ -110,7 +115,7 @@ def _node(
         [_ref(ids[p], s) for p, s in r.shape_inputs] if r.shape_inputs else [],
         r.target,
         r.path,
-        [tensor_meta(m) for m in r.outputs],
+        [metas.get(m) or tensor_meta(m) for m in r.outputs],
         encode_arguments(r.args) if r.args else [],
         {k: encode(v) for k, v in r.kwargs.items()} if r.kwargs else {},
         r.inplace,
@@ -132,11 +137,17 @@ def _variable_names(recording: Recording) -> dict[int, str]:
     """
     nodes = recording.nodes
     names: dict[int, str] = {}
-    runs: dict[int, tuple[Any, int, list[Slot], bool]] = {}
+    runs: dict[int, tuple[Any, int, int, bool]] = {}
 
-    def finish(code: Any, line: int, refs: list[Slot], bound: bool) -> None:
+    def finish(code: Any, line: int, event: int, bound: bool) -> None:
+        if not bound:
+            return
         targets = _source.assignment_targets(code.co_filename, line)
-        if not targets or not refs or not bound:
+        if event >= 0:
+            refs: list[Slot] = [(event, slot) for slot in range(len(nodes[event].outputs))]
+        else:
+            refs = recording.scope_outputs.get(-event - 1, [])
+        if not targets or not refs:
             return
         if len(targets) == len(refs) and len({r for r, _ in refs}) == 1:
             pairs = [(", ".join(targets), refs[0])]  # a, b = x.chunk(2)
@@ -153,22 +164,20 @@ def _variable_names(recording: Recording) -> dict[int, str]:
             if record not in names or node.code is code:
                 names[record] = target
 
+    scopes, outer = recording.scopes, recording.outer_frame
     for event in recording.timeline:
         if event >= 0:
             r = nodes[event]
             frame, code, line, bound = r.frame, r.code, r.line, r.direct
-            refs = [(event, slot) for slot in range(len(r.outputs))]
         else:
-            index = -event - 1
-            s = recording.scopes[index]
+            s = scopes[-event - 1]
             frame, code, line, bound = s.frame, s.code, s.line, True
-            refs = recording.scope_outputs.get(index, [])
-        if code is None or frame == recording.outer_frame:
+        if code is None or frame == outer:
             continue
         run = runs.get(frame)
         if run is not None and (run[0] is not code or run[1] != line):
             finish(*run)
-        runs[frame] = (code, line, refs, bound)
+        runs[frame] = (code, line, event, bound)
     for run in runs.values():
         finish(*run)
     return names

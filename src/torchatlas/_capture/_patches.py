@@ -35,6 +35,8 @@ _lock = threading.Lock()
 _users = 0
 _collecting_users = 0
 _we_paused_collection = False
+_eager_users = 0
+_eager_stance = contextlib.ExitStack()
 _CALL_IMPL = torch.nn.Module._call_impl
 _GLOBAL_HOOKS = (
     _module_py._global_forward_pre_hooks,
@@ -165,18 +167,29 @@ def compiled_code_runs_eagerly(compiled_calls: list[Any]) -> Iterator[None]:
     """``torch.compile``d submodules and functions run as the eager code they wrap, so their ops are
     recorded and dynamo never traces into the recording mode. Without dynamo loaded nothing is compiled.
 
-    ``compiled_calls`` are the model's modules compiled in place (``module.compile()``): their calls
-    go to the compiled ``_call_impl`` they were given, past our stand-in, so they get none meanwhile.
+    Dynamo's stance is one for the whole process: the first trace to start sets it to
+    ``force_eager`` and the last one to end restores it (two threads each restoring what they
+    found would leave it eager). ``compiled_calls`` are the model's modules compiled in place
+    (``module.compile()``): their calls go to the compiled ``_call_impl`` they were given, past
+    our stand-in, so they get none meanwhile.
     """
+    global _eager_users
     if "torch._dynamo" not in sys.modules:
         yield
         return
     saved = [(module, module._compiled_call_impl) for module in compiled_calls]
+    with _lock:
+        if _eager_users == 0:
+            _eager_stance.enter_context(torch.compiler.set_stance("force_eager"))
+        _eager_users += 1
     try:
         for module, _ in saved:
             module._compiled_call_impl = None
-        with torch.compiler.set_stance("force_eager"):
-            yield
+        yield
     finally:
         for module, compiled in saved:
             module._compiled_call_impl = compiled
+        with _lock:
+            _eager_users -= 1
+            if _eager_users == 0:
+                _eager_stance.close()

@@ -29,6 +29,7 @@ from ._values import TENSOR_ARGS, ShapeArg, TensorArg, split_tensors, tensors_fl
 from ._writes import written_by
 
 Tensor = torch.Tensor
+_UNSEEN = object()
 
 
 class PythonLevel(TorchFunctionMode):
@@ -53,6 +54,7 @@ class PythonLevel(TorchFunctionMode):
         # Calls that returned an argument unchanged, per scope: id(result) -> (func, args, kwargs).
         self._aliases: dict[int, dict[int, tuple[Any, tuple, dict]]] = {}
         self._opaque: dict[int, list[Tensor]] = {}  # scope index -> tensor arguments of a TorchScript call
+        self._operators: dict[tuple[Any, int, Any], str | None] = {}  # (code, instruction, func) -> operator name
         self.observer: Any = None
         """The ATen level, when it runs alongside: told where each Python call starts and ends."""
         self.watchers: list[Any] = []
@@ -170,7 +172,14 @@ class PythonLevel(TorchFunctionMode):
     def _record_op(
         self, info: CallInfo, func: Any, args: tuple, kwargs: dict, outs: list[Tensor], writes: Any, caller: Any
     ) -> None:
-        target = (info.operator and _naming.operator_name(func, caller)) or info.target
+        target = info.target
+        if info.operator:
+            # One answer per instruction: a loop's ``x = x + 1`` reads its bytecode once.
+            where = (caller.f_code, caller.f_lasti, func)
+            written = self._operators.get(where, _UNSEEN)
+            if written is _UNSEEN:
+                written = self._operators[where] = _naming.operator_name(func, caller)
+            target = written or target
         if info.repoints:  # x.data = y reads y only: x's old value flows nowhere
             args = args[1:]
         shape_refs = None
@@ -186,7 +195,7 @@ class PythonLevel(TorchFunctionMode):
         self.nodes.append(
             NodeRecord(
                 "op", stack[-1][0] if stack else 0, refs, target, None,
-                [(t.shape, t.dtype, t.device) for t in outs], template, kw_template, bool(writes),
+                [(o.shape, o.dtype, o.device) for o in outs], template, kw_template, bool(writes),
                 user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
                 # Called by the user's line itself (not by library code it called): only then
                 # can the line's assignment have bound this op's result.
@@ -283,6 +292,7 @@ class PythonLevel(TorchFunctionMode):
         self.flow.clear()
         self._aliases.clear()
         self._opaque.clear()
+        self._operators.clear()
         self.boundaries.release()
 
 

@@ -86,3 +86,10 @@ class Recording:
     """Extra graph meta facts (backward tables...)."""
     outer_frame: int | None = None
     """The frame that called trace(): its lines name nothing."""
+
+    def clear(self) -> None:
+        """Drop every record (the graph is built): their memory is freed at once."""
+        self.nodes.clear()
+        self.scope_outputs.clear()
+        self.timeline.clear()
+        self.outputs.clear()

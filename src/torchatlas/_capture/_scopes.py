@@ -11,6 +11,7 @@ capture listens to scope entries and exits to record inputs and outputs.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import torch
@@ -54,7 +55,7 @@ class ModelIndex:
     def walk(self) -> None:
         """One walk of the model (in the order of ``named_parameters(remove_duplicate=False)``)."""
         self.parameters, self.buffers, self.compiled_calls = [], [], []
-        for raw_name, module in self.model.named_modules(remove_duplicate=False):
+        for raw_name, module in _named_modules(self.model):
             if getattr(module, "_compiled_call_impl", None) is not None:
                 self.compiled_calls.append(module)
             name = _eager_path(raw_name)
@@ -65,6 +66,23 @@ class ModelIndex:
                     if t is not None:
                         out.append((prefix + attr, t))
                         self.named.setdefault(id(t), (kind, prefix + attr))
+
+
+_MAX_NESTING = 10_000
+
+
+def _named_modules(model: torch.nn.Module) -> Iterator[tuple[str, torch.nn.Module]]:
+    """``model.named_modules(remove_duplicate=False)``, without a generator per nesting level."""
+    stack = [("", model, 0)]
+    while stack:
+        name, module, depth = stack.pop()
+        if depth > _MAX_NESTING:
+            raise ValueError(f"torchatlas: modules nest deeper than {_MAX_NESTING} levels at '{name[:200]}'; does a module contain itself?")
+        yield name, module
+        children = module._modules
+        if children:
+            prefix = f"{name}." if name else ""
+            stack.extend((prefix + key, child, depth + 1) for key, child in reversed(children.items()) if child is not None)
 
 
 class ScopeTracker:

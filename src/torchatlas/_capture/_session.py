@@ -92,6 +92,8 @@ class Session:
         self.after_recording: Callable[[], None] | None = None
         """Runs once the modes and hooks are gone (backward runs autograd here, under its own mode)."""
         self.releases: list[Callable[[], None]] = [self.python.release]
+        self.recordings: list[Recording] = [self.python.recording]
+        """Every level's recording, cleared once the graph is built."""
 
     def watch_run_time(self, stats: bool, keep: Keeper | None, profile: bool) -> None:
         """Statistics of every op output, kept activations, profiler times."""
@@ -153,7 +155,13 @@ class Session:
             del _tls.session, _tls.tracker
             for release in self.releases:
                 release()
-        return build_graph(recording), output, error
+        graph = build_graph(recording)
+        # Free the records now, while cyclic collection is still paused: the collection that
+        # resumes after the trace then walks only the graph.
+        for level in self.recordings:
+            level.clear()
+        self.tracker.scopes.clear()
+        return graph, output, error
 
     def _forward_recorded(self) -> None:
         try:
