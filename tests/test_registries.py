@@ -53,6 +53,12 @@ def test_a_new_renderer_is_one_registration_away(monkeypatch: pytest.MonkeyPatch
     assert code == 0 and (tmp_path / "all" / "opcount.txt").read_text() == "ops: 2\n"
 
 
+def test_a_format_whose_own_option_is_called_format_takes_it_through_view() -> None:
+    graph = torchatlas.trace(Tiny(), torch.randn(1, 4))
+    assert graph.view("summary", format="markdown") == graph.summary(format="markdown")
+    assert graph.view("summary", format="markdown").startswith("|")
+
+
 def _count_relus(ir: torchatlas.GraphIR) -> MetaUpdate:
     return MetaUpdate(graph={"relu_count": sum(1 for n in ir.ops() if n.target == "torch.relu")})
 

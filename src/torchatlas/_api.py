@@ -103,10 +103,12 @@ class Graph:
 
     # -- views ------------------------------------------------------------------
 
-    def view(self, format: str, path: PathLike | None = None, **options: Any) -> str | bytes | Path:
+    def view(self, format: str, /, path: PathLike | None = None, **options: Any) -> str | bytes | Path:
         """Any output format by name (``torchatlas.FORMATS``), with that format's options.
 
-        Returns the output, or writes it to ``path`` and returns the path.
+        Returns the output, or writes it to ``path`` and returns the path. ``format`` is
+        positional only, so a format's own ``format`` option passes through:
+        ``view("summary", format="markdown")``.
         """
         renderer = RENDERERS.get(format)
         if renderer is None:
