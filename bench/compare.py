@@ -93,12 +93,16 @@ def run_worker(python: str, args: list[str], out: Path, timeout: float, env: dic
     return doc
 
 
-def worker_env(threads: int, budget: float) -> dict[str, str]:
-    """The workers import this checkout's torchatlas, whatever the interpreter has installed."""
+def checkout_env() -> dict[str, str]:
+    """This environment with the checkout's ``src/`` first on ``PYTHONPATH``: whatever the
+    interpreter has installed, it imports the torchatlas in front of you."""
     path = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def worker_env(threads: int, budget: float) -> dict[str, str]:
     return {
-        **os.environ,
-        "PYTHONPATH": path,
+        **checkout_env(),
         "BENCH_THREADS": str(threads),
         "BENCH_BUDGET_S": str(budget),
         "PYTHONUNBUFFERED": "1",
@@ -186,10 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     if opts.python is None:
         python = ensure_venv()
         if Path(sys.executable).resolve() != python.resolve():
-            # Plots need the venv's matplotlib: run the whole orchestration there.
-            os.execv(
+            # Plots need the venv's matplotlib: run the whole orchestration there (its
+            # reports are written through torchatlas._io, so it needs src/ too).
+            os.execve(
                 str(python),
                 [str(python), __file__, *(argv if argv is not None else sys.argv[1:]), "--python", str(python)],
+                checkout_env(),
             )
         opts.python = str(python)
     elif os.sep in opts.python:
