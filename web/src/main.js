@@ -157,7 +157,7 @@ class App {
       onSelect: (id, ev) => this.selectUnit(id, ev),
       onUnfold: (sIdx) => this.toggleFold(this.model.scopes[sIdx].rep[0]),
     });
-    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap, minimapBox);
+    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap, minimapBox, () => this.renderer.cull(this.viewport.view(), this.viewport.k));
     svg.addEventListener("click", () => this.select(null));
     this.details = new DetailsPanel(panelBody, this.model, this.describer, {
       onToggleScope: (sIdx) => this.toggle(this.model.expanded.has(sIdx) ? "c" + sIdx : "s" + sIdx),
@@ -224,6 +224,7 @@ class App {
     } catch {
       // Not persisting is fine.
     }
+    this.viewport.paintMinimap();
     this.viewport.drawMinimap();
   }
 
@@ -482,6 +483,7 @@ class App {
     this.graph = graph;
     this.result = result;
     r.draw(graph, result, animate);
+    r.cull(this.viewport.view(), this.viewport.k);
     this.applyOverlay();
     this.viewport.setContent(result, result.boxes);
     const after = anchor ? result.boxes.get(anchor[1]) : null;

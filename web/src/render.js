@@ -4,6 +4,7 @@
 // textContent, so names from user code are never parsed as markup.
 
 import { HEADER } from "./layout.js";
+import { Culler } from "./cull.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 export const FONT_TITLE = "600 12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
@@ -73,6 +74,13 @@ export class Renderer {
     this.elements = new Map(); // id -> g
     this.boxes = new Map();
     this.edgeEls = new Map();
+    this.culler = new Culler();
+    this.culled = []; // [element, graph rect] of the boxes and frames; drawEdges adds the edges and labels
+  }
+
+  /** Hide what lies well outside `view` (graph coordinates) at scale `k`; see cull.js. */
+  cull(view, k) {
+    this.culler.update(view, k);
   }
 
   sizeOf(id) {
@@ -108,8 +116,13 @@ export class Renderer {
     const previous = this.boxes;
     this.boxes = result.boxes;
     const keep = new Set();
-    const moves = []; // [g, box, where it grows from]; applied together so the page reflows once
-    const place = (g, box, origin) => moves.push([g, box, origin]);
+    const moves = []; // [g, box, where it grows from, new]; applied together so the page reflows once
+    this.culled = [];
+    const place = (g, box, origin, fresh) => {
+      moves.push([g, box, origin, fresh]);
+      // Room above a box for its "↪ name" notes.
+      this.culled.push([g, { x: box.x - 4, y: box.y - 18, width: box.width + 8, height: box.height + 22 }]);
+    };
     const clusterOrder = [...graph.containers.keys()].filter((c) => c !== 0).sort((a, b) => this.describer.model.scopes[a].depth - this.describer.model.scopes[b].depth);
     for (const cIdx of clusterOrder) {
       const id = "c" + cIdx;
@@ -124,7 +137,7 @@ export class Renderer {
       const badge = this.describer.containerBadge(cIdx);
       const titleWidth = textWidth(this.describer.containerTitle(cIdx), FONT_TITLE) + (badge ? textWidth(`${badge} ⤢`, FONT_TITLE) + 8 : 0);
       setTitleMax(g, titleWidth, box.width - 34, MAX_FRAME_TITLE);
-      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null, fresh);
     }
     for (const [id, leaf] of graph.leaves) {
       keep.add(id);
@@ -139,7 +152,7 @@ export class Renderer {
       this.drawRefs(g, leaf.refs);
       const box = result.boxes.get(id);
       if (g.titleRoom) setTitleMax(g, g.titleRoom.text, box.width - g.titleRoom.taken, box.height * 0.55);
-      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null, fresh);
     }
     this.move(moves, animate);
     for (const [id, g] of this.elements) {
@@ -151,7 +164,7 @@ export class Renderer {
     this.drawEdges(graph, result, animate);
   }
 
-  /** Put boxes in place; with `animate`, new boxes glide out of the box they came from, or fade in. */
+  /** Put boxes in place; with `animate`, new boxes glide out of the box they came from, or fade in once. */
   move(moves, animate) {
     const set = (g, b) => {
       g.style.transform = `translate(${b.x}px, ${b.y}px)`;
@@ -168,9 +181,13 @@ export class Renderer {
     }
     // One style flush makes the origins the starting point of the transitions below.
     if (gliding.length) this.svg.getBoundingClientRect();
-    for (const [g, box, origin] of moves) {
+    for (const [g, box, origin, fresh] of moves) {
       if (origin && animate) g.classList.remove("no-anim");
-      else if (animate) g.classList.add("entering");
+      else if (animate && fresh) {
+        g.classList.add("entering");
+        // Removed once done: a culled box shown again would otherwise fade in again.
+        g.addEventListener("animationend", () => g.classList.remove("entering"), { once: true });
+      }
       set(g, box);
     }
   }
@@ -291,6 +308,9 @@ export class Renderer {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
       const g = el("g", { class: "edge", "data-id": e.id }, frag);
+      let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
+      for (const p of points) [x0, y0, x1, y1] = [Math.min(x0, p.x), Math.min(y0, p.y), Math.max(x1, p.x), Math.max(y1, p.y)];
+      this.culled.push([g, { x: x0 - 8, y: y0 - 8, width: x1 - x0 + 16, height: y1 - y0 + 16 }]); // and its arrow head
       el("path", { d: routePath(points), "marker-end": "url(#atlas-arrow)" }, g);
       const text = this.describer.edgeLabel(e);
       const start = points[0];
@@ -307,6 +327,7 @@ export class Renderer {
         // Just below the source box, beside the line: where the value leaves its producer.
         // Labels go after every edge, so that no other edge crosses over one.
         const lg = el("g", { class: "edge-label", "data-id": e.id }, labels);
+        this.culled.push([lg, { x: rect.x, y: rect.y, width: rect.w, height: rect.h }]);
         el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, lg);
         const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, lg);
         t.textContent = text;
@@ -316,6 +337,7 @@ export class Renderer {
     }
     frag.appendChild(labels);
     this.layerEdges.appendChild(frag);
+    this.culler.set(this.culled);
   }
 
   /**
