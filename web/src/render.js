@@ -83,10 +83,11 @@ export class Renderer {
     this.culler.update(view, k);
   }
 
-  sizeOf(id) {
+  /** A leaf box's size: what its text needs, times `scale` (the size overlay). */
+  sizeOf(id, scale = 1) {
     const d = this.describer.unit(id);
     const w = Math.max(textWidth(d.title, FONT_TITLE) + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0), d.subtitle ? textWidth(d.subtitle, FONT_SMALL) : 0);
-    return { width: Math.ceil(Math.max(64, w + 24)), height: d.subtitle ? 40 : 28 };
+    return { width: Math.ceil(Math.max(64, w + 24) * scale), height: Math.ceil((d.subtitle ? 40 : 28) * scale) };
   }
 
   containerMinWidth(sIdx) {
@@ -173,6 +174,8 @@ export class Renderer {
         r.style.height = `${b.height}px`;
       }
       if (g.headerHit) g.headerHit.style.width = `${b.width}px`;
+      // The text stays in the middle of a box the size overlay made larger.
+      if (g.face) g.face.style.transform = `translate(${(b.width - g.base.width) / 2}px, ${(b.height - g.base.height) / 2}px)`;
     };
     const gliding = animate ? moves.filter(([, , origin]) => origin) : [];
     for (const [g, , origin] of gliding) {
@@ -233,19 +236,21 @@ export class Renderer {
     // A second outline offset behind a module box reads as "there is more inside".
     g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
     g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));
-    const { width } = this.sizeOf(id);
+    g.base = this.sizeOf(id);
+    const { width } = g.base;
     const cx = width / 2;
-    const title = el("text", { class: "title", x: String(d.badge ? cx - (textWidth(d.badge, FONT_TITLE) + 18) / 2 : cx), y: d.subtitle ? "17" : "18" }, g);
+    g.face = el("g", { class: "face" }, g); // the text, laid out for the box at its base size
+    const title = el("text", { class: "title", x: String(d.badge ? cx - (textWidth(d.badge, FONT_TITLE) + 18) / 2 : cx), y: d.subtitle ? "17" : "18" }, g.face);
     title.textContent = d.title;
     if (d.subtitle) {
-      const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g);
+      const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g.face);
       sub.textContent = d.subtitle;
     }
     if (d.module) g.titleRoom = { text: textWidth(d.title, FONT_TITLE), taken: 12 + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0) };
     if (d.badge) {
       const bw = textWidth(d.badge, FONT_TITLE) + 10;
-      el("rect", { class: "badge", x: String(width - bw - 8), y: "5", width: String(bw), height: "16", rx: "8" }, g);
-      const b = el("text", { class: "badge-text", x: String(width - bw / 2 - 8), y: "17" }, g);
+      el("rect", { class: "badge", x: String(width - bw - 8), y: "5", width: String(bw), height: "16", rx: "8" }, g.face);
+      const b = el("text", { class: "badge-text", x: String(width - bw / 2 - 8), y: "17" }, g.face);
       b.textContent = d.badge;
     }
     g.addEventListener("click", (ev) => {
