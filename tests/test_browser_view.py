@@ -289,10 +289,14 @@ def test_details_copy_path_source_and_shapes(browser, tmp_path: Path) -> None:
     v.context.grant_permissions(["clipboard-read", "clipboard-write"])
     v.search("conv2d")  # the first conv2d, inside initial_conv
     copied = {}
-    for what in ("path", "source", "shapes"):
-        v.page.locator(".details .actions.copy button", has_text=f"Copy {what}").click()
-        v.page.wait_for_function("() => document.querySelectorAll('.details .actions.copy button').length && [...document.querySelectorAll('.details .actions.copy button')].some((b) => b.textContent.startsWith('Copied'))")
+    buttons = v.page.locator(".details .actions.copy button")
+    assert buttons.all_text_contents() == ["Copy path", "Copy source", "Copy shapes"]
+    for i, what in enumerate(("path", "source", "shapes")):
+        buttons.nth(i).click()
+        v.page.wait_for_function("(i) => document.querySelectorAll('.details .actions.copy button')[i].textContent === 'Copied ✓'", arg=i)
         copied[what] = v.page.evaluate("() => navigator.clipboard.readText()")
+        if what == "path":
+            v.screenshot("view-copy")  # the path copied, the other buttons saying what they copy
     assert copied["path"] == "initial_conv"
     assert re.search(r"_example\.py:\d+\n.*self\.initial_conv\(x\)", copied["source"])
     assert "inputs" in copied["shapes"] and "1×3×32×32  float32  cpu" in copied["shapes"] and "outputs" in copied["shapes"]
