@@ -322,7 +322,7 @@ def bench_diff(page: Page, folder: Path) -> dict[str, Any]:
 
 
 def _ms(value: float) -> str:
-    return f"{value:,.0f} ms" if value >= 100 else f"{value:.1f} ms"
+    return f"{value:,.0f} ms" if value >= 100 or float(value).is_integer() else f"{value:.1f} ms"
 
 
 def click_of(r: dict[str, Any]) -> str:
