@@ -1,6 +1,6 @@
-"""How fast the HTML viewer opens and reacts, measured in headless Chromium.
+"""How fast the HTML viewer and the diff page open and react, measured in headless Chromium.
 
-Two graphs:
+Three pages:
 
 * ``llama70b``: a Llama-3-70B-shaped model (80 decoder layers, hidden 8192) built
   on the ``meta`` device, so no weights exist, captured with a 16-token input.
@@ -9,11 +9,16 @@ Two graphs:
   to 80 boxes; expanding a layer among the 80, then another (whose inside has
   the same shape, so only the model around it is laid out again); Expand all;
   then, on the fully expanded view, the frame time of a drag-pan at 100 % and
-  40 % zoom and the time each entry of the **fill:** menu takes to show.
+  40 % zoom, the time each entry of the **fill:** menu takes to show, the time
+  from a click on an op to its lit cone drawn (path highlight, at 100 % and on
+  the fitted view), and the re-layout when the **size** box is ticked.
 * ``synthetic100k``: a hand-built graph of 100,000 ops (no torch involved) in
   40 blocks × 25 sub-blocks × 100 ops, which the repeats pass folds to ``×40``.
   Measured: first paint, opening and unfolding the fold, expanding one block
   and opening its ``×25`` sub-blocks, a search, and the frame time of zoom/pan.
+* ``diff``: ``torchatlas.diff(a, b).to_html()`` of two 80-layer Llama-70B-shaped
+  captures whose MLPs differ (intermediate size 28,672 and 24,576): first paint
+  and a click on a changed call until its facts are drawn.
 
 Times come from marks the page sets (``window.__atlas``): ``firstPaintMs`` is
 ``performance.now()`` (milliseconds since navigation start) once the first
@@ -21,7 +26,8 @@ layout is drawn; ``lastLayoutMs`` spans one re-layout from the click to the
 frame after drawing. Every click also reports ``settle_ms``: from the click until
 the new layout is drawn and no box, frame or view moves any more (CSS transitions
 and the view's glide finished), what a user waits for. Run ``python bench/bench_html.py`` (add ``--json out.json``
-to keep the numbers). Needs /usr/bin/chromium, playwright and a built viewer.
+to keep the numbers); a run of all three also writes ``bench/results/html.md``.
+Needs /usr/bin/chromium, playwright and a built viewer.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _report
 from playwright.sync_api import Page, sync_playwright
 
+import torchatlas
 from torchatlas._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from torchatlas._passes import analyze
 from torchatlas._render._html import to_html
@@ -45,15 +53,16 @@ from torchatlas._render._html import to_html
 sys.path.append(str(Path(__file__).resolve().parent.parent / "tests"))
 from _viewer import VIEWPORT, launch_chromium, open_viewer
 
+RESULTS = Path(__file__).resolve().parent / "results" / "html.md"
+MACHINE = "2-core shared machine, headless Chromium"
 
-def llama70b_ir() -> GraphIR:
+
+def llama70b_ir(layers: int = 80, intermediate: int = 28672) -> GraphIR:
     import torch
     import transformers
 
-    import torchatlas
-
     cfg = transformers.AutoConfig.for_model(
-        "llama", num_hidden_layers=80, hidden_size=8192, intermediate_size=28672,
+        "llama", num_hidden_layers=layers, hidden_size=8192, intermediate_size=intermediate,
         num_attention_heads=64, num_key_value_heads=8, vocab_size=128256,
     )
     with torch.device("meta"):
@@ -193,6 +202,42 @@ def overlay_switches(page: Page) -> dict[str, float]:
     return {f"{value or 'category'}_ms": round(page.evaluate(script, value), 1) for value in [*metrics, ""]}
 
 
+# Wait for the frame after the one the change was drawn in: until then the user sees nothing.
+_TWO_FRAMES = "await new Promise(requestAnimationFrame); await new Promise(requestAnimationFrame);"
+
+
+def path_highlight(page: Page, fitted: bool) -> dict[str, Any]:
+    """Click an op in the middle of the graph (in the middle of the window at 100 %, or on the fitted
+    view) until its lit cone is drawn; then Escape until the picture is plain again."""
+    script = """async (fitted) => {
+      const app = __atlas.app, v = app.viewport, size = v.size();
+      const mid = app.result.height / 2, op = (id) => document.querySelector(`.unit.op[data-id="${id}"]`);
+      const [id, b] = [...app.result.boxes].filter(([id]) => op(id)).sort(([, a], [, b]) => Math.abs(a.y - mid) - Math.abs(b.y - mid))[0];
+      if (fitted) v.fit(false);
+      else v.moveTo(size.width / 2 - (b.x + b.width / 2), size.height / 2 - (b.y + b.height / 2), 1, false);
+      %s  // the view drawn there (what it culled restyled) before the click
+      let t0 = performance.now();
+      op(id).dispatchEvent(new MouseEvent("click", {bubbles: true, cancelable: true}));
+      const handler = performance.now() - t0;
+      %s
+      const select = performance.now() - t0, lit = document.querySelectorAll(".unit.lit").length;
+      t0 = performance.now();
+      document.dispatchEvent(new KeyboardEvent("keydown", {key: "Escape", bubbles: true}));
+      %s
+      return {select_ms: select, handler_ms: handler, clear_ms: performance.now() - t0, lit_boxes: lit, boxes: app.graph.leaves.size};
+    }""" % (_TWO_FRAMES, _TWO_FRAMES, _TWO_FRAMES)
+    got = page.evaluate(script, fitted)
+    return {k: round(v, 1) if k.endswith("_ms") else v for k, v in got.items()}
+
+
+def size_toggle(page: Page) -> dict[str, Any]:
+    """Fill by FLOPs, then tick **size** (boxes scaled by FLOPs: a re-layout) and untick it."""
+    page.select_option("select[aria-label='Colour boxes by']", "f")
+    out = {"on": relayout(page, ".check.size input"), "off": relayout(page, ".check.size input")}
+    page.select_option("select[aria-label='Colour boxes by']", "")
+    return out
+
+
 def bench_llama(page: Page, folder: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     ir = llama70b_ir()
@@ -213,6 +258,9 @@ def bench_llama(page: Page, folder: Path) -> dict[str, Any]:
     out["pan_expanded_100"] = pan_frames(page, 1.0)
     out["pan_expanded_40"] = pan_frames(page, 0.4)
     out["overlay_switch"] = overlay_switches(page)
+    out["path_highlight_100"] = path_highlight(page, fitted=False)
+    out["path_highlight_fit"] = path_highlight(page, fitted=True)
+    out["size_toggle"] = size_toggle(page)
     return out
 
 
@@ -238,15 +286,122 @@ def bench_synthetic(page: Page, folder: Path) -> dict[str, Any]:
     return out
 
 
+def bench_diff(page: Page, folder: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    a, b = llama70b_ir(), llama70b_ir(intermediate=24576)
+    out: dict[str, Any] = {"capture_s": round(time.perf_counter() - t0, 1)}
+    t0 = time.perf_counter()
+    d = torchatlas.diff(a, b)
+    path = d.to_html(folder / "diff.html")
+    out["diff_and_page_s"] = round(time.perf_counter() - t0, 2)
+    out["calls"] = len(d.calls)
+    out["changed"] = sum(1 for c in d.calls if c.status == "changed")
+    out["page_mb"] = round(Path(path).stat().st_size / 1e6, 1)
+    start = time.perf_counter()
+    page.goto(Path(path).as_uri(), wait_until="load")
+    # First contentful paint, from navigation start; and the first frame after the load event.
+    paint = page.evaluate(
+        f"""async () => {{ {_TWO_FRAMES}
+          const fcp = performance.getEntriesByName("first-contentful-paint")[0];
+          return {{fcp: fcp ? fcp.startTime : null, frame: performance.now()}}; }}"""
+    )
+    out["open_wall_ms"] = round((time.perf_counter() - start) * 1000)
+    out["first_paint_ms"] = round(paint["fcp"] if paint["fcp"] is not None else paint["frame"])
+    out["loaded_frame_ms"] = round(paint["frame"])
+    click = f"""async () => {{
+      const row = document.querySelectorAll(".row.changed")[Math.floor(document.querySelectorAll(".row.changed").length / 2)];
+      const t0 = performance.now();
+      row.dispatchEvent(new MouseEvent("click", {{bubbles: true}}));
+      {_TWO_FRAMES}
+      return {{ms: performance.now() - t0, rows: document.querySelectorAll("#panel tr.diff").length}};
+    }}"""
+    got = page.evaluate(click)
+    out["click_changed_ms"] = round(got["ms"], 1)
+    out["click_changed_rows"] = got["rows"]
+    return out
+
+
+def _ms(value: float) -> str:
+    return f"{value:,.0f} ms" if value >= 100 or float(value).is_integer() else f"{value:.1f} ms"
+
+
+def click_of(r: dict[str, Any]) -> str:
+    """A re-layout's cell: to the frame after drawing (ELK), and until settled."""
+    return f"{_ms(r['layout_ms'])} ({_ms(r['elk_ms'])}); settled {_ms(r['settle_ms'])}"
+
+
+def _target(value: float, limit: float, text: str) -> str:
+    return f"{text}: {'met' if value <= limit else 'not met'}"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    """bench/results/html.md: one row per measurement, the target where the issue set one."""
+    rows: list[list[str]] = []
+    if "llama70b" in results:
+        r = results["llama70b"]
+        name = f"Llama-70B config on meta (80 layers, {r['ops']:,} ops, {r['page_mb']} MB page)"
+        rows += [
+            [name, "first paint", _ms(r["open"]["first_paint_ms"]), _target(r["open"]["first_paint_ms"], 2000, "< 2 s")],
+            ["", f"open one decoder layer ({r['expand_one_layer']['boxes']} boxes)", click_of(r["expand_one_layer"]),
+             _target(r["expand_one_layer"]["layout_ms"], 200, "< 200 ms")],
+            ["", f"unfold the ×80 ({r['unfold_x80']['boxes']} boxes)", click_of(r["unfold_x80"]), ""],
+            ["", f"open a layer among the 80 ({r['expand_layer_when_unfolded']['boxes']} boxes)", click_of(r["expand_layer_when_unfolded"]),
+             _target(r["expand_layer_when_unfolded"]["layout_ms"], 200, "< 200 ms")],
+            ["", f"then open another one ({r['expand_another_layer']['boxes']} boxes)", click_of(r["expand_another_layer"]),
+             _target(r["expand_another_layer"]["layout_ms"], 200, "< 200 ms")],
+            ["", f"Expand all ({r['expand_all']['boxes']} boxes)", click_of(r["expand_all"]), ""],
+        ]
+        for key, zoom in (("pan_expanded_100", "100 %"), ("pan_expanded_40", "40 %")):
+            p = r[key]
+            rows.append(["", f"pan the expanded view at {zoom}: frame interval, median / 90th pct",
+                         f"{p['frame_median_ms']} / {p['frame_p90_ms']} ms ({p['fps']} fps; move handler {p['move_handler_median_ms']} ms)",
+                         _target(p["frame_median_ms"], 16.8, "≤ 16.7 ms (60 fps)")])
+        switches = r["overlay_switch"]
+        rows.append(["", "switch the fill: menu (each entry, to the second frame)", ", ".join(f"{k[:-3]} {_ms(v)}" for k, v in switches.items()), ""])
+        for key, where in (("path_highlight_100", "at 100 %"), ("path_highlight_fit", "on the fitted view")):
+            h = r[key]
+            rows.append(["", f"path highlight {where}: click an op until its cone ({h['lit_boxes']} of {h['boxes']} boxes) is drawn; Escape",
+                         f"{_ms(h['select_ms'])} (handler {_ms(h['handler_ms'])}); clear {_ms(h['clear_ms'])}",
+                         _target(h["select_ms"], 100, "< 100 ms")])
+        for key in ("on", "off"):
+            rows.append(["", f"size box {key} (fill: FLOPs), re-layout", click_of(r["size_toggle"][key]), ""])
+    if "synthetic100k" in results:
+        r = results["synthetic100k"]
+        rows += [
+            [f"synthetic, {r['ops']:,} ops ({r['page_mb']} MB page)", "first paint", _ms(r["open"]["first_paint_ms"]), "opens collapsed"],
+            ["", "pan/zoom frame, median (max)", f"{r['pan_zoom']['frame_median_ms']} ms ({r['pan_zoom']['frame_max_ms']} ms)", "responsive"],
+            ["", "unfold ×40 / open one block / open its ×25",
+             " / ".join(_ms(r[k]["layout_ms"]) for k in ("unfold_x40", "expand_one_block", "open_x25_inside")), ""],
+            ["", "search", _ms(r["search_ms"]), ""],
+        ]
+    if "diff" in results:
+        r = results["diff"]
+        rows += [
+            [f"diff of two 80-layer Llama-70B captures ({r['calls']:,} calls, {r['changed']} changed, {r['page_mb']} MB page)",
+             "first paint", _ms(r["first_paint_ms"]), ""],
+            ["", "click a changed call until its facts are drawn", _ms(r["click_changed_ms"]), ""],
+        ]
+    return "\n".join([
+        "# The HTML viewer and the diff page in headless Chromium",
+        "",
+        f"{_report.generated_by('bench_html.py')} {MACHINE}: timings move with the machine's load.",
+        "Each line is one run. A re-layout is timed from the click to the frame after the new picture is drawn "
+        "(of which ELK, in brackets), and until nothing moves any more (settled).",
+        "",
+        _report.table(["graph", "what", "time", "target"], rows),
+        "",
+    ])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--only", choices=["llama70b", "synthetic100k"], help="run one of the two")
+    parser.add_argument("--only", choices=["llama70b", "synthetic100k", "diff"], help="run one of the three (and write no html.md)")
     args = parser.parse_args(argv)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         browser = launch_chromium(p)
-        for name, fn in (("llama70b", bench_llama), ("synthetic100k", bench_synthetic)):
+        for name, fn in (("llama70b", bench_llama), ("synthetic100k", bench_synthetic), ("diff", bench_diff)):
             if args.only and args.only != name:
                 continue
             page = browser.new_page(viewport=VIEWPORT)
@@ -254,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             page.close()
             print(name, json.dumps(results[name], indent=2), flush=True)
         browser.close()
+    if not args.only:
+        _report.write_report(RESULTS, markdown(results))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

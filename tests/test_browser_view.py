@@ -208,7 +208,7 @@ def test_params_toggle_redraws_box_text_tooltips_and_f_fits(browser, tmp_path: P
     conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
     assert conv.locator(".subtitle").text_content().startswith("W 16×3×3×3")
     assert "torch.conv2d" in conv.locator("title").text_content() and "1×16×32×32" in conv.locator("title").text_content()
-    v.click_and_relayout(".check input")  # params as boxes: the op's box no longer lists them
+    v.click_and_relayout(".check.params input")  # params as boxes: the op's box no longer lists them
     conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
     assert conv.locator(".subtitle").count() == 0 and v.count(".unit[data-category=param]") >= 2
     v.page.locator(".unit.op").first.click()  # the panel names inputs without internal ids
@@ -289,10 +289,14 @@ def test_details_copy_path_source_and_shapes(browser, tmp_path: Path) -> None:
     v.context.grant_permissions(["clipboard-read", "clipboard-write"])
     v.search("conv2d")  # the first conv2d, inside initial_conv
     copied = {}
-    for what in ("path", "source", "shapes"):
-        v.page.locator(".details .actions.copy button", has_text=f"Copy {what}").click()
-        v.page.wait_for_function("() => document.querySelectorAll('.details .actions.copy button').length && [...document.querySelectorAll('.details .actions.copy button')].some((b) => b.textContent.startsWith('Copied'))")
+    buttons = v.page.locator(".details .actions.copy button")
+    assert buttons.all_text_contents() == ["Copy path", "Copy source", "Copy shapes"]
+    for i, what in enumerate(("path", "source", "shapes")):
+        buttons.nth(i).click()
+        v.page.wait_for_function("(i) => document.querySelectorAll('.details .actions.copy button')[i].textContent === 'Copied ✓'", arg=i)
         copied[what] = v.page.evaluate("() => navigator.clipboard.readText()")
+        if what == "path":
+            v.screenshot("view-copy")  # the path copied, the other buttons saying what they copy
     assert copied["path"] == "initial_conv"
     assert re.search(r"_example\.py:\d+\n.*self\.initial_conv\(x\)", copied["source"])
     assert "inputs" in copied["shapes"] and "1×3×32×32  float32  cpu" in copied["shapes"] and "outputs" in copied["shapes"]
@@ -327,6 +331,38 @@ def test_overlay_colours_boxes_by_flops_with_a_scale(browser, tmp_path: Path) ->
     v.screenshot("view-overlay-flops")
     v.page.select_option("select[aria-label='Colour boxes by']", "")
     assert fill("initial_conv") == before and v.page.locator(".legend").is_visible()
+    v.close()
+
+
+def test_size_overlay_scales_boxes_by_flops(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, _trace("coolcnn"), tmp_path, "size")
+    # Each box (by title): its laid-out width and height over what its text needs, and how far
+    # (on screen) its title sits from its middle.
+    measure = """() => Object.fromEntries([...document.querySelectorAll('.unit')].map((g) => {
+      const a = window.__atlas.app, box = a.result.boxes.get(g.dataset.id), base = a.renderer.sizeOf(g.dataset.id);
+      const b = g.querySelector('.box').getBoundingClientRect(), t = g.querySelector('.title').getBoundingClientRect();
+      return [t.width ? g.querySelector('.title').textContent : g.dataset.id,
+              [box.width / base.width, box.height / base.height, Math.abs(t.x + t.width / 2 - (b.x + b.width / 2))]];
+    }))"""
+    size = v.page.locator(".check.size input")
+    assert size.is_disabled()  # nothing to size by while the fill is the category
+    before = v.page.evaluate(measure)
+    assert all(w == h == 1 for w, h, _ in before.values())
+    v.page.select_option("select[aria-label='Colour boxes by']", "f")
+    assert v.page.evaluate(measure) == before  # colour alone moves nothing
+    v.click_and_relayout(".check.size input")
+    grown = v.page.evaluate(measure)
+    # The convolutions do the most FLOPs: about twice to 2.5 times as wide and as tall; the relu barely grows.
+    assert max(w for w, _, _ in grown.values()) == pytest.approx(2.5, abs=0.02)
+    for conv in ("initial_conv", "parallel_conv", "secondary_conv"):
+        assert grown[conv][0] > 1.8 and grown[conv][1] > 1.8, grown
+    assert grown["relu"][0] < 1.1 and grown["args[0]"][0] == 1, grown  # the input has no FLOPs: not sized
+    assert all(off < 2 for _, _, off in grown.values())  # titles still in the middle of their boxes
+    assert "size: √FLOPs, 1× to 2.5×" in v.page.locator(".scale").text_content()
+    _check_view(v.page.evaluate(MEASURE), "sized by FLOPs")
+    v.screenshot("view-size-flops")
+    v.click_and_relayout(".check.size input")  # off: the boxes fit their text again
+    assert v.page.evaluate(measure) == before and "size:" not in v.page.locator(".scale").text_content()
     v.close()
 
 

@@ -36,7 +36,9 @@ export function svgMarkup(svg, bounds) {
   copy.setAttribute("viewBox", `${-pad} ${-pad} ${bounds.width + 2 * pad} ${bounds.height + 2 * pad}`);
   copy.setAttribute("width", String(Math.ceil(bounds.width + 2 * pad)));
   copy.setAttribute("height", String(Math.ceil(bounds.height + 2 * pad)));
-  copy.setAttribute("class", `${svg.getAttribute("class") || ""} atlas-export`);
+  // The whole graph at its own scale: nothing culled, and the text a zoomed-out view drops is back.
+  copy.setAttribute("class", `${svg.getAttribute("class").replace(/\s*\blod-\w+/g, "")} atlas-export`);
+  for (const e of copy.querySelectorAll(".culled")) e.classList.remove("culled");
   copy.querySelector(".viewport").removeAttribute("transform");
   for (const g of copy.querySelectorAll("g[style]")) {
     const m = /translate\(([-\d.e]+)px,\s*([-\d.e]+)px\)/.exec(g.style.transform);

@@ -4,12 +4,13 @@
 // read-only views for the benchmarks and browser tests.
 
 import { Model } from "./model.js";
-import { Describer, formatMetric } from "./describe.js";
+import { Describer } from "./describe.js";
 import { layout, layoutEngine, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
 import { exportPng, exportSvg } from "./export.js";
+import { Overlay } from "./overlay.js";
 
 const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
 const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
@@ -90,12 +91,7 @@ class App {
     this.depthSelect = h("select", { "aria-label": "Collapse to depth", title: "Collapse to depth N" });
     for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
     this.depthSelect.addEventListener("change", () => this.collapseToDepth(Number(this.depthSelect.value)));
-    // Only the numbers this graph carries are offered (time needs trace(profile=True), NaN/Inf trace(stats=True)).
-    this.overlaySelect = h("select", { "aria-label": "Colour boxes by", title: "Colour the boxes by category, or by a number the graph carries" }, [
-      h("option", { value: "", text: "fill: category" }),
-      ...this.model.doc.metrics.map(([value, text]) => h("option", { value, text: `fill: ${text}` })),
-    ]);
-    this.overlaySelect.addEventListener("change", () => this.applyOverlay());
+    this.overlay = new Overlay(this.model, this.describer, () => this.applyOverlay(), () => this.resize());
     this.direction = "DOWN"; // ELK's: "DOWN" top to bottom, "RIGHT" left to right
     const directionButton = button("⇣", "Lay the graph out left to right", () => {
       const across = this.direction === "DOWN";
@@ -120,8 +116,9 @@ class App {
         this.depthSelect,
         button("Fit", "Fit the graph to the window", () => this.viewport.fit(), "fit"),
         directionButton,
-        this.overlaySelect,
-        h("label", { class: "check", title: "Show parameters and buffers as their own boxes" }, [this.paramsToggle, h("span", { text: "params" })]),
+        this.overlay.select,
+        this.overlay.sizeControl,
+        h("label", { class: "check params", title: "Show parameters and buffers as their own boxes" }, [this.paramsToggle, h("span", { text: "params" })]),
       ]),
       h("div", { class: "group" }, [
         button("◐", "Switch light / dark theme", () => this.toggleTheme(), "theme"),
@@ -143,9 +140,8 @@ class App {
     for (const [cat, text] of this.model.doc.legend) {
       this.legend.appendChild(h("div", { class: "legend-item", "data-category": cat, title: text }, [h("span", { class: "swatch" }), h("span", { text: cat })]));
     }
-    this.scale = h("div", { class: "scale hidden" });
     // The legend and the counts sit in a bar under the graph, never over it.
-    const stage = h("main", { class: "stage" }, [h("div", { class: "canvas" }, [svg, minimapBox, this.notice]), h("footer", { class: "dock" }, [this.legend, this.scale, this.status])]);
+    const stage = h("main", { class: "stage" }, [h("div", { class: "canvas" }, [svg, minimapBox, this.notice]), h("footer", { class: "dock" }, [this.legend, this.overlay.bar, this.status])]);
     const panelBody = h("div", { class: "details-body" });
     const closePanel = button("×", "Close the details", () => this.panel.classList.add("closed"), "close-details");
     this.panel = h("aside", { class: `details${innerWidth < NARROW ? " closed" : ""}` }, [closePanel, panelBody]);
@@ -157,7 +153,7 @@ class App {
       onSelect: (id, ev) => this.selectUnit(id, ev),
       onUnfold: (sIdx) => this.toggleFold(this.model.scopes[sIdx].rep[0]),
     });
-    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap, minimapBox);
+    this.viewport = new Viewport(svg, this.renderer.viewport, this.minimap, minimapBox, () => this.renderer.cull(this.viewport.view(), this.viewport.k));
     svg.addEventListener("click", () => this.select(null));
     this.details = new DetailsPanel(panelBody, this.model, this.describer, {
       onToggleScope: (sIdx) => this.toggle(this.model.expanded.has(sIdx) ? "c" + sIdx : "s" + sIdx),
@@ -224,37 +220,28 @@ class App {
     } catch {
       // Not persisting is fine.
     }
+    this.viewport.paintMinimap();
     this.viewport.drawMinimap();
   }
 
-  /** Colour the boxes by the number the overlay menu names (FLOPs, time…), with its scale and range in the dock; or by category. */
+  /** Colour the boxes by the number the fill: menu names, with its scale in the dock instead of the legend; or by category. */
   applyOverlay() {
-    const metric = this.overlaySelect.value;
     if (!this.graph) return;
-    const values = new Map();
-    if (metric) {
-      for (const id of this.graph.leaves.keys()) {
-        const v = this.describer.metric(id, metric);
-        if (v != null) values.set(id, v);
-      }
-    }
-    const numbers = [...values.values()];
-    const min = numbers.length ? Math.min(...numbers) : 0;
-    const max = numbers.length ? Math.max(...numbers) : 0;
-    const steps = this.model.doc.overlaySteps;
-    this.renderer.overlay(metric ? values : null, min, max, steps);
-    this.legend.classList.toggle("hidden", !!metric);
-    this.scale.classList.toggle("hidden", !metric);
-    if (!metric) return;
-    const [, name, unit] = this.model.doc.metrics.find(([value]) => value === metric);
-    const swatches = Array.from({ length: steps }, (_, i) => h("span", { class: `swatch overlay-${i}` }));
-    this.scale.replaceChildren(
-      h("span", { class: "scale-name", text: `${name}:` }),
-      h("span", { class: "scale-min", text: formatMetric(min, unit) }),
-      ...swatches,
-      h("span", { class: "scale-max", text: formatMetric(max, unit) }),
-      h("span", { text: `(log scale, ${numbers.length} boxes on screen; blank: none)` }),
-    );
+    this.overlay.apply(this.graph, this.renderer);
+    this.legend.classList.toggle("hidden", !!this.overlay.metric);
+  }
+
+  /** Lay out again for new box sizes; a fitted view stays fitted. */
+  async resize() {
+    const fitted = this.viewport.fitted;
+    await this.relayout({ animate: true });
+    if (fitted) this.viewport.fit(true, fitted);
+  }
+
+  /** Box sizes for laying out `graph`: what the text needs, scaled by the size overlay where it is on. */
+  boxSizes(graph) {
+    const scales = this.overlay.scales(graph);
+    return (id) => this.renderer.sizeOf(id, scales.get(id));
   }
 
   /** The depth N of the depth menu that the opened modules amount to. */
@@ -456,7 +443,7 @@ class App {
     const graph = m.visibleGraph();
     m.expanded.delete(best);
     const r = this.renderer;
-    prefetch(graph, (id) => r.sizeOf(id), (c) => r.containerMinWidth(c), this.direction);
+    prefetch(graph, this.boxSizes(graph), (c) => r.containerMinWidth(c), this.direction);
   }
 
   async relayout({ animate = false, fit = false, anchor = null } = {}) {
@@ -466,12 +453,7 @@ class App {
     const r = this.renderer;
     let result;
     try {
-      result = await layout(
-        graph,
-        (id) => r.sizeOf(id),
-        (c) => r.containerMinWidth(c),
-        this.direction,
-      );
+      result = await layout(graph, this.boxSizes(graph), (c) => r.containerMinWidth(c), this.direction);
     } catch (err) {
       // Keep the last good picture; say why this change could not be shown.
       this.flash(`Layout failed: ${err && err.message ? err.message : err}`);
@@ -482,6 +464,7 @@ class App {
     this.graph = graph;
     this.result = result;
     r.draw(graph, result, animate);
+    r.cull(this.viewport.view(), this.viewport.k);
     this.applyOverlay();
     this.viewport.setContent(result, result.boxes);
     const after = anchor ? result.boxes.get(anchor[1]) : null;

@@ -11,6 +11,8 @@ function h(tag, cls, text) {
 }
 
 /** "inputs / name  shape dtype device" lines, then the outputs. */
+const COPIED_MS = 2000; // how long a copy button says "Copied ✓"
+
 function shapesText(ins, outs) {
   const block = (title, items) => (items.length ? [title, ...items.map(({ name, meta }) => `  ${name}  ${formatMeta(meta)}`)] : []);
   return [...block("inputs", ins), ...block("outputs", outs)].join("\n");
@@ -86,7 +88,12 @@ export class DetailsPanel {
       if (!text) continue;
       const b = h("button", null, `Copy ${what}`);
       b.title = `Copy the ${what} to the clipboard`;
-      b.addEventListener("click", () => copy(text).then((ok) => (b.textContent = ok ? "Copied ✓" : "Copy failed")));
+      b.addEventListener("click", () =>
+        copy(text).then((ok) => {
+          b.textContent = ok ? "Copied ✓" : "Copy failed";
+          setTimeout(() => (b.textContent = `Copy ${what}`), COPIED_MS); // so the button says again what it copies
+        }),
+      );
       bar.appendChild(b);
     }
     parent.appendChild(bar);

@@ -4,6 +4,7 @@
 // textContent, so names from user code are never parsed as markup.
 
 import { HEADER } from "./layout.js";
+import { Culler } from "./cull.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 export const FONT_TITLE = "600 12px system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif";
@@ -73,12 +74,20 @@ export class Renderer {
     this.elements = new Map(); // id -> g
     this.boxes = new Map();
     this.edgeEls = new Map();
+    this.culler = new Culler();
+    this.culled = []; // [element, graph rect] of the boxes and frames; drawEdges adds the edges and labels
   }
 
-  sizeOf(id) {
+  /** Hide what lies well outside `view` (graph coordinates) at scale `k`; see cull.js. */
+  cull(view, k) {
+    this.culler.update(view, k);
+  }
+
+  /** A leaf box's size: what its text needs, times `scale` (the size overlay). */
+  sizeOf(id, scale = 1) {
     const d = this.describer.unit(id);
     const w = Math.max(textWidth(d.title, FONT_TITLE) + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0), d.subtitle ? textWidth(d.subtitle, FONT_SMALL) : 0);
-    return { width: Math.ceil(Math.max(64, w + 24)), height: d.subtitle ? 40 : 28 };
+    return { width: Math.ceil(Math.max(64, w + 24) * scale), height: Math.ceil((d.subtitle ? 40 : 28) * scale) };
   }
 
   containerMinWidth(sIdx) {
@@ -108,8 +117,13 @@ export class Renderer {
     const previous = this.boxes;
     this.boxes = result.boxes;
     const keep = new Set();
-    const moves = []; // [g, box, where it grows from]; applied together so the page reflows once
-    const place = (g, box, origin) => moves.push([g, box, origin]);
+    const moves = []; // [g, box, where it grows from, new]; applied together so the page reflows once
+    this.culled = [];
+    const place = (g, box, origin, fresh) => {
+      moves.push([g, box, origin, fresh]);
+      // Room above a box for its "↪ name" notes.
+      this.culled.push([g, { x: box.x - 4, y: box.y - 18, width: box.width + 8, height: box.height + 22 }]);
+    };
     const clusterOrder = [...graph.containers.keys()].filter((c) => c !== 0).sort((a, b) => this.describer.model.scopes[a].depth - this.describer.model.scopes[b].depth);
     for (const cIdx of clusterOrder) {
       const id = "c" + cIdx;
@@ -124,7 +138,7 @@ export class Renderer {
       const badge = this.describer.containerBadge(cIdx);
       const titleWidth = textWidth(this.describer.containerTitle(cIdx), FONT_TITLE) + (badge ? textWidth(`${badge} ⤢`, FONT_TITLE) + 8 : 0);
       setTitleMax(g, titleWidth, box.width - 34, MAX_FRAME_TITLE);
-      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null, fresh);
     }
     for (const [id, leaf] of graph.leaves) {
       keep.add(id);
@@ -139,7 +153,7 @@ export class Renderer {
       this.drawRefs(g, leaf.refs);
       const box = result.boxes.get(id);
       if (g.titleRoom) setTitleMax(g, g.titleRoom.text, box.width - g.titleRoom.taken, box.height * 0.55);
-      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null);
+      place(g, box, fresh ? this.originOf(id, graph.units, previous) : null, fresh);
     }
     this.move(moves, animate);
     for (const [id, g] of this.elements) {
@@ -151,7 +165,7 @@ export class Renderer {
     this.drawEdges(graph, result, animate);
   }
 
-  /** Put boxes in place; with `animate`, new boxes glide out of the box they came from, or fade in. */
+  /** Put boxes in place; with `animate`, new boxes glide out of the box they came from, or fade in once. */
   move(moves, animate) {
     const set = (g, b) => {
       g.style.transform = `translate(${b.x}px, ${b.y}px)`;
@@ -160,6 +174,8 @@ export class Renderer {
         r.style.height = `${b.height}px`;
       }
       if (g.headerHit) g.headerHit.style.width = `${b.width}px`;
+      // The text stays in the middle of a box the size overlay made larger.
+      if (g.face) g.face.style.transform = `translate(${(b.width - g.base.width) / 2}px, ${(b.height - g.base.height) / 2}px)`;
     };
     const gliding = animate ? moves.filter(([, , origin]) => origin) : [];
     for (const [g, , origin] of gliding) {
@@ -168,9 +184,13 @@ export class Renderer {
     }
     // One style flush makes the origins the starting point of the transitions below.
     if (gliding.length) this.svg.getBoundingClientRect();
-    for (const [g, box, origin] of moves) {
+    for (const [g, box, origin, fresh] of moves) {
       if (origin && animate) g.classList.remove("no-anim");
-      else if (animate) g.classList.add("entering");
+      else if (animate && fresh) {
+        g.classList.add("entering");
+        // Removed once done: a culled box shown again would otherwise fade in again.
+        g.addEventListener("animationend", () => g.classList.remove("entering"), { once: true });
+      }
       set(g, box);
     }
   }
@@ -216,19 +236,21 @@ export class Renderer {
     // A second outline offset behind a module box reads as "there is more inside".
     g.sizeRects = d.module ? [el("rect", { class: "stack", x: "3", y: "3", rx: "6" }, g)] : [];
     g.sizeRects.push(el("rect", { class: "box", rx: d.module ? "6" : "5" }, g));
-    const { width } = this.sizeOf(id);
+    g.base = this.sizeOf(id);
+    const { width } = g.base;
     const cx = width / 2;
-    const title = el("text", { class: "title", x: String(d.badge ? cx - (textWidth(d.badge, FONT_TITLE) + 18) / 2 : cx), y: d.subtitle ? "17" : "18" }, g);
+    g.face = el("g", { class: "face" }, g); // the text, laid out for the box at its base size
+    const title = el("text", { class: "title", x: String(d.badge ? cx - (textWidth(d.badge, FONT_TITLE) + 18) / 2 : cx), y: d.subtitle ? "17" : "18" }, g.face);
     title.textContent = d.title;
     if (d.subtitle) {
-      const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g);
+      const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g.face);
       sub.textContent = d.subtitle;
     }
     if (d.module) g.titleRoom = { text: textWidth(d.title, FONT_TITLE), taken: 12 + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0) };
     if (d.badge) {
       const bw = textWidth(d.badge, FONT_TITLE) + 10;
-      el("rect", { class: "badge", x: String(width - bw - 8), y: "5", width: String(bw), height: "16", rx: "8" }, g);
-      const b = el("text", { class: "badge-text", x: String(width - bw / 2 - 8), y: "17" }, g);
+      el("rect", { class: "badge", x: String(width - bw - 8), y: "5", width: String(bw), height: "16", rx: "8" }, g.face);
+      const b = el("text", { class: "badge-text", x: String(width - bw / 2 - 8), y: "17" }, g.face);
       b.textContent = d.badge;
     }
     g.addEventListener("click", (ev) => {
@@ -291,6 +313,9 @@ export class Renderer {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
       const g = el("g", { class: "edge", "data-id": e.id }, frag);
+      let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
+      for (const p of points) [x0, y0, x1, y1] = [Math.min(x0, p.x), Math.min(y0, p.y), Math.max(x1, p.x), Math.max(y1, p.y)];
+      this.culled.push([g, { x: x0 - 8, y: y0 - 8, width: x1 - x0 + 16, height: y1 - y0 + 16 }]); // and its arrow head
       el("path", { d: routePath(points), "marker-end": "url(#atlas-arrow)" }, g);
       const text = this.describer.edgeLabel(e);
       const start = points[0];
@@ -307,6 +332,7 @@ export class Renderer {
         // Just below the source box, beside the line: where the value leaves its producer.
         // Labels go after every edge, so that no other edge crosses over one.
         const lg = el("g", { class: "edge-label", "data-id": e.id }, labels);
+        this.culled.push([lg, { x: rect.x, y: rect.y, width: rect.w, height: rect.h }]);
         el("rect", { class: "label-bg", x: String(x), y: String(start.y + 3), width: String(width), height: "13", rx: "3" }, lg);
         const t = el("text", { class: "label", x: String(x + width / 2), y: String(start.y + 13) }, lg);
         t.textContent = text;
@@ -316,6 +342,7 @@ export class Renderer {
     }
     frag.appendChild(labels);
     this.layerEdges.appendChild(frag);
+    this.culler.set(this.culled);
   }
 
   /**

@@ -1,8 +1,13 @@
 // Pan, zoom, fit and the minimap. The transform is applied to one <g>, so a
-// pan or zoom never touches the boxes themselves.
+// pan or zoom never touches the boxes themselves; `onChange` hears of every move
+// (the renderer culls what is off screen).
 
 const MIN_SCALE = 0.02;
 const MAX_SCALE = 4;
+// Below these scales text is dropped (see viewer.css): it could not be read, and painting it costs frames.
+const LOD_FAR = 0.55; // edge labels, subtitles, "↪" notes
+const LOD_OPS = 0.45; // op names
+const LOD_TINY = 0.22; // module names in boxes, badges
 
 export class Viewport {
   constructor(svg, group, minimap, minimapBox, onChange) {
@@ -16,13 +21,16 @@ export class Viewport {
     this.y = 0;
     this.bounds = { width: 1, height: 1 };
     this.boxes = new Map();
+    this.minimapBase = document.createElement("canvas"); // the boxes, drawn once per layout; a move only redraws the view's frame
+    this.minimapBase.width = minimap.width;
+    this.minimapBase.height = minimap.height;
     this.animation = 0;
     svg.addEventListener("wheel", (ev) => this.onWheel(ev), { passive: false });
     svg.addEventListener("pointerdown", (ev) => this.onPointerDown(ev));
     minimap.addEventListener("pointerdown", (ev) => this.onMinimap(ev));
     this.fitted = null; // the maximum scale of the last fit, while the user has not moved the view since
     // A fitted view stays fitted when the window (or the notebook frame, or the panel beside it) changes size.
-    new ResizeObserver(() => (this.fitted ? this.fit(false, this.fitted) : this.drawMinimap())).observe(svg);
+    new ResizeObserver(() => (this.fitted ? this.fit(false, this.fitted) : this.apply())).observe(svg);
   }
 
   size() {
@@ -35,17 +43,24 @@ export class Viewport {
     if (this.k !== this.styledK) {
       // Only a zoom restyles the text; a pan moves one group and nothing else.
       this.styledK = this.k;
-      this.svg.classList.toggle("lod-far", this.k < 0.55);
-      this.svg.classList.toggle("lod-tiny", this.k < 0.22);
+      this.svg.classList.toggle("lod-far", this.k < LOD_FAR);
+      this.svg.classList.toggle("lod-ops", this.k < LOD_OPS);
+      this.svg.classList.toggle("lod-tiny", this.k < LOD_TINY);
       this.svg.style.setProperty("--zoom", String(this.k));
     }
     this.drawMinimap();
     this.onChange?.();
   }
 
+  /** The part of the graph in view, in graph coordinates. */
+  view() {
+    const { width, height } = this.size();
+    return { x: -this.x / this.k, y: -this.y / this.k, width: width / this.k, height: height / this.k };
+  }
+
   setContent(bounds, boxes) {
     this.bounds = bounds;
-    this.boxes = boxes;
+    this.paintMinimap(boxes);
     this.drawMinimap();
   }
 
@@ -182,6 +197,24 @@ export class Viewport {
     return { x: (this.minimap.width - this.bounds.width * s) / 2, y: (this.minimap.height - this.bounds.height * s) / 2 };
   }
 
+  /** Draw the boxes (`boxes`: id -> graph rect) into the minimap's base, in the theme's colours. */
+  paintMinimap(boxes = this.boxes) {
+    this.boxes = boxes;
+    const ctx = this.minimapBase.getContext("2d");
+    const s = this.minimapScale();
+    const o = this.minimapOffset();
+    const style = getComputedStyle(this.minimap);
+    const [cluster, node] = [style.getPropertyValue("--mm-cluster"), style.getPropertyValue("--mm-node")];
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.clearRect(0, 0, this.minimapBase.width, this.minimapBase.height);
+    ctx.translate(o.x, o.y);
+    for (const [id, b] of boxes) {
+      if (id === "c0") continue;
+      ctx.fillStyle = id[0] === "c" ? cluster : node;
+      ctx.fillRect(b.x * s, b.y * s, Math.max(1, b.width * s), Math.max(1, b.height * s));
+    }
+  }
+
   drawMinimap() {
     const view = this.size();
     const big = this.bounds.width * this.k > view.width * 1.05 || this.bounds.height * this.k > view.height * 1.05;
@@ -190,16 +223,11 @@ export class Viewport {
     const ctx = this.minimap.getContext("2d");
     const s = this.minimapScale();
     const o = this.minimapOffset();
-    const style = getComputedStyle(this.minimap);
     ctx.setTransform(1, 0, 0, 1, 0, 0);
     ctx.clearRect(0, 0, this.minimap.width, this.minimap.height);
+    ctx.drawImage(this.minimapBase, 0, 0);
     ctx.translate(o.x, o.y);
-    for (const [id, b] of this.boxes) {
-      if (id === "c0") continue;
-      ctx.fillStyle = id[0] === "c" ? style.getPropertyValue("--mm-cluster") : style.getPropertyValue("--mm-node");
-      ctx.fillRect(b.x * s, b.y * s, Math.max(1, b.width * s), Math.max(1, b.height * s));
-    }
-    ctx.strokeStyle = style.getPropertyValue("--mm-view");
+    ctx.strokeStyle = getComputedStyle(this.minimap).getPropertyValue("--mm-view");
     ctx.lineWidth = 2;
     ctx.strokeRect((-this.x / this.k) * s, (-this.y / this.k) * s, (view.width / this.k) * s, (view.height / this.k) * s);
   }
