@@ -327,6 +327,13 @@ def test_overlay_colours_boxes_by_flops_with_a_scale(browser, tmp_path: Path) ->
     conv, relu, source = fill("initial_conv"), fill("truediv"), fill("args[0]")
     assert conv != before and conv != relu  # the convolutions cost more than a division
     assert source == v.page.evaluate("getComputedStyle(document.body).backgroundColor")  # no FLOPs: blank
+    text = lambda title, part: v.page.evaluate(  # noqa: E731
+        "([t, part]) => getComputedStyle([...document.querySelectorAll('.unit')].find((g) => g.querySelector('.title').textContent === t).querySelector(part)).fill",
+        [title, part],
+    )
+    # On the darkest fills a class name is drawn in the title's colour, not the grey that vanishes there.
+    assert text("initial_conv", ".subtitle") == text("initial_conv", ".title")
+    assert text("max_pool", ".subtitle") != text("max_pool", ".title")  # a light fill keeps the grey
     _check_view(v.page.evaluate(MEASURE), "overlay")
     v.screenshot("view-overlay-flops")
     v.page.select_option("select[aria-label='Colour boxes by']", "")

@@ -354,11 +354,14 @@ export class Renderer {
     for (const [id, g] of this.elements) {
       if (!values || !values.has(id)) {
         g.style.removeProperty("--unit-overlay");
+        g.classList.remove("overlay-strong");
         continue;
       }
       const span = Math.log1p(max) - Math.log1p(min);
       const step = span > 0 ? Math.min(steps - 1, Math.floor(((Math.log1p(values.get(id)) - Math.log1p(min)) / span) * steps)) : 0;
       g.style.setProperty("--unit-overlay", `var(--overlay-${step})`);
+      // Grey subtitles vanish on the two darkest fills: there they take the title's colour.
+      g.classList.toggle("overlay-strong", step >= steps - 2);
     }
   }
 
