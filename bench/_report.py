@@ -194,7 +194,6 @@ def markdown(
             "",
             *_slopes(runs, tools, scale),
             "torchatlas stages on the same graphs (seconds):",
-            "torchatlas stages on the same graphs (seconds):",
             "",
             table(
                 ["model", "capture", "all passes", "JSON", "text tree", "HTML"],
