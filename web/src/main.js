@@ -11,6 +11,7 @@ import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
 import { exportPng, exportSvg } from "./export.js";
 import { Overlay } from "./overlay.js";
+import { h } from "./dom.js";
 
 const START_BUDGET = 40; // at most this many boxes on screen when the page opens, in a 1400×800 window
 const READABLE_SCALE = 0.55; // the first view opens modules only as deep as the fitted picture stays this legible
@@ -26,16 +27,6 @@ const KEYS = [
 ];
 const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
-
-function h(tag, attrs = {}, children = []) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") e.textContent = v;
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) e.appendChild(c);
-  return e;
-}
 
 function initialTheme() {
   try {

@@ -3,18 +3,9 @@
 // in the dock says what colour and size mean.
 
 import { formatMetric } from "./describe.js";
+import { h } from "./dom.js";
 
 const SIZE_MAX = 2.5; // the box with the largest number is this many times as wide and as tall as its text needs
-
-function h(tag, attrs = {}, children = []) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (k === "text") e.textContent = v;
-    else e.setAttribute(k, v);
-  }
-  for (const c of children) e.appendChild(c);
-  return e;
-}
 
 export class Overlay {
   /**
