@@ -140,6 +140,29 @@ def loop_ir(count: int = 4, mark_repeats: bool = True) -> GraphIR:
     return b.build()
 
 
+def encoder_decoder_ir(layers: int = 4) -> GraphIR:
+    """An encoder's output read by a cross-attention-like Linear in each of ``layers``
+    repeated decoder layers, beside the decoder's own chain (T5, BART, Whisper)."""
+    b = IRBuilder("tests.EncoderDecoder")
+    src = b.input("args[0]", (2, 8))
+    tgt = b.input("args[1]", (2, 8))
+    encoder = b.scope("encoder", "tests.Encoder")
+    memory = linear(b, "encoder.fc", src, 8, 8, parent=encoder)
+    b.returns(encoder, memory)
+    decoder = b.scope("decoder", "tests.Decoder")
+    h = tgt
+    for i in range(layers):
+        layer = b.scope(f"decoder.layers.{i}", "tests.Layer", parent=decoder,
+                        repeat={"group": "layers:Layer", "index": i, "count": layers})
+        h = linear(b, f"decoder.layers.{i}.q", h, 8, 8, parent=layer)
+        k = linear(b, f"decoder.layers.{i}.k", memory, 8, 8, parent=layer)
+        h = b.op("torch.Tensor.__add__", [h, k], (2, 8), layer)
+        b.returns(layer, h)
+    b.returns(decoder, h)
+    b.output(h)
+    return b.build()
+
+
 # -- reading DOT back ----------------------------------------------------------
 
 
@@ -160,6 +183,8 @@ class Diagram:
     clusters: dict[str, dict] = field(default_factory=dict)
     """Cluster name -> its ``graph [...]`` attributes, plus ``parent`` cluster."""
     edges: list[tuple[str, str, dict]] = field(default_factory=list)
+    pins: list[tuple[str, str]] = field(default_factory=list)
+    """Invisible edges: they only keep a unit below another (``rank_pins``)."""
     graph: dict = field(default_factory=dict)
 
     def label(self, node: str) -> str:
@@ -201,7 +226,11 @@ def parse_dot(source: str) -> Diagram:
             assert name not in out.nodes, f"node {name} declared twice"
             out.nodes[name] = {**n.get_attributes(), "cluster": cluster}
         for e in g.get_edges():
-            out.edges.append((_unquote(e.get_source()), _unquote(e.get_destination()), e.get_attributes()))
+            ends = (_unquote(e.get_source()), _unquote(e.get_destination()))
+            if e.get_attributes().get("style") == "invis":
+                out.pins.append(ends)
+            else:
+                out.edges.append((*ends, e.get_attributes()))
         for sub in g.get_subgraphs():
             name = _unquote(sub.get_name())
             out.clusters[name] = {"parent": cluster}

@@ -8,7 +8,16 @@ import subprocess
 import warnings
 
 import pytest
-from _dot_helpers import IRBuilder, coolcnn_ir, label_text, loop_ir, parse_dot, residual_ir, shared_ir
+from _dot_helpers import (
+    IRBuilder,
+    coolcnn_ir,
+    encoder_decoder_ir,
+    label_text,
+    loop_ir,
+    parse_dot,
+    residual_ir,
+    shared_ir,
+)
 
 from torchatlas._ir import GraphIR
 from torchatlas._ops import CATEGORIES, LEGEND, category
@@ -329,6 +338,49 @@ def test_a_value_read_in_many_calls_gets_reference_boxes_instead_of_long_edges()
         assert d.label(reader) == "masked_fill" and d.nodes[reader]["cluster"] == d.nodes[ref]["cluster"]
     # two readers are drawn as plain edges
     assert not [n for n in diagram(loop_ir(2)).nodes if n.startswith("ref_")]
+
+
+def test_a_value_read_by_repeated_layers_inside_one_call_gets_reference_boxes():
+    # The encoder's output is read in one call below the model (the decoder), but by every
+    # one of its layers: it keeps a real edge to the first layer only.
+    d = diagram(encoder_decoder_ir(4))
+    (first,) = d.succs(d.find("fc (Linear)"))
+    assert d.cluster_label(d.nodes[first]["cluster"]) == "decoder.layers.0 (Layer)"
+    refs = [n for n in d.nodes if d.label(n).startswith("↪ encoder.fc")]
+    assert [d.cluster_label(d.nodes[r]["cluster"]) for r in refs] == [f"decoder.layers.{i} (Layer)" for i in (1, 2, 3)]
+    # the same readers in layers that are not repeats of one layer keep their edges
+    plain = encoder_decoder_ir(4)
+    for s in plain.scopes:
+        s.meta.pop("repeat", None)
+    assert not [n for n in diagram(plain).nodes if n.startswith("ref_")]
+
+
+def test_each_cluster_is_pinned_below_the_last_value_it_reads_from_outside():
+    # Layer 1's k reads the encoder's output, made long before: dot would rank it (and with it
+    # the top of layer 1's cluster) beside layer 0, and the layers would stand in a staircase.
+    d = diagram(encoder_decoder_ir(2))
+
+    def in_layer(i: int, label: str) -> str:
+        return next(
+            n for n, a in d.nodes.items()
+            if d.label(n).split("\n")[0] == label and d.cluster_label(a["cluster"]) == f"decoder.layers.{i} (Layer)"
+        )
+
+    add0, k1, q1 = in_layer(0, "add"), in_layer(1, "k (Linear)"), in_layer(1, "q (Linear)")
+    assert (add0, k1) in d.pins  # held below layer 0's output, the last value layer 1 reads
+    assert (add0, q1) not in d.pins and add0 in d.preds(q1)  # a real edge already holds q
+    assert not [p for p in d.pins if p[1] == d.find("fc (Linear)")]  # the encoder reads only the input
+
+
+@needs_dot
+@pytest.mark.graphviz
+def test_repeated_layers_stack_one_under_the_other():
+    laid = _layout_json(encoder_decoder_ir(2))
+    boxes = {o["label"]: tuple(map(float, o["bb"].split(","))) for o in laid["objects"] if "bb" in o and "label" in o}
+    (_, low0, _, high0), (_, low1, _, high1) = (
+        next(bb for label, bb in boxes.items() if f"decoder.layers.{i}" in label) for i in (0, 1)
+    )
+    assert high1 < low0  # layer 1's box lies wholly below layer 0's (y grows upwards in dot)
 
 
 # -- real captures -----------------------------------------------------------------------

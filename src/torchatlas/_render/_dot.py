@@ -37,7 +37,7 @@ from torchatlas._render._palette import (
     Palette,
     leaf_module_category,
 )
-from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout
+from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout, rank_pins
 from torchatlas._text import format_compact
 
 FONT = "Helvetica,Arial,sans-serif"
@@ -125,6 +125,8 @@ class _Writer:
         self._container(None, 1)
         for (src, dst), edge in self.layout.edges.items():
             self._edge(src, dst, edge)
+        for src, dst in rank_pins(self.ir, self.layout):
+            self.lines.append(f"  {quoted(src)} -> {quoted(dst)} [style=invis];")
         if o.legend:
             self.lines.append(f"  graph [labelloc=b, label=<{self._legend()}>];")
         self.lines.append("}")

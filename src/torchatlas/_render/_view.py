@@ -11,7 +11,7 @@ as data, so both draw the same picture.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._render._palette import PALETTES
@@ -137,7 +137,9 @@ def _reader_branches(
 ) -> dict[tuple[str, int, str], str | None]:
     """(value, reader unit) -> the module call, below the scope shared with the producer, that holds the reader.
 
-    None when the reader is an op directly in that shared scope.
+    None when the reader is an op directly in that shared scope. Readers that sit in one call
+    there, but in at least ``BROADCAST_CALLS`` repeats of a layer further down (the encoder's
+    output read by every decoder layer), are counted by those layers instead.
     """
     chains: dict[str, list[str]] = {}
 
@@ -149,11 +151,36 @@ def _reader_branches(
     out: dict[tuple[str, int, str], str | None] = {}
     for (src_id, slot), value_readers in readers.items():
         src_chain = chain(ir.node(src_id).scope)
-        for reader in value_readers:
-            unit = units[reader]
-            dst_chain = chain(unit.scope.id if unit.scope is not None else unit.node.scope)
-            out[(src_id, slot, reader)] = call_holding(dst_chain, src_chain)
+        reader_chains = {
+            r: chain(units[r].scope.id if units[r].scope is not None else units[r].node.scope) for r in value_readers
+        }
+        holding = {r: call_holding(c, src_chain) for r, c in reader_chains.items()}
+        calls = set(holding.values()) - {None}
+        if len(calls) < BROADCAST_CALLS:
+            for call in calls:  # look inside each call for repeated layers that all read the value
+                inside = {r: c for r, c in reader_chains.items() if holding[r] == call}
+                holding.update(_repeated_layers_holding(ir, inside) or {})
+        out.update(((src_id, slot, r), call) for r, call in holding.items())
     return out
+
+
+def _repeated_layers_holding(ir: GraphIR, reader_chains: dict[str, list[str]]) -> dict[str, str | None] | None:
+    """Reader -> the call just below the readers' deepest shared scope that holds it, when at
+    least ``BROADCAST_CALLS`` of those calls are repeats of one layer; else None."""
+    chains = list(reader_chains.values())
+    shared = chains[0]
+    for c in chains[1:]:
+        depth = 0
+        while depth < min(len(shared), len(c)) and shared[depth] == c[depth]:
+            depth += 1
+        shared = shared[:depth]
+    holding = {r: call_holding(c, shared) for r, c in reader_chains.items()}
+    groups: dict[Any, set[str]] = {}
+    for call in holding.values():
+        repeat = ir.scope(call).meta.get("repeat") if call is not None else None
+        if isinstance(repeat, dict):
+            groups.setdefault(repeat.get("group"), set()).add(call)
+    return holding if any(len(calls) >= BROADCAST_CALLS for calls in groups.values()) else None
 
 
 def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
@@ -244,3 +271,44 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     units.update(refs)
 
     return Layout(units, edges, root)
+
+
+def rank_pins(ir: GraphIR, layout: Layout) -> list[tuple[str, str]]:
+    """Invisible (unit, unit) edges that keep each module call's cluster below the last value
+    it reads from outside.
+
+    Without them ``dot`` ranks a unit that reads an early value (a decoder layer's
+    cross-attention keys reading the encoder's output, a bias each layer passes to the next)
+    right under that value: its cluster then reaches up beside the calls before it, and the
+    layers stand side by side in a staircase instead of one under the other.
+    """
+    position = {n.id: i for i, n in enumerate(ir.nodes)}
+    chains: dict[str | None, tuple[str, ...]] = {None: ()}
+
+    def clusters(container: str | None) -> tuple[str, ...]:
+        """The cluster a unit is drawn in and the clusters around it, innermost first."""
+        if container not in chains:
+            parent = ir.scope(container).parent
+            chains[container] = (container, *clusters(None if parent == layout.root else parent))
+        return chains[container]
+
+    latest: dict[str, tuple[int, str]] = {}  # cluster -> (producer position, unit) of the last value read into it
+    entries: dict[str, list[str]] = {}  # cluster -> units that read from outside it
+    for (src, dst), edge in layout.edges.items():
+        if edge.from_param or not edge.values:
+            continue
+        around_src = set(clusters(layout.units[src].container))
+        produced = max(position[ref.node] for ref in edge.values)
+        for cluster in clusters(layout.units[dst].container):
+            if cluster in around_src:  # nested: every cluster further out holds both ends
+                break
+            if cluster not in latest or produced > latest[cluster][0]:
+                latest[cluster] = (produced, src)
+            entries.setdefault(cluster, []).append(dst)
+    pins: dict[tuple[str, str], None] = {}
+    for cluster, readers in entries.items():
+        source = latest[cluster][1]
+        for unit in readers:
+            if unit != source and (source, unit) not in layout.edges:
+                pins[(source, unit)] = None
+    return list(pins)
