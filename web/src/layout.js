@@ -152,12 +152,30 @@ const SOON = 1;
 const IDLE = 2;
 const waiting = [];
 const layingOut = [0, 0]; // layouts under way, NOW and SOON: they ask for their modules one after another
+let guesses = 0; // bumped when the view changes: guesses made for an older view are dropped
 
-function submit(input, priority) {
+function submit(input, priority, key) {
   return new Promise((resolve, reject) => {
-    waiting.push({ input, priority, resolve, reject });
+    waiting.push({ input, priority, key, resolve, reject });
     dispatch();
   });
+}
+
+/**
+ * Drop the guesses about the next view that no engine has started on: the view
+ * they were made for is gone, and the guesses for the new one come after the
+ * layout the user asked for. A running one cannot be stopped; it finishes into the cache.
+ */
+export function dropPrefetches() {
+  guesses += 1;
+  for (let i = waiting.length - 1; i >= 0; i--) {
+    const job = waiting[i];
+    if (job.priority !== SOON) continue;
+    waiting.splice(i, 1);
+    // Now, not when the rejection is handled: a layout asked for next must not find the dropped promise.
+    if (cache.get(job.key)?.input === job.input) cache.delete(job.key);
+    job.reject(new Error("dropped"));
+  }
 }
 
 function dispatch() {
@@ -232,8 +250,9 @@ function cachedLayout(input, priority) {
       dispatch();
     }
   } else {
-    entry = { input, answer: submit(input, priority) };
-    entry.answer.catch(() => cache.delete(key)); // a failed layout is not kept
+    const made = { input, answer: submit(input, priority, key) };
+    made.answer.catch(() => cache.get(key) === made && cache.delete(key)); // a failed layout is not kept
+    entry = made;
   }
   cache.set(key, entry);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
@@ -241,11 +260,23 @@ function cachedLayout(input, priority) {
 }
 
 /**
- * Start laying out a view the user is likely to ask for next, so that asking
- * for it finds the layout done or under way. Arguments as for layout().
+ * Lay out, one after another, the views the user is likely to ask for next, so
+ * that asking for one finds its layout done or under way; the guesses made
+ * before are dropped. `views` are functions giving [graph, sizeOf, minWidthOf]
+ * as layout() takes them, called only when their turn comes (each guess costs
+ * the page a visible graph). Guesses wait behind any layout asked for, and a
+ * click that needs one that is waiting moves it up.
  */
-export function prefetch(graph, sizeOf, minWidthOf, direction = "DOWN") {
-  layOut(graph, sizeOf, minWidthOf, SOON, direction).catch(() => {});
+export function prefetch(views, direction = "DOWN") {
+  dropPrefetches();
+  if (inThread) return; // guesses would freeze the page
+  const round = guesses;
+  (async () => {
+    for (const view of views) {
+      if (round !== guesses) return;
+      await layOut(...view(), SOON, direction, round);
+    }
+  })().catch(() => {}); // dropped, or failed: the layout asked for will report a failure
 }
 
 /**
@@ -264,7 +295,7 @@ export function layout(graph, sizeOf, minWidthOf, direction = "DOWN") {
   return layOut(graph, sizeOf, minWidthOf, NOW, direction);
 }
 
-async function layOut(graph, sizeOf, minWidthOf, priority, direction) {
+async function layOut(graph, sizeOf, minWidthOf, priority, direction, round = guesses) {
   const t0 = performance.now();
   layingOut[priority] += 1;
   const split = splitLevels(graph);
@@ -273,6 +304,7 @@ async function layOut(graph, sizeOf, minWidthOf, priority, direction) {
   const run = async (cIdx) => {
     const level = split.levels.get(cIdx);
     await Promise.all(level.members.filter((id) => id[0] === "c").map((id) => run(Number(id.slice(1)))));
+    if (priority === SOON && round !== guesses) throw new Error("dropped");
     const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut, direction), cIdx === 0, direction), priority);
     const frame = cIdx === 0 ? [0, 0] : [minWidthOf(cIdx), HEADER];
     done.set(cIdx, place(level, answer.children[0], ...frame, direction));
