@@ -208,6 +208,11 @@ function dispatch() {
   }
 }
 
+/** Layouts asked for, guessed or warming up that have not finished: 0 when the engines are idle. */
+export function layoutsPending() {
+  return waiting.length + running.size + layingOut[NOW] + layingOut[SOON];
+}
+
 /**
  * Start the engines and have each lay out a trivial graph, so that their
  * workers load ELK while the page is still reading its data.
@@ -239,7 +244,7 @@ export async function warmUp(rounds) {
  * is still being computed waits for that computation instead of repeating it;
  * a request still waiting for the worker is moved up to `priority`.
  */
-function cachedLayout(input, priority) {
+function cachedLayout(input, priority, counts) {
   const key = JSON.stringify(input);
   let entry = cache.get(key);
   if (entry) {
@@ -250,6 +255,7 @@ function cachedLayout(input, priority) {
       dispatch();
     }
   } else {
+    counts.fresh += 1;
     const made = { input, answer: submit(input, priority, key) };
     made.answer.catch(() => cache.get(key) === made && cache.delete(key)); // a failed layout is not kept
     entry = made;
@@ -271,12 +277,18 @@ export function prefetch(views, direction = "DOWN") {
   dropPrefetches();
   if (inThread) return; // guesses would freeze the page
   const round = guesses;
+  layingOut[SOON] += 1; // until the last guess: no warm-up round slips in between two
   (async () => {
     for (const view of views) {
       if (round !== guesses) return;
       await layOut(...view(), SOON, direction, round);
     }
-  })().catch(() => {}); // dropped, or failed: the layout asked for will report a failure
+  })()
+    .catch(() => {}) // dropped, or failed: the layout asked for will report a failure
+    .finally(() => {
+      layingOut[SOON] -= 1;
+      dispatch();
+    });
 }
 
 /**
@@ -289,7 +301,8 @@ export function prefetch(views, direction = "DOWN") {
  * Edge labels are placed by the renderer, not by ELK: label dummies would
  * stretch modules over extra layers and slow the layout down.
  * `direction`: "DOWN" (top to bottom) or "RIGHT" (left to right).
- * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
+ * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms, fresh},
+ * `fresh`: how many modules were neither laid out nor under way before (the others came from the cache).
  */
 export function layout(graph, sizeOf, minWidthOf, direction = "DOWN") {
   return layOut(graph, sizeOf, minWidthOf, NOW, direction);
@@ -300,12 +313,13 @@ async function layOut(graph, sizeOf, minWidthOf, priority, direction, round = gu
   layingOut[priority] += 1;
   const split = splitLevels(graph);
   const done = new Map(); // container index -> its finished level
+  const counts = { fresh: 0 };
   const laidOut = (cIdx) => done.get(cIdx);
   const run = async (cIdx) => {
     const level = split.levels.get(cIdx);
     await Promise.all(level.members.filter((id) => id[0] === "c").map((id) => run(Number(id.slice(1)))));
     if (priority === SOON && round !== guesses) throw new Error("dropped");
-    const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut, direction), cIdx === 0, direction), priority);
+    const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut, direction), cIdx === 0, direction), priority, counts);
     const frame = cIdx === 0 ? [0, 0] : [minWidthOf(cIdx), HEADER];
     done.set(cIdx, place(level, answer.children[0], ...frame, direction));
   };
@@ -315,5 +329,5 @@ async function layOut(graph, sizeOf, minWidthOf, priority, direction, round = gu
     layingOut[priority] -= 1;
     dispatch();
   }
-  return { ...compose(split, laidOut), ms: performance.now() - t0 };
+  return { ...compose(split, laidOut), ms: performance.now() - t0, fresh: counts.fresh };
 }

@@ -1,11 +1,12 @@
 // Entry point: reads the graph embedded in the page, builds the UI and keeps
 // the visible graph, its layout and the selection in step.
-// window.__atlas exposes timings (firstPaintMs, lastLayoutMs) and a few
+// window.__atlas exposes timings (firstPaintMs, lastLayoutMs, lastElkMs), how many
+// modules the last layout could not take from the cache (lastFreshLevels), and a few
 // read-only views for the benchmarks and browser tests.
 
 import { Model } from "./model.js";
 import { Describer } from "./describe.js";
-import { dropPrefetches, layout, layoutEngine, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
+import { dropPrefetches, layout, layoutEngine, layoutsPending, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
@@ -80,7 +81,8 @@ class App {
       m.expandToDepth(depth - 1, true);
     }
     this.syncDepthSelect();
-    await this.relayout(); // from the layout cache
+    // The first click comes right after the first paint: guess before drawing, not after.
+    await this.relayout({ guessEarly: true }); // from the layout cache
     this.viewport.fit(false, 1.25);
   }
 
@@ -481,7 +483,13 @@ class App {
     prefetch(views, this.direction);
   }
 
-  async relayout({ animate = false, fit = false, anchor = null } = {}) {
+  /**
+   * Lay out the visible graph and draw it. The worker then starts on guesses at
+   * the next view (see guessNextViews): after the frame that shows this one, so
+   * that making them takes nothing from this change, or with `guessEarly`
+   * while this thread draws.
+   */
+  async relayout({ animate = false, fit = false, anchor = null, guessEarly = false } = {}) {
     const token = ++this.layoutToken;
     dropPrefetches(); // the view they guessed from is gone: they must not run before this layout
     const t0 = performance.now();
@@ -496,8 +504,7 @@ class App {
       throw err;
     }
     if (token !== this.layoutToken) return; // a newer request replaced this one
-    // The worker guesses at the next view while this thread draws this one.
-    this.guessNextViews(graph);
+    if (guessEarly) this.guessNextViews(graph);
     const before = anchor && this.result ? this.result.boxes.get(anchor[0]) : null;
     this.graph = graph;
     this.result = result;
@@ -517,9 +524,11 @@ class App {
     const ops = this.model.nodes.filter((n) => this.model.kindOf(n) === "op").length;
     this.status.textContent = `${ops.toLocaleString("en-US")} ops · ${(this.model.scopes.length - 1).toLocaleString("en-US")} module calls · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    if (!guessEarly && token === this.layoutToken) setTimeout(() => token === this.layoutToken && this.guessNextViews(graph), 0);
     const atlas = window.__atlas;
     atlas.lastLayoutMs = performance.now() - t0;
     atlas.lastElkMs = result.ms;
+    atlas.lastFreshLevels = result.fresh;
     atlas.layoutCount += 1;
     atlas.visibleBoxes = graph.leaves.size;
     this.showSelection();
@@ -538,6 +547,7 @@ async function boot() {
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;
     atlas.engine = layoutEngine();
+    atlas.layoutsPending = layoutsPending;
     atlas.ready = true;
     // After the first paint, so that it neither delays it nor competes with it for the CPU.
     warmUp(WARM_UP_ROUNDS).catch(() => {});
