@@ -14,7 +14,6 @@ const PAD = 12;
 const BIG_LEVEL = 24; // boxes in one module
 const CACHE_SIZE = 1000; // level layouts kept, most recently used last
 const WORKER_GRACE_MS = 2500; // a worker that has not answered by then is taken as never going to
-const TRIVIAL = { id: "w", children: [{ id: "a", width: 1, height: 1 }] }; // laid out to have a worker load ELK
 const cache = new Map(); // ELK input as JSON -> ELK output
 
 // The running script, read while it runs: a worker is started from the same code.
@@ -31,47 +30,27 @@ function inThreadEngine() {
   return new ELK({ workerFactory: () => new InThread() });
 }
 
-// Where cores allow, two engines for what is asked, each in its own worker:
-// independent modules of one layout run side by side. With fewer cores a
-// second one only takes time from the page.
+// Where cores allow, two engines, each in its own worker: the first layout and
+// a guess at the next view run side by side, and so do independent modules of
+// one layout. With fewer cores a second engine only takes time from the page.
 const ENGINES = navigator.hardwareConcurrency >= 4 ? 2 : 1;
 let idle = null; // engines free to take a request
 let inThread = false; // no worker: one ELK shares the page's thread
 let answered = false; // a worker has answered once, so workers do run here
-const running = new Set(); // {job, elk, guesser} given to an engine and not answered yet
-// An engine of its own for guesses at the next view, so that a click never waits
-// for one to finish: a layout cannot be stopped once an engine has it. It starts
-// after the first guesses (which the engines above make, see guessOn), so that
-// its loading takes nothing from the first paint.
-const guesser = { elk: null, loaded: false, free: false };
-let engineUrl = null; // the Blob URL workers are started from
-
-function newWorkerEngine() {
-  const factory = (u) => {
-    const worker = new Worker(u);
-    worker.addEventListener("error", () => useThread()); // refused by the page's policy, or failed to load
-    return worker;
-  };
-  return new ELK({ workerUrl: engineUrl, workerFactory: factory });
-}
-
-function startGuesser() {
-  if (guesser.elk || inThread) return;
-  guesser.elk = newWorkerEngine();
-  guesser.elk.layout(TRIVIAL).then(() => {
-    guesser.loaded = true;
-    guesser.free = true;
-    dispatch();
-  }, () => {}); // without it, guesses stay on the engines above
-}
+const running = new Set(); // {job, elk} given to an engine and not answered yet
 
 function startEngines() {
   if (idle) return;
   idle = [];
   try {
     if (!OWN_SCRIPT) throw new Error("no script to start a worker from");
-    engineUrl = URL.createObjectURL(new Blob([OWN_SCRIPT], { type: "text/javascript" }));
-    while (idle.length < ENGINES) idle.push(newWorkerEngine());
+    const url = URL.createObjectURL(new Blob([OWN_SCRIPT], { type: "text/javascript" }));
+    const factory = (u) => {
+      const worker = new Worker(u);
+      worker.addEventListener("error", () => useThread()); // refused by the page's policy, or failed to load
+      return worker;
+    };
+    while (idle.length < ENGINES) idle.push(new ELK({ workerUrl: url, workerFactory: factory }));
   } catch {
     useThread();
     return;
@@ -88,11 +67,9 @@ export function layoutEngine() {
 function useThread() {
   if (inThread) return;
   inThread = true;
-  guesser.free = false;
-  guesser.elk?.terminateWorker?.();
   for (const elk of idle) elk.terminateWorker?.();
   for (const r of running) {
-    if (!r.guesser) r.elk.terminateWorker?.();
+    r.elk.terminateWorker?.();
     waiting.push(r.job);
   }
   running.clear();
@@ -201,50 +178,31 @@ export function dropPrefetches() {
   }
 }
 
-/** Whether a request of `priority` may start now: an engine for it is free, and it slips in between no layout's modules. */
-function mayStart(priority) {
-  if (priority === SOON && guessOn()) return guesser.free;
-  if (!idle.length) return false;
-  if (priority === IDLE) return layingOut[NOW] + layingOut[SOON] === 0;
-  return priority === NOW || layingOut[NOW] === 0 || idle.length > 1;
-}
-
-/** Guesses run on the guesser once it has loaded ELK; until then on the engines for what is asked. */
-function guessOn() {
-  return guesser.loaded && !inThread;
-}
-
 function dispatch() {
   startEngines();
-  for (;;) {
-    // The most urgent request that may start; a less urgent one waits behind it unless the guesser can take it.
-    let next = -1;
-    for (let i = 0; i < waiting.length; i++) {
-      if (next >= 0 && waiting[i].priority >= waiting[next].priority) continue;
-      if (mayStart(waiting[i].priority)) next = i;
-    }
-    if (next < 0) return;
+  while (idle.length && waiting.length) {
+    let next = 0;
+    for (let i = 1; i < waiting.length; i++) if (waiting[i].priority < waiting[next].priority) next = i;
+    // A less urgent request must not slip in between the modules of a layout.
+    const { priority } = waiting[next];
+    if (priority === IDLE && layingOut[NOW] + layingOut[SOON] > 0) return;
+    if (priority === SOON && layingOut[NOW] > 0 && idle.length < 2) return;
     const [job] = waiting.splice(next, 1);
-    const onGuesser = job.priority === SOON && guessOn();
-    const run = { job, elk: onGuesser ? guesser.elk : idle.pop(), guesser: onGuesser };
-    if (onGuesser) guesser.free = false;
+    const run = { job, elk: idle.pop() };
     running.add(run);
-    const release = () => {
-      if (onGuesser) guesser.free = true;
-      else idle.push(run.elk);
-      dispatch();
-    };
     run.elk.layout(job.input).then(
       (answer) => {
         if (!running.delete(run)) return; // given to another engine meanwhile
         answered = true;
         job.resolve(answer);
-        release();
+        idle.push(run.elk);
+        dispatch();
       },
       (err) => {
         if (!running.delete(run)) return;
         job.reject(err);
-        release();
+        idle.push(run.elk);
+        dispatch();
       },
     );
   }
@@ -260,7 +218,8 @@ export function layoutsPending() {
  * workers load ELK while the page is still reading its data.
  */
 export function startLayout() {
-  for (let i = 0; i < ENGINES; i++) submit(TRIVIAL, NOW).catch(() => {});
+  const trivial = { id: "w", children: [{ id: "a", width: 1, height: 1 }] };
+  for (let i = 0; i < ENGINES; i++) submit(trivial, NOW).catch(() => {});
 }
 
 /**
@@ -328,7 +287,6 @@ export function prefetch(views, direction = "DOWN") {
     .catch(() => {}) // dropped, or failed: the layout asked for will report a failure
     .finally(() => {
       layingOut[SOON] -= 1;
-      startGuesser(); // after the first guesses, which the first click likely needs
       dispatch();
     });
 }
