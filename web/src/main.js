@@ -28,6 +28,9 @@ const KEYS = [
 const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
 const GUESSED_OPENS = 3; // closed modules whose opening is laid out ahead: each costs the worker its modules around it
+// No guesses on a view with more boxes: the modules around what a guess opens are large there (seconds
+// of ELK for three guesses on the expanded 70B page), and on two cores the worker takes that from pans.
+const GUESS_BUDGET = 300;
 
 function h(tag, attrs = {}, children = []) {
   const e = document.createElement(tag);
@@ -447,9 +450,10 @@ class App {
    * that the click finds its layout ready, and the engine warmed on real work:
    * each fold on screen opened in place and unfolded (a ×80 box is what draws the
    * eye, and an unfolding is the largest layout), biggest first; then the
-   * biggest closed modules opened.
+   * biggest closed modules opened. None on a view of more than GUESS_BUDGET boxes.
    */
   guessNextViews(graph) {
+    if (graph.leaves.size > GUESS_BUDGET) return dropPrefetches();
     const m = this.model;
     const size = this.opsUnder();
     const folds = [];
