@@ -114,42 +114,10 @@ function elkLevel(input, isRoot, direction = "DOWN") {
   return { id: "w", layoutOptions: { "elk.algorithm": "fixed" }, children: [{ id: "l", layoutOptions: options, ...input }] };
 }
 
-/** A small level shaped like an opened decoder layer: branches that rejoin, ports in and out, a child module with fixed ports. */
-function warmUpGraph() {
-  const children = [];
-  const edges = [];
-  const edge = (source, target) => edges.push({ id: `e${edges.length}`, sources: [source], targets: [target] });
-  const chain = (from, length) => {
-    let prev = from;
-    for (let i = 0; i < length; i++) {
-      const id = `k${children.length}`;
-      children.push({ id, width: 64 + (children.length % 5) * 12, height: children.length % 4 ? 28 : 40 });
-      edge(prev, id);
-      prev = id;
-    }
-    return prev;
-  };
-  const ports = [
-    { id: "i0", width: 0, height: 0, layoutOptions: { "elk.port.side": "NORTH" } },
-    { id: "i1", width: 0, height: 0, layoutOptions: { "elk.port.side": "NORTH" } },
-    { id: "o0", width: 0, height: 0, layoutOptions: { "elk.port.side": "SOUTH" } },
-  ];
-  const module = { id: "m", width: 160, height: 120, layoutOptions: { "elk.portConstraints": "FIXED_POS" } };
-  module.ports = [{ id: "mi", x: 40, y: 0, width: 0, height: 0 }, { id: "mo", x: 80, y: 120, width: 0, height: 0 }];
-  children.push(module);
-  const ends = [chain("i0", 6), chain("i1", 3), chain("i0", 5)];
-  edge(ends[1], "mi");
-  const join = chain("mo", 1);
-  for (const end of [ends[0], ends[2], "i0"]) edge(end, join); // "i0": the residual connection
-  edge(join, "o0");
-  return elkLevel({ children, ports, edges }, false);
-}
-
 // Requests wait here for an engine, so that what the user asked for is laid out
-// before guesses about what they will ask next, and those before warm-up rounds.
+// before guesses about what they will ask next.
 const NOW = 0;
 const SOON = 1;
-const IDLE = 2;
 const waiting = [];
 const layingOut = [0, 0]; // layouts under way, NOW and SOON: they ask for their modules one after another
 let guesses = 0; // bumped when the view changes: guesses made for an older view are dropped
@@ -185,7 +153,6 @@ function dispatch() {
     for (let i = 1; i < waiting.length; i++) if (waiting[i].priority < waiting[next].priority) next = i;
     // A less urgent request must not slip in between the modules of a layout.
     const { priority } = waiting[next];
-    if (priority === IDLE && layingOut[NOW] + layingOut[SOON] > 0) return;
     if (priority === SOON && layingOut[NOW] > 0 && idle.length < 2) return;
     const [job] = waiting.splice(next, 1);
     const run = { job, elk: idle.pop() };
@@ -208,7 +175,7 @@ function dispatch() {
   }
 }
 
-/** Layouts asked for, guessed or warming up that have not finished: 0 when the engines are idle. */
+/** Layouts asked for or guessed that have not finished: 0 when the engines are idle. */
 export function layoutsPending() {
   return waiting.length + running.size + layingOut[NOW] + layingOut[SOON];
 }
@@ -220,22 +187,6 @@ export function layoutsPending() {
 export function startLayout() {
   const trivial = { id: "w", children: [{ id: "a", width: 1, height: 1 }] };
   for (let i = 0; i < ENGINES; i++) submit(trivial, NOW).catch(() => {});
-}
-
-/**
- * Run ELK on a representative graph about `rounds` times per engine in the
- * background, so that its code is compiled and optimised before the next real
- * layout: a cold engine takes several times longer than a warm one. Rounds run
- * only while no layout is under way, so warming delays a real layout by at most
- * one round. Without a worker, warming would freeze the page, so it does not
- * happen; a failure here is left for the real layout to report.
- */
-export async function warmUp(rounds) {
-  startEngines();
-  const loop = async () => {
-    for (let i = 0; i < rounds && !inThread; i++) await submit(warmUpGraph(), IDLE);
-  };
-  await Promise.all(Array.from({ length: ENGINES }, loop));
 }
 
 /**
@@ -277,7 +228,7 @@ export function prefetch(views, direction = "DOWN") {
   dropPrefetches();
   if (inThread) return; // guesses would freeze the page
   const round = guesses;
-  layingOut[SOON] += 1; // until the last guess: no warm-up round slips in between two
+  layingOut[SOON] += 1; // until the last guess: the engines are not idle between two (layoutsPending)
   (async () => {
     for (const view of views) {
       if (round !== guesses) return;

@@ -6,7 +6,7 @@
 
 import { Model } from "./model.js";
 import { Describer } from "./describe.js";
-import { dropPrefetches, layout, layoutEngine, layoutsPending, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
+import { dropPrefetches, layout, layoutEngine, layoutsPending, prefetch, runLayoutWorker, startLayout } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
@@ -25,7 +25,6 @@ const KEYS = [
   ["Esc", "clear the selection"],
   ["?", "this help"],
 ];
-const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
 const GUESSED_OPENS = 3; // closed modules whose opening is laid out ahead: each costs the worker its modules around it
 // No guesses on a view with more boxes: the modules around what a guess opens are large there (seconds
@@ -553,8 +552,6 @@ async function boot() {
     atlas.engine = layoutEngine();
     atlas.layoutsPending = layoutsPending;
     atlas.ready = true;
-    // After the first paint, so that it neither delays it nor competes with it for the CPU.
-    warmUp(WARM_UP_ROUNDS).catch(() => {});
   } catch (err) {
     atlas.error = String(err && err.stack ? err.stack : err);
     const box = document.getElementById("atlas");
