@@ -7,7 +7,8 @@ Three pages:
   Measured: first paint; expanding one decoder layer (a click on the ``×80``
   box the moment the page is drawn opens its first layer in place); unfolding
   to 80 boxes; expanding a layer among the 80, then another (whose inside has
-  the same shape, so only the model around it is laid out again); Expand all;
+  the same shape, so only the model around it is laid out again; the page
+  guesses the first layers, not the 40th); Expand all;
   then, on the fully expanded view, the frame time of a drag-pan at 100 % and
   40 % zoom, the time each entry of the **fill:** menu takes to show, the time
   from a click on an op to its lit cone drawn (path highlight, at 100 % and on
@@ -125,8 +126,9 @@ _CLICK_TO_SETTLE = """async (selector) => {
 def relayout(page: Page, selector: str) -> dict[str, Any]:
     """Click a box; time the re-layout it causes and the wait until the picture settles."""
     settle = page.evaluate(_CLICK_TO_SETTLE, selector)
-    state = page.evaluate("({ms: __atlas.lastLayoutMs, elk: __atlas.lastElkMs, boxes: __atlas.visibleBoxes})")
-    return {"layout_ms": round(state["ms"]), "elk_ms": round(state["elk"]), "settle_ms": round(settle), "boxes": state["boxes"]}
+    state = page.evaluate("({ms: __atlas.lastLayoutMs, elk: __atlas.lastElkMs, fresh: __atlas.lastFreshLevels, boxes: __atlas.visibleBoxes})")
+    return {"layout_ms": round(state["ms"]), "elk_ms": round(state["elk"]), "settle_ms": round(settle), "boxes": state["boxes"],
+            "fresh_levels": state["fresh"]}
 
 
 def repeat_box(page: Page, k: int) -> str:
@@ -326,8 +328,8 @@ def _ms(value: float) -> str:
 
 
 def click_of(r: dict[str, Any]) -> str:
-    """A re-layout's cell: to the frame after drawing (ELK), and until settled."""
-    return f"{_ms(r['layout_ms'])} ({_ms(r['elk_ms'])}); settled {_ms(r['settle_ms'])}"
+    """A re-layout's cell: to the frame after drawing (ELK; modules laid out anew), and until settled."""
+    return f"{_ms(r['layout_ms'])} ({_ms(r['elk_ms'])}; {r['fresh_levels']} new); settled {_ms(r['settle_ms'])}"
 
 
 def _target(value: float, limit: float, text: str) -> str:
@@ -342,13 +344,14 @@ def markdown(results: dict[str, Any]) -> str:
         name = f"Llama-70B config on meta (80 layers, {r['ops']:,} ops, {r['page_mb']} MB page)"
         rows += [
             [name, "first paint", _ms(r["open"]["first_paint_ms"]), _target(r["open"]["first_paint_ms"], 2000, "< 2 s")],
-            ["", f"open one decoder layer ({r['expand_one_layer']['boxes']} boxes)", click_of(r["expand_one_layer"]),
-             _target(r["expand_one_layer"]["layout_ms"], 200, "< 200 ms")],
-            ["", f"unfold the ×80 ({r['unfold_x80']['boxes']} boxes)", click_of(r["unfold_x80"]), ""],
+            ["", f"open one decoder layer, the moment the page is drawn ({r['expand_one_layer']['boxes']} boxes)", click_of(r["expand_one_layer"]),
+             _target(r["expand_one_layer"]["layout_ms"], 100, "< 100 ms")],
+            ["", f"unfold the ×80 ({r['unfold_x80']['boxes']} boxes)", click_of(r["unfold_x80"]),
+             _target(r["unfold_x80"]["layout_ms"], 100, "< 100 ms")],
             ["", f"open a layer among the 80 ({r['expand_layer_when_unfolded']['boxes']} boxes)", click_of(r["expand_layer_when_unfolded"]),
-             _target(r["expand_layer_when_unfolded"]["layout_ms"], 200, "< 200 ms")],
+             _target(r["expand_layer_when_unfolded"]["layout_ms"], 100, "< 100 ms")],
             ["", f"then open another one ({r['expand_another_layer']['boxes']} boxes)", click_of(r["expand_another_layer"]),
-             _target(r["expand_another_layer"]["layout_ms"], 200, "< 200 ms")],
+             _target(r["expand_another_layer"]["layout_ms"], 100, "< 100 ms")],
             ["", f"Expand all ({r['expand_all']['boxes']} boxes)", click_of(r["expand_all"]), ""],
         ]
         for key, zoom in (("pan_expanded_100", "100 %"), ("pan_expanded_40", "40 %")):
@@ -387,7 +390,9 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"{_report.generated_by('bench_html.py')} {MACHINE}: timings move with the machine's load.",
         "Each line is one run. A re-layout is timed from the click to the frame after the new picture is drawn "
-        "(of which ELK, in brackets), and until nothing moves any more (settled).",
+        "(in brackets: of which waiting for ELK, and how many modules ELK had to lay out anew, neither guessed "
+        "ahead nor cached), and until nothing moves any more (settled). The page guesses at the next click "
+        "while it waits for one (docs/viewer.md, How it works): a guessed click takes its modules from the cache.",
         "",
         _report.table(["graph", "what", "time", "target"], rows),
         "",

@@ -181,6 +181,24 @@ def _check_geometry(g: dict) -> None:
             assert abs(p["x"] - q["x"]) < 0.5 or abs(p["y"] - q["y"]) < 0.5, (e["id"], p, q)
 
 
+def test_the_views_a_click_most_likely_asks_for_are_laid_out_ahead(browser, llama_ir, tmp_path: Path) -> None:
+    """While the page waits for a click, its worker lays out the views a click most likely
+    asks for (a fold opened in place and unfolded, the biggest closed modules opened): such a
+    click takes every module's layout from the cache. Expand all is no such guess."""
+    v = Viewer(browser, llama_ir, tmp_path, "llama-guesses")
+    idle = "() => window.__atlas.layoutsPending() === 0"
+    fresh = "window.__atlas.lastFreshLevels"
+    v.page.wait_for_function(idle, timeout=60_000)
+    v.click_and_relayout(".unit.module[data-id^=g]")  # the ×2 fold, opened in place
+    assert v.page.evaluate(fresh) == 0
+    v.page.wait_for_function(idle, timeout=60_000)  # the guesses made from the new view
+    v.click_and_relayout(".cluster .fold-badge")  # unfolded
+    assert v.page.evaluate(fresh) == 0
+    v.click_and_relayout("button.expand-all")
+    assert v.page.evaluate(fresh) > 0
+    v.close()
+
+
 def test_nested_modules_are_laid_out_as_one_consistent_picture(browser, llama_ir, tmp_path: Path) -> None:
     """Each opened module is laid out on its own and the layouts are composed: check the composition."""
     v = Viewer(browser, llama_ir, tmp_path, "llama-geometry")

@@ -114,50 +114,36 @@ function elkLevel(input, isRoot, direction = "DOWN") {
   return { id: "w", layoutOptions: { "elk.algorithm": "fixed" }, children: [{ id: "l", layoutOptions: options, ...input }] };
 }
 
-/** A small level shaped like an opened decoder layer: branches that rejoin, ports in and out, a child module with fixed ports. */
-function warmUpGraph() {
-  const children = [];
-  const edges = [];
-  const edge = (source, target) => edges.push({ id: `e${edges.length}`, sources: [source], targets: [target] });
-  const chain = (from, length) => {
-    let prev = from;
-    for (let i = 0; i < length; i++) {
-      const id = `k${children.length}`;
-      children.push({ id, width: 64 + (children.length % 5) * 12, height: children.length % 4 ? 28 : 40 });
-      edge(prev, id);
-      prev = id;
-    }
-    return prev;
-  };
-  const ports = [
-    { id: "i0", width: 0, height: 0, layoutOptions: { "elk.port.side": "NORTH" } },
-    { id: "i1", width: 0, height: 0, layoutOptions: { "elk.port.side": "NORTH" } },
-    { id: "o0", width: 0, height: 0, layoutOptions: { "elk.port.side": "SOUTH" } },
-  ];
-  const module = { id: "m", width: 160, height: 120, layoutOptions: { "elk.portConstraints": "FIXED_POS" } };
-  module.ports = [{ id: "mi", x: 40, y: 0, width: 0, height: 0 }, { id: "mo", x: 80, y: 120, width: 0, height: 0 }];
-  children.push(module);
-  const ends = [chain("i0", 6), chain("i1", 3), chain("i0", 5)];
-  edge(ends[1], "mi");
-  const join = chain("mo", 1);
-  for (const end of [ends[0], ends[2], "i0"]) edge(end, join); // "i0": the residual connection
-  edge(join, "o0");
-  return elkLevel({ children, ports, edges }, false);
-}
-
 // Requests wait here for an engine, so that what the user asked for is laid out
-// before guesses about what they will ask next, and those before warm-up rounds.
+// before guesses about what they will ask next.
 const NOW = 0;
 const SOON = 1;
-const IDLE = 2;
 const waiting = [];
 const layingOut = [0, 0]; // layouts under way, NOW and SOON: they ask for their modules one after another
+let guesses = 0; // bumped when the view changes: guesses made for an older view are dropped
 
-function submit(input, priority) {
+function submit(input, priority, key) {
   return new Promise((resolve, reject) => {
-    waiting.push({ input, priority, resolve, reject });
+    waiting.push({ input, priority, key, resolve, reject });
     dispatch();
   });
+}
+
+/**
+ * Drop the guesses about the next view that no engine has started on: the view
+ * they were made for is gone, and the guesses for the new one come after the
+ * layout the user asked for. A running one cannot be stopped; it finishes into the cache.
+ */
+export function dropPrefetches() {
+  guesses += 1;
+  for (let i = waiting.length - 1; i >= 0; i--) {
+    const job = waiting[i];
+    if (job.priority !== SOON) continue;
+    waiting.splice(i, 1);
+    // Now, not when the rejection is handled: a layout asked for next must not find the dropped promise.
+    if (cache.get(job.key)?.input === job.input) cache.delete(job.key);
+    job.reject(new Error("dropped"));
+  }
 }
 
 function dispatch() {
@@ -167,7 +153,6 @@ function dispatch() {
     for (let i = 1; i < waiting.length; i++) if (waiting[i].priority < waiting[next].priority) next = i;
     // A less urgent request must not slip in between the modules of a layout.
     const { priority } = waiting[next];
-    if (priority === IDLE && layingOut[NOW] + layingOut[SOON] > 0) return;
     if (priority === SOON && layingOut[NOW] > 0 && idle.length < 2) return;
     const [job] = waiting.splice(next, 1);
     const run = { job, elk: idle.pop() };
@@ -190,6 +175,11 @@ function dispatch() {
   }
 }
 
+/** Layouts asked for or guessed that have not finished: 0 when the engines are idle. */
+export function layoutsPending() {
+  return waiting.length + running.size + layingOut[NOW] + layingOut[SOON];
+}
+
 /**
  * Start the engines and have each lay out a trivial graph, so that their
  * workers load ELK while the page is still reading its data.
@@ -200,28 +190,12 @@ export function startLayout() {
 }
 
 /**
- * Run ELK on a representative graph about `rounds` times per engine in the
- * background, so that its code is compiled and optimised before the next real
- * layout: a cold engine takes several times longer than a warm one. Rounds run
- * only while no layout is under way, so warming delays a real layout by at most
- * one round. Without a worker, warming would freeze the page, so it does not
- * happen; a failure here is left for the real layout to report.
- */
-export async function warmUp(rounds) {
-  startEngines();
-  const loop = async () => {
-    for (let i = 0; i < rounds && !inThread; i++) await submit(warmUpGraph(), IDLE);
-  };
-  await Promise.all(Array.from({ length: ENGINES }, loop));
-}
-
-/**
  * ELK's answer for `input`, from the cache when this input was laid out (or
  * requested) before. The cache holds promises, so a request for a layout that
  * is still being computed waits for that computation instead of repeating it;
  * a request still waiting for the worker is moved up to `priority`.
  */
-function cachedLayout(input, priority) {
+function cachedLayout(input, priority, counts) {
   const key = JSON.stringify(input);
   let entry = cache.get(key);
   if (entry) {
@@ -232,8 +206,10 @@ function cachedLayout(input, priority) {
       dispatch();
     }
   } else {
-    entry = { input, answer: submit(input, priority) };
-    entry.answer.catch(() => cache.delete(key)); // a failed layout is not kept
+    counts.fresh += 1;
+    const made = { input, answer: submit(input, priority, key) };
+    made.answer.catch(() => cache.get(key) === made && cache.delete(key)); // a failed layout is not kept
+    entry = made;
   }
   cache.set(key, entry);
   if (cache.size > CACHE_SIZE) cache.delete(cache.keys().next().value);
@@ -241,11 +217,29 @@ function cachedLayout(input, priority) {
 }
 
 /**
- * Start laying out a view the user is likely to ask for next, so that asking
- * for it finds the layout done or under way. Arguments as for layout().
+ * Lay out, one after another, the views the user is likely to ask for next, so
+ * that asking for one finds its layout done or under way; the guesses made
+ * before are dropped. `views` are functions giving [graph, sizeOf, minWidthOf]
+ * as layout() takes them, called only when their turn comes (each guess costs
+ * the page a visible graph). Guesses wait behind any layout asked for, and a
+ * click that needs one that is waiting moves it up.
  */
-export function prefetch(graph, sizeOf, minWidthOf, direction = "DOWN") {
-  layOut(graph, sizeOf, minWidthOf, SOON, direction).catch(() => {});
+export function prefetch(views, direction = "DOWN") {
+  dropPrefetches();
+  if (inThread) return; // guesses would freeze the page
+  const round = guesses;
+  layingOut[SOON] += 1; // until the last guess: the engines are not idle between two (layoutsPending)
+  (async () => {
+    for (const view of views) {
+      if (round !== guesses) return;
+      await layOut(...view(), SOON, direction, round);
+    }
+  })()
+    .catch(() => {}) // dropped, or failed: the layout asked for will report a failure
+    .finally(() => {
+      layingOut[SOON] -= 1;
+      dispatch();
+    });
 }
 
 /**
@@ -258,22 +252,25 @@ export function prefetch(graph, sizeOf, minWidthOf, direction = "DOWN") {
  * Edge labels are placed by the renderer, not by ELK: label dummies would
  * stretch modules over extra layers and slow the layout down.
  * `direction`: "DOWN" (top to bottom) or "RIGHT" (left to right).
- * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms}.
+ * Resolves to {boxes: Map(id -> {x, y, width, height}), routes: Map(id -> points), width, height, ms, fresh},
+ * `fresh`: how many modules were neither laid out nor under way before (the others came from the cache).
  */
 export function layout(graph, sizeOf, minWidthOf, direction = "DOWN") {
   return layOut(graph, sizeOf, minWidthOf, NOW, direction);
 }
 
-async function layOut(graph, sizeOf, minWidthOf, priority, direction) {
+async function layOut(graph, sizeOf, minWidthOf, priority, direction, round = guesses) {
   const t0 = performance.now();
   layingOut[priority] += 1;
   const split = splitLevels(graph);
   const done = new Map(); // container index -> its finished level
+  const counts = { fresh: 0 };
   const laidOut = (cIdx) => done.get(cIdx);
   const run = async (cIdx) => {
     const level = split.levels.get(cIdx);
     await Promise.all(level.members.filter((id) => id[0] === "c").map((id) => run(Number(id.slice(1)))));
-    const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut, direction), cIdx === 0, direction), priority);
+    if (priority === SOON && round !== guesses) throw new Error("dropped");
+    const answer = await cachedLayout(elkLevel(levelInput(level, sizeOf, laidOut, direction), cIdx === 0, direction), priority, counts);
     const frame = cIdx === 0 ? [0, 0] : [minWidthOf(cIdx), HEADER];
     done.set(cIdx, place(level, answer.children[0], ...frame, direction));
   };
@@ -283,5 +280,5 @@ async function layOut(graph, sizeOf, minWidthOf, priority, direction) {
     layingOut[priority] -= 1;
     dispatch();
   }
-  return { ...compose(split, laidOut), ms: performance.now() - t0 };
+  return { ...compose(split, laidOut), ms: performance.now() - t0, fresh: counts.fresh };
 }

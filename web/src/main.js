@@ -1,11 +1,12 @@
 // Entry point: reads the graph embedded in the page, builds the UI and keeps
 // the visible graph, its layout and the selection in step.
-// window.__atlas exposes timings (firstPaintMs, lastLayoutMs) and a few
+// window.__atlas exposes timings (firstPaintMs, lastLayoutMs, lastElkMs), how many
+// modules the last layout could not take from the cache (lastFreshLevels), and a few
 // read-only views for the benchmarks and browser tests.
 
 import { Model } from "./model.js";
 import { Describer } from "./describe.js";
-import { layout, layoutEngine, prefetch, runLayoutWorker, startLayout, warmUp } from "./layout.js";
+import { dropPrefetches, layout, layoutEngine, layoutsPending, prefetch, runLayoutWorker, startLayout } from "./layout.js";
 import { Renderer } from "./render.js";
 import { Viewport } from "./viewport.js";
 import { DetailsPanel, SearchBox } from "./panel.js";
@@ -25,8 +26,11 @@ const KEYS = [
   ["Esc", "clear the selection"],
   ["?", "this help"],
 ];
-const WARM_UP_ROUNDS = 40; // per engine: about 1–1.5 s of worker time; by then a layout runs about 2.5x faster than cold
 const EXPAND_ALL_BUDGET = 800; // more boxes than this stop being readable, and take seconds to lay out
+const GUESSED_OPENS = 3; // closed modules whose opening is laid out ahead: each costs the worker its modules around it
+// No guesses on a view with more boxes: the modules around what a guess opens are large there (seconds
+// of ELK for three guesses on the expanded 70B page), and on two cores the worker takes that from pans.
+const GUESS_BUDGET = 300;
 
 function initialTheme() {
   try {
@@ -58,15 +62,20 @@ class App {
 
   /**
    * The first view: the whole graph fitted to the window. Modules opened for it
-   * close again, deepest first, until the fitted picture is legible.
+   * close again, deepest first, until the fitted picture is legible. Only the
+   * view chosen is drawn (a drawing of the 70B page costs as much as its layout).
    */
   async openFirstView() {
     const m = this.model;
-    for (let depth = this.openDepth(); depth > 1 && this.viewport.fitScale() < READABLE_SCALE; depth--) {
+    for (let depth = this.openDepth(); depth > 1; depth--) {
+      const graph = m.visibleGraph();
+      const size = await layout(graph, this.boxSizes(graph), (c) => this.renderer.containerMinWidth(c), this.direction);
+      if (this.viewport.fitScale(size) >= READABLE_SCALE) break;
       m.expandToDepth(depth - 1, true);
-      this.syncDepthSelect();
-      await this.relayout();
     }
+    this.syncDepthSelect();
+    // The first click comes right after the first paint: guess before drawing, not after.
+    await this.relayout({ guessEarly: true }); // from the layout cache
     this.viewport.fit(false, 1.25);
   }
 
@@ -415,30 +424,68 @@ class App {
     return { down: walk(outgoing, "target"), up: walk(incoming, "source") };
   }
 
-  /**
-   * Start laying out the view with the biggest closed module opened, the box a
-   * user is most likely to open first, so that the click finds the layout ready.
-   */
-  prefetchLikelyOpen() {
+  /** Ops under each module call, inside modules included. */
+  opsUnder() {
     const m = this.model;
-    let best = -1;
-    let bestSize = 0;
-    for (const id of m.visibleGraph().leaves.keys()) {
-      const sIdx = Model.unitScope(id);
-      if (id[0] === "c" || sIdx < 0 || m.expanded.has(sIdx)) continue;
-      const size = m.nodesUnder(sIdx).length;
-      if (size > bestSize) [best, bestSize] = [sIdx, size];
+    if (!this.sizes) {
+      this.sizes = new Array(m.scopes.length).fill(0);
+      for (const n of m.nodes) this.sizes[n.s] += 1;
+      for (let i = m.scopes.length - 1; i > 0; i--) this.sizes[m.scopes[i].p] += this.sizes[i]; // parents come first
     }
-    if (best < 0) return;
-    m.expanded.add(best);
-    const graph = m.visibleGraph();
-    m.expanded.delete(best);
-    const r = this.renderer;
-    prefetch(graph, this.boxSizes(graph), (c) => r.containerMinWidth(c), this.direction);
+    return this.sizes;
   }
 
-  async relayout({ animate = false, fit = false, anchor = null } = {}) {
+  /**
+   * Start laying out the views a user most likely asks for next from `graph`, so
+   * that the click finds its layout ready, and the engine warmed on real work:
+   * each fold on screen opened in place and unfolded (a ×80 box is what draws the
+   * eye, and an unfolding is the largest layout), biggest first; then the
+   * biggest closed modules opened. None on a view of more than GUESS_BUDGET boxes.
+   */
+  guessNextViews(graph) {
+    if (graph.leaves.size > GUESS_BUDGET) return dropPrefetches();
+    const m = this.model;
+    const size = this.opsUnder();
+    const folds = [];
+    const closed = [];
+    for (const id of graph.leaves.keys()) {
+      if (id[0] === "g") folds.push(Model.unitScope(id));
+      else if (id[0] === "s") closed.push(Model.unitScope(id));
+    }
+    for (const cIdx of graph.containers.keys()) if (m.foldedGroupOf(m.scopes[cIdx]) !== null) folds.push(cIdx);
+    const foldSize = (sIdx) => size[sIdx] * m.groups.get(m.scopes[sIdx].rep[0]).length;
+    folds.sort((a, b) => foldSize(b) - foldSize(a));
+    closed.sort((a, b) => size[b] - size[a]);
+    // Box sizes and title widths are read while the guessed state is on (a fold's badge, say, is not the same).
+    const view = (change, undo) => () => {
+      change();
+      const next = m.visibleGraph();
+      const sizeOf = this.boxSizes(next);
+      const sizes = new Map([...next.leaves.keys()].map((id) => [id, sizeOf(id)]));
+      const widths = new Map([...next.containers.keys()].map((c) => [c, this.renderer.containerMinWidth(c)]));
+      undo();
+      return [next, (id) => sizes.get(id), (c) => widths.get(c)];
+    };
+    const open = (sIdx) => view(() => m.expanded.add(sIdx), () => m.expanded.delete(sIdx));
+    const views = [];
+    for (const sIdx of folds) {
+      const group = m.scopes[sIdx].rep[0];
+      if (!m.expanded.has(sIdx)) views.push(open(sIdx));
+      views.push(view(() => m.folded.delete(group), () => m.folded.add(group)));
+    }
+    views.push(...closed.slice(0, GUESSED_OPENS).map(open));
+    prefetch(views, this.direction);
+  }
+
+  /**
+   * Lay out the visible graph and draw it. The worker then starts on guesses at
+   * the next view (see guessNextViews): after the frame that shows this one, so
+   * that making them takes nothing from this change, or with `guessEarly`
+   * while this thread draws.
+   */
+  async relayout({ animate = false, fit = false, anchor = null, guessEarly = false } = {}) {
     const token = ++this.layoutToken;
+    dropPrefetches(); // the view they guessed from is gone: they must not run before this layout
     const t0 = performance.now();
     const graph = this.model.visibleGraph();
     const r = this.renderer;
@@ -451,6 +498,7 @@ class App {
       throw err;
     }
     if (token !== this.layoutToken) return; // a newer request replaced this one
+    if (guessEarly) this.guessNextViews(graph);
     const before = anchor && this.result ? this.result.boxes.get(anchor[0]) : null;
     this.graph = graph;
     this.result = result;
@@ -470,9 +518,11 @@ class App {
     const ops = this.model.nodes.filter((n) => this.model.kindOf(n) === "op").length;
     this.status.textContent = `${ops.toLocaleString("en-US")} ops · ${(this.model.scopes.length - 1).toLocaleString("en-US")} module calls · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+    if (!guessEarly && token === this.layoutToken) setTimeout(() => token === this.layoutToken && this.guessNextViews(graph), 0);
     const atlas = window.__atlas;
     atlas.lastLayoutMs = performance.now() - t0;
     atlas.lastElkMs = result.ms;
+    atlas.lastFreshLevels = result.fresh;
     atlas.layoutCount += 1;
     atlas.visibleBoxes = graph.leaves.size;
     this.showSelection();
@@ -487,17 +537,12 @@ async function boot() {
     const doc = JSON.parse(raw);
     const app = new App(doc, document.getElementById("atlas"));
     atlas.app = app;
-    const firstLayout = app.relayout();
-    // With two engines it runs beside the first layout; with one, right after it.
-    app.prefetchLikelyOpen();
-    await firstLayout;
     await app.openFirstView();
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;
     atlas.engine = layoutEngine();
+    atlas.layoutsPending = layoutsPending;
     atlas.ready = true;
-    // After the first paint, so that it neither delays it nor competes with it for the CPU.
-    warmUp(WARM_UP_ROUNDS).catch(() => {});
   } catch (err) {
     atlas.error = String(err && err.stack ? err.stack : err);
     const box = document.getElementById("atlas");

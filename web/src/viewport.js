@@ -125,9 +125,9 @@ export class Viewport {
   }
 
   /** The scale at which the whole graph fits the view. */
-  fitScale(margin = 32) {
+  fitScale(bounds = this.bounds, margin = 32) {
     const { width, height } = this.size();
-    return Math.min((width - 2 * margin) / Math.max(this.bounds.width, 1), (height - 2 * margin) / Math.max(this.bounds.height, 1));
+    return Math.min((width - 2 * margin) / Math.max(bounds.width, 1), (height - 2 * margin) / Math.max(bounds.height, 1));
   }
 
   fit(animate = true, maxScale = 1.5) {
