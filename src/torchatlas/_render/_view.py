@@ -126,10 +126,16 @@ def fold_runs(ir: GraphIR, children: dict[str | None, list[str]] | None = None) 
 def call_holding(reader_chain: list[str], producer_chain: list[str]) -> str | None:
     """The module call, just below the deepest one shared with the producer, that holds the
     reader (chains are ``GraphIR.ancestry``); None when the reader is directly in the shared one."""
-    shared = 0
-    while shared < min(len(producer_chain), len(reader_chain)) and producer_chain[shared] == reader_chain[shared]:
-        shared += 1
+    shared = _shared_depth(reader_chain, producer_chain)
     return reader_chain[shared] if shared < len(reader_chain) else None
+
+
+def _shared_depth(a: list[str], b: list[str]) -> int:
+    """How many leading scopes two ``GraphIR.ancestry`` chains have in common."""
+    depth = 0
+    while depth < min(len(a), len(b)) and a[depth] == b[depth]:
+        depth += 1
+    return depth
 
 
 def _reader_branches(
@@ -170,10 +176,7 @@ def _repeated_layers_holding(ir: GraphIR, reader_chains: dict[str, list[str]]) -
     chains = list(reader_chains.values())
     shared = chains[0]
     for c in chains[1:]:
-        depth = 0
-        while depth < min(len(shared), len(c)) and shared[depth] == c[depth]:
-            depth += 1
-        shared = shared[:depth]
+        shared = shared[: _shared_depth(shared, c)]
     holding = {r: call_holding(c, shared) for r, c in reader_chains.items()}
     groups: dict[Any, set[str]] = {}
     for call in holding.values():
@@ -288,8 +291,7 @@ def rank_pins(ir: GraphIR, layout: Layout) -> list[tuple[str, str]]:
     def clusters(container: str | None) -> tuple[str, ...]:
         """The cluster a unit is drawn in and the clusters around it, innermost first."""
         if container not in chains:
-            parent = ir.scope(container).parent
-            chains[container] = (container, *clusters(None if parent == layout.root else parent))
+            chains[container] = tuple(s for s in reversed(ir.ancestry(container)) if s != layout.root)
         return chains[container]
 
     latest: dict[str, tuple[int, str]] = {}  # cluster -> (producer position, unit) of the last value read into it
