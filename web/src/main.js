@@ -424,17 +424,6 @@ class App {
     return { down: walk(outgoing, "target"), up: walk(incoming, "source") };
   }
 
-  /** Ops under each module call, inside modules included. */
-  opsUnder() {
-    const m = this.model;
-    if (!this.sizes) {
-      this.sizes = new Array(m.scopes.length).fill(0);
-      for (const n of m.nodes) this.sizes[n.s] += 1;
-      for (let i = m.scopes.length - 1; i > 0; i--) this.sizes[m.scopes[i].p] += this.sizes[i]; // parents come first
-    }
-    return this.sizes;
-  }
-
   /**
    * Start laying out the views a user most likely asks for next from `graph`, so
    * that the click finds its layout ready, and the engine warmed on real work:
@@ -445,7 +434,7 @@ class App {
   guessNextViews(graph) {
     if (graph.leaves.size > GUESS_BUDGET) return dropPrefetches();
     const m = this.model;
-    const size = this.opsUnder();
+    const size = m.nodeCounts();
     const folds = [];
     const closed = [];
     for (const id of graph.leaves.keys()) {

@@ -209,6 +209,16 @@ export class Model {
     return chain.reverse();
   }
 
+  /** How many nodes lie anywhere under each scope (`nodesUnder(s).length` for every s at once), counted once. */
+  nodeCounts() {
+    if (!this.counts) {
+      this.counts = new Array(this.scopes.length).fill(0);
+      for (const n of this.nodes) this.counts[n.s] += 1;
+      for (let i = this.scopes.length - 1; i > 0; i--) this.counts[this.scopes[i].p] += this.counts[i]; // parents come first
+    }
+    return this.counts;
+  }
+
   /** Nodes anywhere under a scope, in execution order. */
   nodesUnder(sIdx) {
     const inside = new Set();

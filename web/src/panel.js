@@ -10,9 +10,9 @@ function h(tag, cls, text) {
   return e;
 }
 
-/** "inputs / name  shape dtype device" lines, then the outputs. */
 const COPIED_MS = 2000; // how long a copy button says "Copied ✓"
 
+/** "inputs / name  shape dtype device" lines, then the outputs. */
 function shapesText(ins, outs) {
   const block = (title, items) => (items.length ? [title, ...items.map(({ name, meta }) => `  ${name}  ${formatMeta(meta)}`)] : []);
   return [...block("inputs", ins), ...block("outputs", outs)].join("\n");
