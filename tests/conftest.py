@@ -28,3 +28,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for the browser tests of one module; skips without Playwright,
+    Chromium or the viewer bundle."""
+    from _viewer import chromium_browser
+
+    yield from chromium_browser()

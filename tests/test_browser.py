@@ -15,17 +15,12 @@ import pytest
 import torch
 import transformers
 from _capture_helpers import load_coolcnn
-from _viewer import HOSTILE, Hostile, Viewer, chromium_browser
+from _viewer import HOSTILE, Hostile, Viewer
 
 import torchatlas
 from torchatlas._render import _html
 
 pytestmark = pytest.mark.browser
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from chromium_browser()
-
 
 @pytest.fixture(scope="module")
 def coolcnn_ir():

@@ -13,17 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from _viewer import Viewer, chromium_browser
+from _viewer import Viewer
 from torch import nn
 
 import torchatlas
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from chromium_browser()
 
 
 class _Tall(nn.Module):

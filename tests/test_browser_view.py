@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from _capture_helpers import load_coolcnn
-from _viewer import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, UNet, Viewer, chromium_browser, transformer
+from _viewer import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, UNet, Viewer, transformer
 from torch import nn
 
 import torchatlas
@@ -23,11 +23,6 @@ from torchatlas._render import _html
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = {"width": 900, "height": 640}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    yield from chromium_browser()
 
 
 def _trace(name: str):
