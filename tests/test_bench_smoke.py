@@ -81,6 +81,24 @@ def test_bench_trace_reports_the_ratio_and_the_target(tmp_path: Path) -> None:
     assert row[header.index("target")] in ("meets ≤ 1.5x", "misses ≤ 1.5x")  # CoolCNN's target
 
 
+def test_trace_breakdown_times_every_part_and_they_add_up(tmp_path: Path) -> None:
+    # The breakdown reaches into torchatlas._capture to time its parts: this fails when they move.
+    out = tmp_path / "breakdown.md"
+    _bench("trace_breakdown.py", "--models", "coolcnn", "--budget", "0.5", "--out", str(out))
+    rows = _tables("## t\n" + out.read_text(encoding="utf-8"))["t"]
+    header, (row,) = rows[0], rows[1:]
+    assert row[0] == "coolcnn"
+    doc = json.loads((tmp_path / "raw" / "breakdown-coolcnn.json").read_text())
+    parts = doc["parts_s"]
+    assert set(parts) == {"set-up", "module calls", "op records", "recorded forward", "build", "finish"}
+    assert all(seconds > 0 for seconds in parts.values())
+    assert doc["counts"] == {"module calls": 9, "op records": 15}  # CoolCNN: 9 module calls, 15 torch calls
+    timed_parts = parts["set-up"] + parts["recorded forward"] + parts["build"] + parts["finish"]
+    assert timed_parts < doc["timed trace_s"]
+    assert parts["module calls"] + parts["op records"] < parts["recorded forward"]
+    assert row[header.index("op records")].endswith("µs an op")
+
+
 def test_report_says_why_a_cell_has_no_number() -> None:
     sys.path.insert(0, str(BENCH))
     import _report
