@@ -66,13 +66,16 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def run_worker(python: str, args: list[str], out: Path, timeout: float, env: dict[str, str]) -> dict[str, Any]:
-    """Run one worker task in its own process group; a timeout kills the group (dot too)."""
+def run_worker(
+    python: str, args: list[str], out: Path, timeout: float, env: dict[str, str], script: Path = WORKER
+) -> dict[str, Any]:
+    """Run one worker task (``script ARGS... OUT``) in its own process group; a timeout kills
+    the group (dot too)."""
     out.unlink(missing_ok=True)
     log = out.with_suffix(".log")
     with log.open("wb") as sink:
         proc = subprocess.Popen(
-            [python, str(WORKER), *args, str(out)],
+            [python, str(script), *args, str(out)],
             cwd=BENCH,
             stdout=sink,
             stderr=subprocess.STDOUT,

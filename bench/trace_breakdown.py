@@ -17,8 +17,8 @@ a plain ``torch.no_grad()`` forward, the same forward under a do-nothing
 * **scaffolding**: everything else: installing and removing the patches and modes,
   pausing collection, the API around the capture.
 
-The parts add up to the timed trace (timers included). Medians of the rounds; times in ms and as a share of the plain forward. Writes
-``bench/results/breakdown.md``. Timings are printed and written, never asserted.
+The parts add up to the timed trace (timers included). Medians of the rounds; times
+in ms and as a share of the plain forward. Writes ``bench/results/breakdown.md``. Timings are printed and written, never asserted.
 The timers reach into ``torchatlas._capture``: this is a profiling tool, and its
 smoke test fails when those internals move.
 """
@@ -29,7 +29,6 @@ import argparse
 import importlib
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -40,8 +39,8 @@ from typing import Any
 import _report
 import models
 import torch
-from _measure import timed
-from compare import BENCH, checkout_env
+from _measure import rounds_for, timed
+from compare import BENCH, checkout_env, run_worker
 
 import torchatlas
 
@@ -114,7 +113,7 @@ def measure(model_name: str, budget_s: float) -> dict[str, Any]:
     nodes = len(trace().ir.nodes)
     forward()
     per_round, _ = timed(lambda: (forward(), null_mode(), trace(), trace()))
-    rounds = max(3, min(15, int(budget_s / max(per_round, 1e-6))))
+    rounds = rounds_for(per_round, budget_s)
     times: dict[str, list[float]] = {"forward": [], "null mode": [], "trace": [], "timed trace": []}
     parts: dict[str, list[float]] = {}
     counts: Counter[str] = Counter()
@@ -143,15 +142,15 @@ def _share(forward: float, seconds: float, per: int | None = None, unit: str = "
     return text + (f", {seconds / per * 1e6:.1f} µs {unit}" if per else "")
 
 
-def markdown(docs: list[dict[str, Any]]) -> str:
+def markdown(docs: dict[str, dict[str, Any]]) -> str:
     header = [
         "model", "forward", "trace", "mode floor", "set-up", "module calls", "op records", "slower forward",
         "build", "finish", "scaffolding",
     ]
     rows = []
-    for d in docs:
+    for model, d in docs.items():
         if "error" in d:
-            rows.append([d["model"], d["error"]] + [""] * (len(header) - 2))
+            rows.append([model, d["error"]] + [""] * (len(header) - 2))
             continue
         fwd, parts, counts = d["forward_s"], d["parts_s"], d["counts"]
         calls, ops = parts.get("module calls", 0.0), parts.get("op records", 0.0)
@@ -159,7 +158,7 @@ def markdown(docs: list[dict[str, Any]]) -> str:
         timed_parts = ("set-up", "recorded forward", "build", "finish")
         scaffolding = d["timed trace_s"] - sum(parts.get(p, 0.0) for p in timed_parts)
         rows.append([
-            d["model"] + (" (meta)" if d["device"] == "meta" else ""),
+            model + (" (meta)" if d["device"] == "meta" else ""),
             f"{fwd * 1e3:,.1f} ms",
             f"{d['trace_s'] * 1e3:,.1f} ms ({d['trace_s'] / fwd:.2f}×)",
             _share(fwd, d["null mode_s"] - fwd),
@@ -171,15 +170,13 @@ def markdown(docs: list[dict[str, Any]]) -> str:
             _share(fwd, parts.get("finish", 0.0)),
             _share(fwd, scaffolding),
         ])
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
     return (
         "# Where a trace's time goes\n\n"
         + _report.generated_by("trace_breakdown.py", 1, torch.__version__)
         + "\nMedians of alternating rounds in one fresh process per model; `python bench/trace_breakdown.py --help` "
         "and its docstring say what each part holds. *trace* is the plain trace; the parts, from *set-up* on, "
         "add up to a trace with timers around them, less its forward. Shares are of the plain forward.\n\n"
-        + "\n".join(lines) + "\n"
+        + _report.table(header, rows) + "\n"
     )
 
 
@@ -195,21 +192,14 @@ def main(argv: list[str] | None = None) -> int:
         model, out = opts.worker
         Path(out).write_text(json.dumps(measure(model, opts.budget)))
         return 0
-    docs = []
+    docs = {}
     raw = opts.out.parent / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     for model in opts.models.split(","):
-        out = raw / f"breakdown-{model}.json"
-        out.unlink(missing_ok=True)
-        cmd = [sys.executable, __file__, "--budget", str(opts.budget), "--worker", model, str(out)]
-        try:
-            done = subprocess.run(cmd, cwd=BENCH, env=checkout_env(), capture_output=True, text=True, timeout=opts.timeout)
-            error = None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        except subprocess.TimeoutExpired:
-            error = f"timeout after {opts.timeout:.0f} s"
-        doc = json.loads(out.read_text()) if error is None else {"model": model, "error": error}
-        docs.append(doc)
-        print(model, "done" if error is None else error, flush=True)
+        args = ["--budget", str(opts.budget), "--worker", model]
+        doc = run_worker(sys.executable, args, raw / f"breakdown-{model}.json", opts.timeout, checkout_env(), Path(__file__).resolve())
+        docs[model] = doc
+        print(model, doc.get("error", "done"), flush=True)
     _report.write_report(opts.out, markdown(docs))
     print(opts.out.read_text())
     return 0

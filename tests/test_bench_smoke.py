@@ -38,6 +38,15 @@ def _bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
+def _coolcnn_row(script: str, out: Path) -> tuple[list[str], list[str]]:
+    """Run a bench script on CoolCNN alone, writing ``out``: the header and the one row of its table."""
+    _bench(script, "--models", "coolcnn", "--budget", "0.5", "--out", str(out))
+    rows = _tables("## t\n" + out.read_text(encoding="utf-8"))["t"]
+    header, (row,) = rows[0], rows[1:]
+    assert row[0] == "coolcnn"
+    return header, row
+
+
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench")
@@ -72,22 +81,14 @@ def test_compare_json_holds_the_measurements_behind_the_table(smoke: Path) -> No
 
 
 def test_bench_trace_reports_the_ratio_and_the_target(tmp_path: Path) -> None:
-    out = tmp_path / "trace.md"
-    _bench("bench_trace.py", "--models", "coolcnn", "--budget", "0.5", "--out", str(out))
-    rows = _tables("## t\n" + out.read_text(encoding="utf-8"))["t"]
-    header, (row,) = rows[0], rows[1:]
-    assert row[0] == "coolcnn"
+    header, row = _coolcnn_row("bench_trace.py", tmp_path / "trace.md")
     assert RATIO.match(row[header.index("trace / forward")])
     assert row[header.index("target")] in ("meets ≤ 1.5x", "misses ≤ 1.5x")  # CoolCNN's target
 
 
 def test_trace_breakdown_times_every_part_and_they_add_up(tmp_path: Path) -> None:
     # The breakdown reaches into torchatlas._capture to time its parts: this fails when they move.
-    out = tmp_path / "breakdown.md"
-    _bench("trace_breakdown.py", "--models", "coolcnn", "--budget", "0.5", "--out", str(out))
-    rows = _tables("## t\n" + out.read_text(encoding="utf-8"))["t"]
-    header, (row,) = rows[0], rows[1:]
-    assert row[0] == "coolcnn"
+    header, row = _coolcnn_row("trace_breakdown.py", tmp_path / "breakdown.md")
     doc = json.loads((tmp_path / "raw" / "breakdown-coolcnn.json").read_text())
     parts = doc["parts_s"]
     assert set(parts) == {"set-up", "module calls", "op records", "recorded forward", "build", "finish"}
