@@ -139,3 +139,57 @@ def test_small_llama_folds_all_layers():
     )
     assert group["count"] == 6
     assert [ir.scope(sid).path for sid in group["scopes"]] == [f"model.layers.{i}" for i in range(6)]
+
+
+def test_calls_with_the_callers_ops_between_them_do_not_fold():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class MLP(nn.Module):  # for layer in layers: x = gelu(layer(x))
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = torch.nn.functional.gelu(layer(x))
+            return x
+
+    assert _trace_ir(MLP(), torch.randn(2, 8)).meta["repeat_groups"] == []
+
+
+def test_calls_side_by_side_do_not_fold_but_a_chain_of_them_does():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Siamese(nn.Module):  # one encoder on two inputs: two branches, not a chain
+        def __init__(self) -> None:
+            super().__init__()
+            self.enc = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+
+        def forward(self, a, b):
+            return torch.nn.functional.cosine_similarity(self.enc(a), self.enc(b))
+
+    class SharedTwice(nn.Module):  # fc -> relu -> fc: the relu sits between the calls
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return self.fc(torch.relu(self.fc(x)))
+
+    class Chain(nn.Module):  # fc -> fc -> fc: each call reads the last one's output
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            for _ in range(3):
+                x = self.fc(x)
+            return x
+
+    x = torch.randn(2, 8)
+    assert _trace_ir(Siamese(), x, x.clone()).meta["repeat_groups"] == []
+    assert _trace_ir(SharedTwice(), x).meta["repeat_groups"] == []
+    [group] = _trace_ir(Chain(), x).meta["repeat_groups"]
+    assert group["count"] == 3 and group["label"] == "fc (Linear) ×3"

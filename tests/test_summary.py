@@ -88,7 +88,7 @@ def test_unknown_costs_and_shared_parameters_are_flagged():
     b.meta["parameters"][0]["shared_with"] = ["head.weight"]
     rows = _parse_text(summary(analyze(b.build()), format="text"))
     assert rows[0]["FLOPs"].endswith("+?")
-    assert rows[-1]["Module"] == "Total (1 ops of unknown cost)"
+    assert rows[-1]["Module"] == "Total (1 op of unknown cost)"
     assert "shared, counted once" in rows[-1]["Params"]
 
 
@@ -174,3 +174,12 @@ def test_analysis_survives_a_json_round_trip():
     loaded = GraphIR.from_dict(json.loads(ir.to_json()))
     assert loaded.meta["analyzed"] is True
     assert summary(loaded, format="text") == summary(ir, format="text")
+
+
+def test_runs_of_equal_shapes_count_once() -> None:
+    from torchatlas._text import format_shapes
+
+    cache = [[1, 2, 8, 16]] * 4
+    assert format_shapes([[1, 8, 100], *cache]) == "1×8×100, 1×2×8×16 ×4"
+    assert format_shapes([[3], [3]]) == "3, 3"  # two stay two: "3 ×2" reads worse
+    assert format_shapes([[1], *cache, [2], [5], [6]], limit=2) == "1, 1×2×8×16 ×4 +3"

@@ -98,3 +98,24 @@ def test_llama_70b_summary_fits_on_one_screen() -> None:
         fold = next(line for line in text.splitlines() if "layers.0–79 (" in line)
         assert "×80" in fold  # a narrow table cuts the class name first
         assert width == 80 or "layers.0–79 (LlamaDecoderLayer) ×80" in fold
+
+
+def test_a_folded_run_of_one_shared_module_counts_its_parameters_once() -> None:
+    class Shared(torch.nn.Module):  # one layer applied three times (ALBERT-style)
+        def __init__(self) -> None:
+            super().__init__()
+            self.block = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            for _ in range(3):
+                x = self.block(x)
+            return x
+
+    graph = torchatlas.trace(Shared(), torch.randn(2, 8))
+    row = next(line for line in graph.summary(format="text").splitlines() if "(Linear) ×3" in line)
+    cells = re.split(r"\s{2,}", row.strip())
+    # 72 parameters owned once; the three calls' FLOPs and MACs add up, both shown per call and in all
+    assert cells[3:5] == ["72", "72"]
+    assert "256 ×3 = 768" in cells and "128 ×3 = 384" in cells
+    dot_box = next(line for line in graph.to_dot(fold_repeats=True).splitlines() if "×3" in line)
+    assert "72 params" in dot_box

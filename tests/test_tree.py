@@ -165,6 +165,23 @@ def test_flow_that_is_not_series_parallel_is_listed_with_explicit_inputs() -> No
     ]
 
 
+class ReadsInsideAListing(nn.Module):
+    def forward(self, x):
+        a = x.relu()
+        b = x.sigmoid()
+        c = a * 2
+        e = torch.stack([a, b, c]).sum(0)
+        return e.exp() + c
+
+
+def test_a_step_after_a_listing_names_what_it_reads_from_inside_it() -> None:
+    # the final add reads exp (the branch's end, drawn flowing into it) and c, from inside
+    text = torchatlas.trace(ReadsInsideAListing(), torch.randn(2, 3)).tree(ascii=False)
+    parsed = parse_tree(text, UNICODE)
+    assert parsed[1] == (1, "┬ exp")
+    assert parsed[-1] == (1, "add (+) → 2×3  ← c")
+
+
 class TwoHeads(nn.Module):
     def __init__(self) -> None:
         super().__init__()

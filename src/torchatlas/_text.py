@@ -8,6 +8,7 @@ a terminal, reorder a line, or break a file format. Imports the standard library
 
 from __future__ import annotations
 
+import itertools
 import re
 from typing import Any
 
@@ -79,12 +80,16 @@ def format_shape(shape: list[Any] | tuple[Any, ...]) -> str:
 
 
 def format_shapes(shapes: list[Any], limit: int = 3) -> str:
-    """``[[2, 3], [4]]`` -> ``2×3, 4``; ``-`` when there are none; long lists end ``+N``."""
+    """``[[2, 3], [4]]`` -> ``2×3, 4``; ``-`` when there are none; three or more equal shapes
+    in a row count once (``1×2×8×16 ×4``, a cache's keys and values); long lists end ``+N``."""
     if not shapes:
         return "-"
-    shown = [format_shape(shape) for shape in shapes[:limit]]
-    more = f" +{len(shapes) - limit}" if len(shapes) > limit else ""
-    return ", ".join(shown) + more
+    texts: list[str] = []
+    for text, same in itertools.groupby(format_shape(shape) for shape in shapes):
+        count = len(list(same))
+        texts += [f"{text} ×{count}"] if count > 2 else [text] * count
+    more = f" +{len(texts) - limit}" if len(texts) > limit else ""
+    return ", ".join(texts[:limit]) + more
 
 
 def format_count(value: Any) -> str:

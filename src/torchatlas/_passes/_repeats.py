@@ -9,16 +9,21 @@ its child calls' classes and hashes. Module paths and node ids stay out of it, s
 
 A group is a run of two or more consecutive siblings with the same class and hash
 whose paths are either equal (a loop calling one module) or ``prefix.<int>`` with a
-common prefix (a ``ModuleList``/``Sequential`` of layers). Siblings that merely
-look alike (``q_proj``/``k_proj``) are not folded.
+common prefix (a ``ModuleList``/``Sequential`` of layers), and that form a chain:
+each call reads what the one before it made, and the caller runs no op in between.
+Siblings that merely look alike (``q_proj``/``k_proj``) are not folded, and neither
+are calls with the caller's own ops between them (``x = gelu(layer(x))`` in a loop)
+or calls side by side (one encoder run on two inputs): folded, they would read as
+a chain of calls that did not run as one.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from typing import Any
 
-from torchatlas._ir import GraphIR, Ref, Scope
+from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._passes._common import MetaUpdate, Pass, subtree_ends
 from torchatlas._text import fold_label
 
@@ -96,14 +101,61 @@ def _same_slot(a: Scope, b: Scope) -> bool:
     return ia is not None and ib is not None and ia[0] == ib[0]
 
 
+class _Chains:
+    """Whether one call follows straight on from the call before it."""
+
+    def __init__(self, ir: GraphIR) -> None:
+        self.ir = ir
+        self.position = {s.id: i for i, s in enumerate(ir.scopes)}
+        self.ends = subtree_ends(ir)
+        self.node_scope: dict[str, int] = {}
+        self.ops: list[list[Node]] = [[] for _ in ir.scopes]  # per scope: its own ops
+        self.op_indices: list[list[int]] = [[] for _ in ir.scopes]  # their places in ir.nodes, ascending
+        span: list[tuple[int, int] | None] = [None] * len(ir.scopes)
+        for index, n in enumerate(ir.nodes):
+            where = self.position[n.scope]
+            self.node_scope[n.id] = where
+            if n.kind == "op":
+                self.ops[where].append(n)
+                self.op_indices[where].append(index)
+                span[where] = (span[where] or (index, index))[0], index
+        for s in reversed(ir.scopes):  # a call's span holds its callees' ops
+            own, parent = span[self.position[s.id]], s.parent
+            if own is not None and parent is not None:
+                p = self.position[parent]
+                span[p] = own if span[p] is None else (min(span[p][0], own[0]), max(span[p][1], own[1]))
+        self.span = span
+
+    def follows(self, prev: Scope, s: Scope) -> bool:
+        """``s`` reads a value made inside ``prev``, and their caller ran no op between them."""
+        before, after = self.span[self.position[prev.id]], self.span[self.position[s.id]]
+        if before is None or after is None:
+            return False
+        if s.parent is not None:
+            between = self.op_indices[self.position[s.parent]]
+            if bisect.bisect_right(between, before[1]) < bisect.bisect_left(between, after[0]):
+                return False
+        low, high = self.position[prev.id], self.ends[prev.id]
+        return any(
+            low <= self.node_scope[r.node] <= high and self.ir.node(r.node).kind == "op"
+            for where in range(self.position[s.id], self.ends[s.id] + 1)
+            for n in self.ops[where]
+            for r in n.inputs
+        )
+
+
 def _runs(ir: GraphIR, hashes: dict[str, str]) -> list[list[Scope]]:
     """Runs of two or more foldable consecutive siblings, in call order of their first member."""
     runs: list[list[Scope]] = []
+    chains = _Chains(ir)
     for siblings in ir.children().values():
         run: list[Scope] = []
         for s in [ir.scope(sid) for sid in siblings]:
             prev = run[-1] if run else None
-            if prev is not None and s.cls == prev.cls and hashes[s.id] == hashes[prev.id] and _same_slot(prev, s):
+            if (
+                prev is not None and s.cls == prev.cls and hashes[s.id] == hashes[prev.id] and _same_slot(prev, s)
+                and chains.follows(prev, s)
+            ):
                 run.append(s)
                 continue
             if len(run) > 1:

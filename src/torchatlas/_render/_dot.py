@@ -61,14 +61,13 @@ def _param_count(ir: GraphIR, unit: Unit) -> int:
     """Parameters owned by the unit's modules (from the model's parameter list when captured)."""
     declared = ir.meta.get("parameters")
     if isinstance(declared, list):
-        total = 0
-        for scope in unit.members:
-            prefix = scope.path + "." if scope.path else ""
-            for p in declared:
-                paths = [p.get("path", ""), *p.get("shared_with", [])]
-                if any(str(path).startswith(prefix) for path in paths):
-                    total += TensorMeta(tuple(p.get("shape", ())), "", "").numel()
-        return total
+        # Each parameter once, however many members own it (the calls of one shared module).
+        prefixes = {scope.path + "." if scope.path else "" for scope in unit.members}
+        return sum(
+            TensorMeta(tuple(p.get("shape", ())), "", "").numel()
+            for p in declared
+            if any(str(path).startswith(prefix) for path in [p.get("path", ""), *p.get("shared_with", [])] for prefix in prefixes)
+        )
     return sum(n.outputs[0].numel() for n in unit.nodes if n.kind == "param" and n.outputs)
 
 

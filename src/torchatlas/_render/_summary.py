@@ -106,6 +106,7 @@ def summary_rows(
         narrow_int = narrow and isinstance(value, int) and not isinstance(value, bool)
         return format_compact(value) if narrow_int else format_count(value)  # type: ignore[arg-type]
 
+    shapes_shown = 2 if narrow else 3  # a terminal too small for every column: the first two, then +N
     total_flops = ir.meta.get("flops") or 0
     columns = summary_columns(ir)
     runs = fold_runs(ir) if fold_repeats else {}
@@ -124,14 +125,20 @@ def summary_rows(
         run = [ir.scope(sid).meta for sid in runs.get(s.id, [])]
         within = ir.scope(s.parent).path if s.parent is not None else ""
         label, params, flops_text = s.label, count(m.get("params")), format_si(flops) + unknown
+        macs_text = format_si(m.get("macs")) + unknown
         if run:
             last = ir.scope(runs[s.id][-1])
             label = fold_label(s.path, last.path, s.class_name, len(run))
-            each = m.get("params") or 0
-            total_params = format_compact(sum(r.get("params") or 0 for r in run))
-            params = _group_count(len(run), format_compact(each), total_params, narrow)
+            # Calls of one shared module own one set of parameters, not one per call.
+            owners = list({ir.scope(sid).path: ir.scope(sid).meta for sid in runs[s.id]}.values())
+            if len(owners) > 1:
+                total_params = format_compact(sum(r.get("params") or 0 for r in owners))
+                params = _group_count(len(owners), format_compact(m.get("params") or 0), total_params, narrow)
             flops = sum(r.get("flops") or 0 for r in run) if isinstance(flops, int) else flops
             flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown, narrow)
+            macs = m.get("macs")
+            macs = sum(r.get("macs") or 0 for r in run) if isinstance(macs, int) else macs
+            macs_text = _group_count(len(run), macs_text, format_si(macs) + unknown, narrow)
         if sort is None:
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
@@ -142,13 +149,13 @@ def summary_rows(
                 0 if sort else d,
                 (
                     label,
-                    format_shapes(m.get("input_shapes", [])),
-                    format_shapes(m.get("output_shapes", [])),
+                    format_shapes(m.get("input_shapes", []), shapes_shown),
+                    format_shapes(m.get("output_shapes", []), shapes_shown),
                     params,
                     count(m.get("trainable_params")),
                     format_bytes(m.get("param_bytes")),
                     flops_text,
-                    format_si(m.get("macs")) + unknown,
+                    macs_text,
                     format_bytes(m.get("activation_bytes")),
                     share,
                     *_runtime_cells(ir, columns, members),
@@ -164,7 +171,7 @@ def summary_rows(
     totals = Row(
         0,
         (
-            "Total" + (f" ({unknown_ops} ops of unknown cost)" if unknown_ops else ""),
+            "Total" + (f" ({unknown_ops} op{'s' if unknown_ops != 1 else ''} of unknown cost)" if unknown_ops else ""),
             "",
             "",
             params,
@@ -351,7 +358,9 @@ def _failure_line(ir: GraphIR) -> str:
         return ""
     scope = ir.scope(failed.scope)
     where = f" at {failed.source}" if failed.source else ""
-    text = f"✗ the forward pass failed at {failed.target} in {scope.label}{where}: {failed.meta['error']}"
+    # torchatlas.raise marks a failure outside any op (an assert, a KeyError): no op to name
+    at = "" if failed.target == "torchatlas.raise" else f" at {failed.target}"
+    text = f"✗ the forward pass failed{at} in {scope.label}{where}: {failed.meta['error']}"
     return "\n" + visible(text, LINE_LIMIT) + "\n"
 
 

@@ -7,6 +7,7 @@ guides and an ASCII fallback, in the manner of rich's ``tree.py``.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref, Source
@@ -112,8 +113,13 @@ class _TreeBuilder:
     # -- labels -----------------------------------------------------------------
 
     def shapes(self, refs: list[Ref]) -> str:
+        """``1×8×64``; several: ``(1×8×100, 1×2×8×16 ×4)``, a run of equal shapes counted once
+        (a cache's keys and values per layer)."""
         parts = [shape_text(self.ir.value_meta(r), self.dtype) for r in refs]
-        return parts[0] if len(parts) == 1 else "(" + ", ".join(parts) + ")"
+        if len(parts) == 1:
+            return parts[0]
+        runs = [(part, len(list(same))) for part, same in itertools.groupby(parts)]
+        return "(" + ", ".join(f"{part} ×{count}" if count > 2 else ", ".join([part] * count) for part, count in runs) + ")"
 
     def scope_label(self, scope_id: str) -> str:
         scope = self.ir.scope(scope_id)
@@ -131,11 +137,16 @@ class _TreeBuilder:
         where = f"  @ {_short_source(scope.source)}" if self.show_source and scope.source else ""
         return visible(label + io + where, LINE_LIMIT)
 
+    def names_operands(self, node: Node) -> list[str]:
+        """``(a, b)`` after a join's op: its operands' variables, when every one has a name."""
+        named_inputs = [self.ir.node(r).name for r in node.inputs if self.ir.node(r).kind == "op"]
+        return [n for n in named_inputs if n] if len(named_inputs) > 1 and all(named_inputs) else []
+
     def op_label(self, node: Node) -> str:
         text = op_display(node)
-        named_inputs = [self.ir.node(r).name for r in node.inputs if self.ir.node(r).kind == "op"]
-        if named_inputs and all(named_inputs) and len(named_inputs) > 1:
-            text += " (" + ", ".join(n for n in named_inputs if n) + ")"
+        operands = self.names_operands(node)
+        if operands:
+            text += " (" + ", ".join(operands) + ")"
         outs = [Ref(node.id, i) for i in range(len(node.outputs))]
         text += f" → {self.shapes(outs)}" if outs else ""
         if node.inplace:
@@ -316,9 +327,26 @@ class _TreeBuilder:
                 out.extend(self.parallel(flow, section, level, bypass=self.bypass_label(flow, items, section, cut)))
             line = self.item_line(items[cut], level) if cut < n else None
             if line is not None:
+                hidden = self.reads_from_inside(flow, items[cut], items[start:cut])
+                if hidden:
+                    line.text = visible(f"{line.text}  ← {', '.join(hidden)}", LINE_LIMIT)
                 out.append(line)
             start = cut + 1
         return out
+
+    def reads_from_inside(self, flow: ScopeFlow, item: Item, section: list[Item]) -> list[str]:
+        """Names of the values ``item`` reads from inside ``section`` other than the ends of its
+        branches, which the layout already shows flowing into ``item`` (``c`` in
+        ``e = stack([a, b, c]).sum(0); e.exp() + c``)."""
+        position = {it: k for k, it in enumerate(section)}
+        preds = [p for p in self.preds(flow, item) if p in position]
+        if not preds or (not item.is_scope and self.names_operands(self.ir.node(item.id))):
+            return []
+        successors = {a: [b for b in flow.edges.get(a, ()) if b in position] for a in section}
+        # a branch's end: no step of the section reads it; every other pred is out of sight
+        return list(dict.fromkeys(
+            self.item_name(p) or self.short_name(p) for p in preds if successors[p] and not (p.is_scope and p.id in self.folded)
+        ))
 
     def bypass_label(self, flow: ScopeFlow, items: list[Item], section: list[Item], cut: int) -> str:
         """The line for the value that jumps over ``section``: ``(skip connection)`` when an
