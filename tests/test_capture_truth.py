@@ -4,6 +4,8 @@ bound them, opaque TorchScript calls, compiled submodules, shape-only reads and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn as nn
 from _capture_helpers import outputs, wiring
@@ -321,3 +323,37 @@ def test_refs_round_trip_through_the_document() -> None:
     assert all(isinstance(r, Ref) for n in ir.nodes for r in n.inputs)
     assert torchatlas.GraphIR.from_dict(ir.to_dict()).to_dict() == ir.to_dict()
     assert outputs(ir)["output[0]"].endswith(".1")
+
+
+class PaddedEncoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=True)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
+        return self.enc(x, src_key_padding_mask=pad)
+
+
+def test_transformer_fast_paths_run_as_they_would_untraced() -> None:
+    # Untraced, eval and no_grad, these modules run fused kernels over a nested tensor; a trace
+    # must not push them onto their slow path, which computes other numbers at padded positions.
+    torch.manual_seed(0)
+    encoder, attention = PaddedEncoder().eval(), nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    pad = torch.tensor([[False] * 5, [False, False, False, True, True]])
+    seen: dict[str, Any] = {}
+    encoder.register_forward_hook(lambda module, args, out: seen.__setitem__("encoder", out))
+    with torch.no_grad():
+        expected = encoder(x, pad)
+        graph = torchatlas.trace(encoder, (x, pad))
+        assert torch.equal(seen["encoder"], expected)
+        targets = [n.target for n in graph.ir.ops()]
+        assert targets.count("torch._transformer_encoder_layer_fwd") == 2
+        assert "torch._nested_tensor_from_mask" in targets and "torch.Tensor.to_padded_tensor" in targets
+        nested = next(n for n in graph.ir.ops() if n.target == "torch._nested_tensor_from_mask")
+        assert nested.outputs[0].shape == (2, "j", 16)  # a ragged dim has no size
+        attention_targets = [n.target for n in torchatlas.trace(attention, (x, x, x)).ir.ops()]
+        assert attention_targets == ["torch._native_multi_head_attention"]
+    # with grad on, untraced and traced alike take the slow path, op by op
+    assert "torch.nn.functional.multi_head_attention_forward" in [n.target for n in torchatlas.trace(attention, (x, x, x)).ir.ops()]

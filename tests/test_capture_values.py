@@ -139,3 +139,45 @@ def test_unregistered_tensors_are_constants() -> None:
     assert table.path == "table"
     assert ir.ops().__next__().outputs[0].dtype == "float32"
     assert [m.dtype for n in ir.nodes if n.kind == "input" for m in n.outputs] == ["int64"]
+
+
+class _KVCache:
+    """A cache object as transformers passes one: tensors in attributes, updated by forward."""
+
+    def __init__(self, keys: torch.Tensor) -> None:
+        self.keys = keys
+        self.owner = self  # objects may refer to themselves
+        self._private = torch.zeros(1)  # underscore attributes are an object's own business
+
+
+class AppendsToCache(torch.nn.Module):
+    def forward(self, x: torch.Tensor, cache: _KVCache) -> tuple[torch.Tensor, _KVCache]:
+        cache.keys = torch.cat([cache.keys, x], dim=0)
+        return cache.keys.sum(0), cache
+
+
+def test_tensors_held_by_plain_objects_are_inputs_and_outputs() -> None:
+    graph = torchatlas.trace(AppendsToCache(), (torch.randn(1, 4), _KVCache(torch.randn(3, 4))))
+    inputs = {n.path: n.outputs[0].shape for n in graph.ir.nodes if n.kind == "input"}
+    assert inputs == {"args[0]": (1, 4), "args[1].keys": (3, 4)}
+    outputs = {n.path: n.outputs[0].shape for n in graph.ir.nodes if n.kind == "output"}
+    assert outputs == {"output[0]": (4,), "output[1].keys": (4, 4)}
+    cat = next(n for n in graph.ir.ops() if n.target == "torch.cat")
+    assert {graph.ir.node(r).path for r in cat.inputs} == {"args[0]", "args[1].keys"}
+
+
+def test_a_transformers_cache_is_read_and_returned() -> None:
+    transformers = pytest.importorskip("transformers")
+    config = transformers.AutoConfig.for_model("gpt2", n_layer=2, n_embd=32, n_head=2, vocab_size=100)
+    model = transformers.AutoModelForCausalLM.from_config(config).eval()
+    ids = torch.randint(0, 100, (1, 4))
+    with torch.no_grad():
+        cache = model(ids, use_cache=True).past_key_values
+        graph = torchatlas.trace(model, ids[:, :1], {"past_key_values": cache, "use_cache": True})
+    inputs = [n.path for n in graph.ir.nodes if n.kind == "input"]
+    assert inputs[0] == "args[0]" and len(inputs) == 5  # the token, and two layers' keys and values
+    assert all(p.startswith("kwargs['past_key_values'].") for p in inputs[1:])
+    # the attention reads the past keys: none of them is an anonymous constant
+    assert not [n for n in graph.ir.nodes if n.kind == "constant" and len(n.outputs[0].shape) == 4]
+    outputs = [n for n in graph.ir.nodes if n.kind == "output"]
+    assert sum(len(n.outputs[0].shape) == 4 and n.outputs[0].shape[2] == 5 for n in outputs) == 4

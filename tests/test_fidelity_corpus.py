@@ -34,6 +34,9 @@ NO_ORACLE = {
     "hf:led", "hf:longt5", "hf:switch_transformers",
 }
 
+# Eager (and the trace) runs the fused encoder-layer kernel here, export its unfused path.
+NAMED = {"edge:transformer_encoder_layer": "export runs the unfused path of what eager ran as torch._transformer_encoder_layer_fwd"}
+
 
 def test_the_corpus_is_as_big_as_promised() -> None:
     assert sum(n.startswith("hf:") for n in CASES) >= 60
@@ -46,6 +49,9 @@ def test_the_corpus_is_as_big_as_promised() -> None:
 )
 def test_model_agrees_with_export(name: str) -> None:
     verdict = fidelity.run(name)
+    if name in NAMED:
+        assert verdict.status == "named" and verdict.detail.startswith(NAMED[name])
+        return
     expected = "no-oracle" if name in NO_ORACLE else "agrees"
     assert (verdict.status, verdict.detail if verdict.status != expected else "") == (expected, "")
 

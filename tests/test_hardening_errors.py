@@ -114,7 +114,8 @@ def test_partial_graph_renders_and_shows_failed(tmp_path: Path) -> None:
 def test_partial_trace_of_a_python_error_keeps_the_graph() -> None:
     graph = torchatlas.trace(PythonError(), torch.randn(2, 4), partial=True)
     assert isinstance(graph.error, ValueError)
-    assert [n.target for n in graph.ir.ops()] == ["torch.nn.functional.linear"]
+    # the ops that ran, then the node marking where Python raised; nothing was returned
+    assert [n.target for n in graph.ir.ops()] == ["torch.nn.functional.linear", "torchatlas.raise"]
     assert not any(n.kind == "output" for n in graph.ir.nodes)
 
 
@@ -216,3 +217,47 @@ def test_every_renderer_marks_the_failing_op() -> None:
     last = graph.summary(format="text").rstrip().splitlines()[-1]
     assert last.startswith("✗ the forward pass failed at torch.nn.functional.linear in bad (Linear) at ")
     assert "test_hardening_errors.py" in last
+
+
+class _LooksUp(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        table: dict[str, torch.Tensor] = {}
+        return table["missing"] + x
+
+
+class FailsInPython(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.lookup = _LooksUp()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lookup(self.fc(x))
+
+
+def test_partial_trace_marks_a_failure_outside_any_op() -> None:
+    graph = torchatlas.trace(FailsInPython(), torch.randn(2, 4), partial=True)
+    assert isinstance(graph.error, KeyError)
+    [marker] = [n for n in graph.ir.nodes if "error" in n.meta]
+    # in the call the exception passed through, at the line that raised, after the ops that ran
+    assert graph.ir.scope(marker.scope).path == "lookup"
+    assert marker.target == "torchatlas.raise" and marker.meta["error"] == "KeyError: 'missing'"
+    assert marker.source is not None and 'table["missing"]' in marker.source.code
+    assert [n.target for n in graph.ir.nodes if n.kind == "op"] == ["torch.nn.functional.linear", "torchatlas.raise"]
+    assert graph.ir.meta["failure"]["scope"] == marker.scope
+    assert graph.tree().splitlines()[-1] == "    └── raise  ✗ FAILED: KeyError: 'missing'"
+    last = graph.summary(format="text").rstrip().splitlines()[-1]
+    assert last.startswith("✗ the forward pass failed in lookup (_LooksUp) at ") and last.endswith("KeyError: 'missing'")
+    assert "unknown cost" not in graph.summary(format="text")
+
+
+def test_an_assert_in_the_models_own_forward_is_marked_in_the_root() -> None:
+    class Checks(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = x.relu()
+            assert y.shape[1] == 5, "expected 5 features"
+            return y
+
+    graph = torchatlas.trace(Checks(), torch.randn(2, 4), partial=True)
+    marker = graph.ir.nodes[-1]
+    assert (marker.target, marker.scope, marker.meta["error"]) == ("torchatlas.raise", "s0", "AssertionError: expected 5 features")

@@ -43,6 +43,7 @@ def torch_state() -> dict[str, Any]:
         "module_call": (nn.Module.__call__, nn.Module._call_impl),
         "script_call": torch.jit.ScriptFunction.__call__,
         "tensor_set_": "set_" in torch.Tensor.__dict__,
+        "has_torch_function": torch.overrides.has_torch_function,
         "compile_stance": torch._dynamo.eval_frame._stance,
     }
 

@@ -292,3 +292,9 @@ def test_aten_level_capture_matches_flop_counter(kind):
     assert ours == counter.get_total_flops()
     assert ir.meta["flops_unknown_ops"] == 0, ir.meta["flops_unknown_targets"]
     assert {n.meta["flop_category"] for n in ir.ops()} >= ({"conv", "norm", "pool"} if kind == "cnn" else {"attention", "matmul"})
+
+
+def test_a_call_that_returned_its_input_costs_nothing():
+    # nn.Identity, eval-mode drop_path: the call's node must not make its callers' totals unknown
+    meta = _one_op("torchatlas.identity", [(2, 8)], (2, 8), args=[{"tensor": 0}])
+    assert (meta["flops"], meta["macs"]) == (0, 0)

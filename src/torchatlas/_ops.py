@@ -174,7 +174,8 @@ _add(
     """view view_as reshape reshape_as transpose swapaxes swapdims permute t mT T adjoint getitem
     squeeze unsqueeze flatten unflatten expand expand_as narrow select movedim moveaxis
     split split_with_sizes chunk tensor_split unbind diagonal as_strided detach alias
-    real imag view_as_real view_as_complex unfold _unsafe_view _reshape_alias slice lift_fresh""",
+    real imag view_as_real view_as_complex unfold _unsafe_view _reshape_alias slice lift_fresh
+    identity""",  # identity: a module call that returned its input (torchatlas.identity)
     view=True,
 )
 _add(
@@ -184,11 +185,13 @@ _add(
     clone index_select gather scatter index_put index_copy masked_select
     masked_scatter take pad tril triu one_hot nonzero argwhere item tolist numel size dim
     _to_copy lift_fresh_copy slice_scatter select_scatter index _unsafe_index constant_pad_nd
-    split_copy unbind_copy view_copy pixel_shuffle pixel_unshuffle im2col""",
+    split_copy unbind_copy view_copy pixel_shuffle pixel_unshuffle im2col
+    _nested_tensor_from_mask to_padded_tensor""",
 )
 _add("data", None, "index_add scatter_add scatter_reduce index_reduce interpolate upsample upsample_nearest2d")
 _add("data", None, "upsample_bilinear2d fold col2im")
 _add("data", "free", "set")  # x.data = y, x.set_(y): the tensor now holds another's storage
+_add("data", "free", "raise")  # torchatlas.raise: where a partial trace's forward raised outside any op
 _add(
     "creation", "free",
     """zeros ones empty full arange linspace logspace eye rand randn randint zeros_like ones_like empty_like

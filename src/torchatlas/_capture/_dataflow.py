@@ -94,7 +94,21 @@ class DataFlow:
 
 def raw_meta(t: Tensor) -> tuple[Any, Any, Any]:
     """Raw (torch.Size, dtype, device): no reference to the tensor, converted at build time."""
-    return t.shape, t.dtype, t.device
+    try:
+        return t.shape, t.dtype, t.device
+    except RuntimeError:  # a (strided) nested tensor: its ragged dims have no size
+        return _nested_shape(t), t.dtype, t.device
+
+
+def _nested_shape(t: Tensor) -> tuple[Any, ...]:
+    """``(2, "j", 16)``: each dim's size, ``"j"`` for a ragged one (a jagged tensor says ``j1``)."""
+    shape: list[Any] = []
+    for dim in range(t.dim()):
+        try:
+            shape.append(t.size(dim))
+        except RuntimeError:
+            shape.append("j")
+    return tuple(shape)
 
 
 def storage_key(t: Tensor) -> int | None:

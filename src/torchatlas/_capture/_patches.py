@@ -9,6 +9,10 @@
   the call becomes one opaque node that reads its tensor arguments.
 * ``Tensor.set_`` never reaches ``__torch_function__``: it is wrapped so the tensor it
   re-points reads from the call.
+* ``torch.overrides.has_torch_function``, asked by ``MultiheadAttention`` and the
+  ``TransformerEncoder`` layers whether they may take their fused fast path, answers as if
+  no trace ran: any mode on the stack says yes, so traced they would compute another way
+  (and, with a padding mask, return other numbers) than untraced.
 
 Cyclic garbage collection is paused while a trace runs (``collection_paused``).
 
@@ -45,11 +49,18 @@ _GLOBAL_HOOKS = (
     _module_py._global_backward_hooks,
 )
 _SCRIPT_CALL = torch.jit.ScriptFunction.__call__
+_HAS_TORCH_FUNCTION = torch.overrides.has_torch_function
+_FAST_PATH_CHECKS = frozenset(
+    forward.__code__
+    for forward in (torch.nn.MultiheadAttention.forward, torch.nn.TransformerEncoderLayer.forward, torch.nn.TransformerEncoder.forward)
+)
 _SET = torch._C.TensorBase.set_
 
 ActiveLevel = Callable[[], Any]
 """This thread's Python level when it records: its mode is on the stack (a call it is itself
 running, or torch's own code inside one, has it popped), else None."""
+RecordingModes = Callable[[], Any]
+"""This thread's trace's own torch-function modes while it traces, else an empty tuple."""
 ActiveTracker = Callable[[], Any]
 """This thread's scope tracker while a trace runs in it, else None."""
 
@@ -116,8 +127,29 @@ def _set(active: ActiveLevel) -> Callable[..., Any]:
     return set_
 
 
+def _fast_path_check(ours_of: RecordingModes) -> Callable[[Any], bool]:
+    def has_torch_function(relevant_args: Any) -> bool:
+        ours = ours_of()
+        if not ours or sys._getframe(1).f_code not in _FAST_PATH_CHECKS:
+            return _HAS_TORCH_FUNCTION(relevant_args)
+        # Decide as the forward would untraced: our modes off the stack, while a user's mode or
+        # a tensor subclass still counts. The fused op it then calls is recorded as it runs.
+        popped = []
+        try:
+            while (depth := torch._C._len_torch_function_stack()) and any(
+                torch._C._get_function_stack_at(depth - 1) is mode for mode in ours
+            ):
+                popped.append(torch._C._pop_torch_function_stack())
+            return _HAS_TORCH_FUNCTION(relevant_args)
+        finally:
+            for mode in reversed(popped):
+                torch._C._push_on_torch_function_stack(mode)
+
+    return has_torch_function
+
+
 @contextlib.contextmanager
-def installed(active: ActiveLevel, tracker_of: ActiveTracker) -> Iterator[None]:
+def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes) -> Iterator[None]:
     """Wrap the calls while the block runs, in every thread that traces at once."""
     global _users
     with _lock:
@@ -125,6 +157,7 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker) -> Iterator[None]:
             torch.nn.Module._call_impl = _module_call(tracker_of)
             torch.jit.ScriptFunction.__call__ = _script_call(active)
             torch.Tensor.set_ = _set(active)  # shadows the TensorBase method it inherits
+            torch.overrides.has_torch_function = _fast_path_check(ours_of)
         _users += 1
     try:
         yield
@@ -135,6 +168,7 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker) -> Iterator[None]:
                 torch.nn.Module._call_impl = _CALL_IMPL
                 torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
                 del torch.Tensor.set_
+                torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
 
 
 @contextlib.contextmanager

@@ -192,10 +192,14 @@ class PythonLevel(TorchFunctionMode):
         user, entry = _source.user_frame_and_entry(caller)
         index = len(self.nodes)
         stack = self.tracker.stack
+        try:
+            metas = [(o.shape, o.dtype, o.device) for o in outs]
+        except RuntimeError:  # a nested tensor, whose ragged dims have no size
+            metas = [raw_meta(o) for o in outs]
         self.nodes.append(
             NodeRecord(
                 "op", stack[-1][0] if stack else 0, refs, target, None,
-                [(o.shape, o.dtype, o.device) for o in outs], template, kw_template, bool(writes),
+                metas, template, kw_template, bool(writes),
                 user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
                 # Called by the user's line itself (not by library code it called): only then
                 # can the line's assignment have bound this op's result.

@@ -20,11 +20,12 @@ from typing import Any
 import torch
 
 from .._ir import GraphIR
+from .._text import error_text
 from . import _patches, _source
 from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
 from ._python import PythonLevel
-from ._records import Recording
+from ._records import Failure, NodeRecord, Recording
 from ._runtime import Keeper, OutputStats, Timer
 from ._scopes import ModelIndex, ScopeTracker, is_compiled_wrapper
 from ._values import dtype_name, iter_tensors, shape_of
@@ -32,6 +33,10 @@ from ._values import dtype_name, iter_tensors, shape_of
 _tls = threading.local()
 _ACTIVE_TRACKER = functools.partial(getattr, _tls, "tracker", None)
 """This thread's scope tracker while it traces, else None: looked up on every module call, in C."""
+
+
+PYTHON_ERROR = "torchatlas.raise"
+"""Target of the node that marks where a forward pass raised outside any op."""
 
 
 class TraceError(RuntimeError):
@@ -49,6 +54,11 @@ def _recording_python_level() -> PythonLevel | None:
     stack = torch._C._len_torch_function_stack()
     on_stack = any(torch._C._get_function_stack_at(i) is session.python for i in range(stack))
     return session.python if on_stack and torch._C._is_torch_function_mode_enabled() else None
+
+
+def _recording_modes() -> Any:
+    session = active_session()
+    return session.modes if session is not None else ()
 
 
 def unwrap_model(model: Any) -> Any:
@@ -127,7 +137,7 @@ class Session:
         _tls.session, _tls.tracker = self, self.tracker
         try:
             try:
-                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER), _patches.compiled_code_runs_eagerly(
+                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER, _recording_modes), _patches.compiled_code_runs_eagerly(
                     self.index.compiled_calls
                 ):
                     self._forward_recorded()
@@ -141,6 +151,8 @@ class Session:
                 if not partial:
                     _add_note(exc, note)
                     raise
+                if self.python.recording.failure is None:
+                    self._mark_python_failure(exc)
                 error = _without_frames(exc)
             if not self.tracker.scopes:
                 raise TraceError("torchatlas: the model recorded no module call; is it an nn.Module or a callable?")
@@ -194,6 +206,17 @@ class Session:
         return recording
 
     # -- failures ------------------------------------------------------------------------------
+
+    def _mark_python_failure(self, exc: BaseException) -> None:
+        """Forward failed in Python code, not in an op (a KeyError, an assert): one node where it
+        raised, in the innermost module call it passed through, marks it as a failing op would."""
+        module, scopes = _raising_module(exc), self.tracker.scopes
+        path = self.tracker.path_of(module) if module is not None else None
+        scope = next((i for i in range(len(scopes) - 1, -1, -1) if scopes[i].path == path), 0)
+        code, line = _source.user_traceback_code(exc)
+        nodes = self.result[0].nodes
+        nodes.append(NodeRecord("op", scope, [], PYTHON_ERROR, code=code, line=line, error=error_text(exc)))
+        self.python.recording.failure = Failure(PYTHON_ERROR, scope, code, line, len(nodes) - 1, None)
 
     def _describe_failure(self, exc: BaseException) -> str:
         """One line naming the op, the module call and the source line where forward failed."""

@@ -58,6 +58,17 @@ def user_frame_and_entry(frame: types.FrameType | None) -> tuple[types.FrameType
     return frame, entry
 
 
+def user_traceback_code(exc: BaseException) -> tuple[types.CodeType | None, int]:
+    """(code, line) of the innermost frame of ``exc``'s traceback that is neither torch's nor ours."""
+    found: tuple[types.CodeType | None, int] = (None, 0)
+    tb = exc.__traceback__
+    while tb is not None:
+        if not _is_internal_file(tb.tb_frame.f_code.co_filename):
+            found = (tb.tb_frame.f_code, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
 def user_traceback_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost frame of ``exc``'s traceback that is neither torch's nor ours."""
     frames = [

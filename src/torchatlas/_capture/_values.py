@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,24 +15,51 @@ _MAX_REPR = 120
 _MAX_ITEMS = 64
 
 
-def iter_tensors(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Tensor]]:
-    """(path, tensor) for each tensor in nested tuples, lists, dicts, dataclasses and ModelOutputs."""
+def iter_tensors(value: Any, path: str) -> Iterator[tuple[str, Tensor]]:
+    """(path, tensor) for each tensor in nested tuples, lists, dicts, dataclasses, ModelOutputs
+    and the attributes of plain objects (a transformers ``DynamicCache``: ``.layers[0].keys``)."""
+    return _tensors_in(value, path, 0, set())
+
+
+def _tensors_in(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[tuple[str, Tensor]]:
     if isinstance(value, Tensor):
         yield path, value
-    elif depth > 32:
+    elif depth > 32 or value is None or isinstance(value, _SCALARS):
         return
     elif isinstance(value, dict):  # includes transformers' ModelOutput (an OrderedDict)
         for key, item in value.items():
-            yield from iter_tensors(item, f"{path}[{key!r}]", depth + 1)
+            yield from _tensors_in(item, f"{path}[{key!r}]", depth + 1, seen)
     elif isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuple
         for key, item in zip(value._fields, value):
-            yield from iter_tensors(item, f"{path}.{key}", depth + 1)
+            yield from _tensors_in(item, f"{path}.{key}", depth + 1, seen)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            yield from iter_tensors(item, f"{path}[{i}]", depth + 1)
+            yield from _tensors_in(item, f"{path}[{i}]", depth + 1, seen)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
-            yield from iter_tensors(getattr(value, f.name, None), f"{path}.{f.name}", depth + 1)
+            yield from _tensors_in(getattr(value, f.name, None), f"{path}.{f.name}", depth + 1, seen)
+    elif _holds_attributes(value) and id(value) not in seen:
+        seen.add(id(value))  # objects may refer to each other in cycles
+        try:
+            attributes = list(vars(value).items())
+        except Exception:  # a hostile __dict__: its values stay out of sight, as before
+            return
+        for key, item in attributes:
+            if isinstance(key, str) and not key.startswith("_"):
+                yield from _tensors_in(item, f"{path}.{key}", depth + 1, seen)
+
+
+_SCALARS = (bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
+
+
+def _holds_attributes(value: Any) -> bool:
+    """A plain Python object whose attributes may hold tensors: not a module (its parameters
+    are the model's, not values passed around), a class, a function or a Python module."""
+    return (
+        hasattr(value, "__dict__")
+        and not isinstance(value, (torch.nn.Module, type, types.FunctionType, types.MethodType, types.ModuleType))
+        and not callable(getattr(value, "__torch_function__", None))  # a tensor-like subclass wrapper
+    )
 
 
 def tensors_flat(value: Any, out: list[Tensor]) -> None:
