@@ -18,7 +18,7 @@ from _cli_helpers import error_lines, run_cli
 
 import torchatlas
 from torchatlas import _cli, _hf, _models
-from torchatlas._cli import EXIT_MODEL_FAILED, EXIT_USAGE
+from torchatlas._cli import EXIT_MODEL_FAILED, EXIT_NONFINITE, EXIT_USAGE
 from torchatlas._render import _html
 
 transformers = pytest.importorskip("transformers")
@@ -94,6 +94,23 @@ def test_decoder_inputs_start_with_the_decoder_start_token_and_follow_decoder_to
 def test_decoder_tokens_on_a_decoder_only_model_is_a_usage_error(capsys):
     code, _, err = run_cli(capsys, "hf:llama", *TINY_LLAMA, "--tokens", "1,8", "--decoder-tokens", "1,4")
     assert code == EXIT_USAGE and len(error_lines(err)) == 1 and "--decoder-tokens" in err
+
+
+def test_a_text_and_image_model_gets_both_and_nested_config_fields_can_be_set(capsys):
+    tiny = sets(**{
+        f"{part}_config.{key}": value
+        for part in ("text", "vision")
+        for key, value in (("num_hidden_layers", 1), ("hidden_size", 32), ("intermediate_size", 64), ("num_attention_heads", 4))
+    }, **{"vision_config.image_size": 32, "vision_config.patch_size": 8, "projection_dim": 16})  # fmt: skip
+    code, out, err = run_cli(capsys, "hf:clip", *tiny, "--tokens", "1,8", "--ascii", "--depth", "1")
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("CLIPModel  (1x8 int64, 1x3x32x32) -> ")
+    code, _, err = run_cli(capsys, "hf:clip", "--set", "vision_config.num_hiden_layers=1", "--tokens", "1,8")
+    assert code == EXIT_USAGE
+    assert error_lines(err) == [
+        "torchatlas: error: --set vision_config.num_hiden_layers: the clip config has no such field; "
+        "did you mean 'vision_config.num_hidden_layers'?"
+    ]
 
 
 def _overrides(args: list[str]) -> dict[str, object]:
@@ -237,7 +254,7 @@ def test_find_nan_names_the_first_nonfinite_op_its_module_line_and_inputs(capsys
             return torch.ones(2, 4)
     """))
     code, out, err = run_cli(capsys, f"{model}:Net", "--find-nan")
-    assert code == 0, err
+    assert code == EXIT_NONFINITE, err  # found one: a script or CI job can stop on it
     (line,) = out.splitlines()
     assert line.startswith("first NaN/Inf: torch.Tensor.__truediv__ in norm (Norm) at ")
     assert "nan_model.py:7; output " in line
@@ -245,7 +262,7 @@ def test_find_nan_names_the_first_nonfinite_op_its_module_line_and_inputs(capsys
     code, out, _ = run_cli(capsys, "--find-nan")
     assert code == 0 and out == "no NaN or Inf in any op's output\n"
     code, out, err = run_cli(capsys, f"{model}:Net", "--find-nan", "--format", "json")
-    assert json.loads(out)["format"] == "torchatlas-graph" and "first NaN/Inf" in err
+    assert json.loads(out)["format"] == "torchatlas-graph" and "first NaN/Inf" in err and code == EXIT_NONFINITE
     code, out, _ = run_cli(capsys, f"{model}:Net", "--find-nan", "--device", "meta")
     assert code == 0 and out.startswith("no value statistics to search")
 

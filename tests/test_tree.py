@@ -201,3 +201,15 @@ def test_parallel_outputs_are_sibling_branches() -> None:
         (1, "┬ h1 (Linear)  3 → 2"),
         (1, "┬ h2 (Linear)  3 → 2"),
     ]
+
+
+class ReadsMaskFirst(nn.Module):
+    def forward(self, x, mask, unused):
+        return x.masked_fill(mask, 0.0)
+
+
+def test_the_models_line_lists_its_arguments_in_order_read_or_not() -> None:
+    args = (torch.randn(2, 5), torch.zeros(2, 5, dtype=torch.bool), torch.randn(3))
+    graph = torchatlas.trace(ReadsMaskFirst(), args)
+    assert graph.tree(ascii=False).splitlines()[0] == "ReadsMaskFirst  (2×5, 2×5 bool, 3) → 2×5"
+    assert graph.ir.scopes[0].meta["input_shapes"] == [[2, 5], [2, 5], [3]]

@@ -37,6 +37,8 @@ DEFAULT_SPEC = "torchatlas._example:CoolCNN"
 
 EXIT_MODEL_FAILED = 1
 EXIT_USAGE = 2
+EXIT_NONFINITE = 3
+"""--find-nan found a NaN or Inf: scripts and CI can stop on it."""
 
 
 _SUFFIX_FORMATS = {
@@ -105,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         dest="overrides",
         metavar="KEY=VALUE",
-        help="hf: config override, e.g. num_hidden_layers=2 (repeatable)",
+        help="hf: config override, e.g. num_hidden_layers=2 or vision_config.num_hidden_layers=1 (repeatable)",
     )
     parser.add_argument(
         "--task",
@@ -253,18 +255,20 @@ def _trace(opts: argparse.Namespace) -> int:
         graph = _trace_model(opts)
     if opts.sort and not any(isinstance(s.meta.get("time_us"), (int, float)) for s in graph.ir.scopes):
         raise SpecError("--sort time needs times: add --profile (or open a graph saved from a profiled trace)")
+    found = 0
     if opts.find_nan:
         # The answer is the command's output, unless a format is asked for as well.
         only_answer = not (opts.out_dir or opts.output or opts.format)
         _print(sys.stdout if only_answer else sys.stderr, _first_nonfinite_line(graph) + "\n")
+        found = EXIT_NONFINITE if graph.first_nonfinite() is not None else 0
         if only_answer:
-            return 0
+            return found
     if opts.out_dir:
-        return _write_out_dir(graph, Path(opts.out_dir), opts)
+        return _write_out_dir(graph, Path(opts.out_dir), opts) or found
     _write_format(graph, fmt, opts.output, opts)
     if opts.compile_breaks and fmt == "tree" and not opts.output:
         sys.stdout.write(_breaks_by_kind(graph))
-    return 0
+    return found
 
 
 def _breaks_by_kind(graph: Graph) -> str:

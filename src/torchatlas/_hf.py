@@ -82,13 +82,29 @@ def _config(transformers: Any, model_type: str, overrides: dict[str, Any], spec:
         close = difflib.get_close_matches(model_type, known, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise SpecError(f"transformers has no model type {model_type!r}{hint} (spec {spec!r})") from None
+    nested = {key: value for key, value in overrides.items() if "." in key}
     for key in overrides:
-        if key not in _EXTRA_KEYS and not hasattr(default, key):
-            close = difflib.get_close_matches(key, list(default.to_dict()), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+        *parents, field = key.split(".")
+        owner = default
+        for part in parents:  # vision_config.num_hidden_layers: a field of a part's own config
+            owner = getattr(owner, part, None)
+            if owner is None or not hasattr(owner, "to_dict"):
+                raise SpecError(f"--set {key}: the {model_type} config has no sub-config {part!r}")
+        if key not in _EXTRA_KEYS and not hasattr(owner, field):
+            close = difflib.get_close_matches(field, list(owner.to_dict()), n=1)
+            hint = f"; did you mean {'.'.join([*parents, close[0]])!r}?" if close else ""
             raise SpecError(f"--set {key}: the {model_type} config has no such field{hint}")
     try:
-        return transformers.AutoConfig.for_model(model_type, **overrides)
+        config = transformers.AutoConfig.for_model(
+            model_type, **{key: value for key, value in overrides.items() if key not in nested}
+        )
+        for key, value in nested.items():
+            *parents, field = key.split(".")
+            owner = config
+            for part in parents:
+                owner = getattr(owner, part)
+            setattr(owner, field, value)
+        return config
     except Exception as e:
         raise ModelError(f"{model_type} config rejects the --set values: {error_text(e)}") from e
 
@@ -221,6 +237,12 @@ def model_inputs(
     main = getattr(model, "main_input_name", "input_ids")
     if not args and not tokens and main not in _TOKEN_INPUTS:
         kwargs[main] = torch.randn(batch, *_feature_shape(config, main, model), device=device)
+    vision = getattr(config, "vision_config", None)
+    spliced = any(hasattr(config, k) for k in ("image_token_index", "image_token_id"))
+    if tokens and "pixel_values" in forward and vision is not None and not spliced:
+        # A model that pairs a text and an image (CLIP, SigLIP) reads both; one that splices image
+        # features into the token sequence (LLaVA) needs image tokens random ids do not have.
+        kwargs["pixel_values"] = torch.randn(batch, *_feature_shape(vision, "pixel_values", model), device=device)
     takes_decoder = config.is_encoder_decoder and "decoder_input_ids" in forward
     if decoder_tokens is not None and not takes_decoder:
         raise SpecError(f"--decoder-tokens: {type(model).__name__} has no decoder_input_ids")

@@ -339,7 +339,10 @@ def _to_device(model: Any, device: str, spec: str) -> Any:
 
 
 def vocab_size(model: Any) -> int | None:
-    return getattr(getattr(model, "config", None), "vocab_size", None)
+    """``config.vocab_size``, or its text part's (``text_config``: CLIP, LLaVA) for a multi-modal model."""
+    config = getattr(model, "config", None)
+    vocab = getattr(config, "vocab_size", None)
+    return vocab if vocab is not None else getattr(getattr(config, "text_config", None), "vocab_size", None)
 
 
 def build_inputs(

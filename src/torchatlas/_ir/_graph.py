@@ -193,6 +193,10 @@ class GraphIR:
     def ops(self) -> Iterator[Node]:
         return (n for n in self.nodes if n.kind == "op")
 
+    def model_inputs(self) -> list[Ref]:
+        """The model's inputs in argument order, read or not: what its own call was given."""
+        return [Ref(n.id, 0) for n in self.nodes if n.kind == "input"]
+
     def users(self) -> dict[str, list[str]]:
         """Node id -> ids of the nodes that read it, in execution order."""
         out: dict[str, list[str]] = {n.id: [] for n in self.nodes}

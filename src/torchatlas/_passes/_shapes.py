@@ -17,7 +17,8 @@ _STATE_KINDS = frozenset({"param", "buffer"})
 
 
 def scope_inputs(ir: GraphIR) -> dict[str, list[Ref]]:
-    """Scope id -> the values read from outside it, in first-read order."""
+    """Scope id -> the values read from outside it, in first-read order; for the model's own
+    call, its inputs in argument order (``GraphIR.model_inputs``)."""
     position = {s.id: i for i, s in enumerate(ir.scopes)}
     ends = subtree_ends(ir)
     found: dict[str, dict[Ref, None]] = {s.id: {} for s in ir.scopes}
@@ -35,7 +36,8 @@ def scope_inputs(ir: GraphIR) -> dict[str, list[Ref]]:
             while cur is not None and not position[cur] <= where <= ends[cur]:
                 found[cur].setdefault(ref, None)
                 cur = ir.scope(cur).parent
-    return {sid: list(refs) for sid, refs in found.items()}
+    given = ir.model_inputs()
+    return {sid: given if ir.scope(sid).parent is None and given else list(refs) for sid, refs in found.items()}
 
 
 def io_shapes(ir: GraphIR) -> GraphIR:

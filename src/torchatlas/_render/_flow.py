@@ -57,7 +57,8 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
     flows = {s.id: ScopeFlow() for s in ir.scopes}
     chains = {s.id: ir.ancestry(s.id) for s in ir.scopes}
     first_seen: set[tuple[str, Item]] = set()
-    carried: dict[tuple[str, Item, Item], list[Ref]] = {}  # (scope, a, b) -> values, in order
+    carried: dict[tuple[str, Item, Item], dict[Ref, None]] = {}  # (scope, a, b) -> values, in order
+    inputs_seen: dict[str, set[Ref]] = {s.id: set() for s in ir.scopes}  # an op may read thousands
 
     def add_item(scope_id: str, item: Item) -> None:
         if (scope_id, item) not in first_seen:
@@ -68,9 +69,7 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
         return Item(True, chain[level + 1]) if level + 1 < len(chain) else Item(False, node.id)
 
     def carry(scope_id: str, a: Item, b: Item, ref: Ref) -> None:
-        values = carried.setdefault((scope_id, a, b), [])
-        if ref not in values:
-            values.append(ref)
+        carried.setdefault((scope_id, a, b), {})[ref] = None
 
     for node in ir.nodes:
         if node.kind not in ("op", "output"):
@@ -92,13 +91,14 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
                 if a != b:
                     carry(chain[level], a, b, ref)
             for level in range(common, len(chain)):  # value enters these scopes from outside
-                if ref not in flows[chain[level]].inputs:
+                if ref not in inputs_seen[chain[level]]:
+                    inputs_seen[chain[level]].add(ref)
                     flows[chain[level]].inputs.append(ref)
                 carry(chain[level], SOURCE, item_at(chain, node, level), ref)
             for level in range(common, len(src_chain)):  # value leaves these scopes
                 carry(src_chain[level], item_at(src_chain, src, level), SINK, ref)
     for (scope_id, a, b), values in carried.items():
-        _classify(ir, flows, scope_id, a, b, values)
+        _classify(ir, flows, scope_id, a, b, list(values))
     dead = unused_ops(ir)
     for scope_id, flow in flows.items():
         for a, b in _broadcast_edges(flow, dead):
@@ -136,18 +136,17 @@ def _broadcast_edges(flow: ScopeFlow, dead: set[Item]) -> list[tuple[Item, Item]
 
 def _classify(ir: GraphIR, flows: dict[str, ScopeFlow], scope_id: str, a: Item, b: Item, values: list[Ref]) -> None:
     flow = flows[scope_id]
+    main: list[Ref] | None  # None: every value carried is a main one
     if a == SOURCE:
         main = flow.inputs[:1]
     elif b == SINK:
         outputs = ir.scope(scope_id).outputs
-        main = outputs[:1] if outputs else values
+        main = outputs[:1] if outputs else None
     elif b.is_scope:
         main = flows[b.id].inputs[:1]
     else:
-        main = values  # an op reads all it joins
-    if any(v in main for v in values):
-        targets = flow.edges.setdefault(a, [])
-        if b not in targets:
-            targets.append(b)
+        main = None  # an op reads all it joins
+    if main is None or any(v in main for v in values):
+        flow.edges.setdefault(a, []).append(b)  # one call per (a, b): no duplicate to check for
         return
     flow.references.setdefault(b, []).extend((a, v) for v in values)

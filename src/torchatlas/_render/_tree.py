@@ -107,6 +107,7 @@ class _TreeBuilder:
             p for flow in self.flows.values() for p, _ in flow.references.get(SINK, ()) if flow.edges.get(p)
         }
         self.dead = unused_ops(ir)
+        self.model_inputs = ir.model_inputs()  # the root's line: in argument order, read or not
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
 
@@ -131,9 +132,10 @@ class _TreeBuilder:
             last = self.ir.scope(run[-1])
             label = fold_label(scope.path, last.path, scope.class_name, len(run))
             outs = last.outputs
+        ins = (self.model_inputs or flow.inputs) if scope.parent is None else flow.inputs
         io = ""
-        if flow.inputs or outs:
-            io = f"  {self.shapes(flow.inputs) if flow.inputs else '()'} → {self.shapes(outs) if outs else '()'}"
+        if ins or outs:
+            io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(outs) if outs else '()'}"
         where = f"  @ {_short_source(scope.source)}" if self.show_source and scope.source else ""
         return visible(label + io + where, LINE_LIMIT)
 
