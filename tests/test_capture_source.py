@@ -66,3 +66,20 @@ class Unpack(nn.Module):
 def test_tuple_assignment_names_a_multi_output_op() -> None:
     ir = torchatlas.trace(Unpack(), torch.randn(4)).ir
     assert [n.name for n in ir.ops()] == ["first, second", None]
+
+
+class TwoStatements(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    def forward(self, x):
+        a = self.fc(x); b = a.sigmoid()  # noqa: E702
+        c = b.relu()
+        return c
+
+
+def test_a_line_of_two_statements_names_nothing_rather_than_the_wrong_value() -> None:
+    ir = torchatlas.trace(TwoStatements(), torch.randn(2, 3)).ir
+    names = {n.target: n.name for n in ir.ops()}
+    assert names == {"torch.nn.functional.linear": None, "torch.Tensor.sigmoid": None, "torch.Tensor.relu": "c"}

@@ -229,3 +229,12 @@ def test_export_of_a_transformer_keeps_repeated_layer_calls():
     layers = [s.path for s in ir.scopes if s.path.startswith("layers.") and s.path.count(".") == 1]
     assert layers == ["layers.0", "layers.1"]
     assert any(s.path == "rotary_emb" for s in ir.scopes)
+
+
+def test_names_fx_made_up_from_the_op_are_not_shown_as_variables() -> None:
+    class Views(torch.nn.Module):
+        def forward(self, x):
+            return (x.view(2, 2) + 1).view(4)
+
+    ir = from_fx(torch.fx.symbolic_trace(Views()))
+    assert [n.name for n in ir.ops()] == [None, None, None]  # fx called them view, add, view_1

@@ -20,6 +20,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
+from .._ops import op_name
 from . import _naming, _source
 from ._values import dtype_name, encode, shape_of
 
@@ -193,7 +194,7 @@ class _GraphReader:
                 outputs=_node_metas(fx_node),
                 args=self._encode(list(fx_node.args), index), kwargs=self._encode(dict(fx_node.kwargs), index)["dict"],
                 inplace=bool(schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)),
-                source=_user_source(fx_node), name=fx_node.name,
+                source=_user_source(fx_node), name=_variable_name(fx_node, self.gm),
             ),
         )
 
@@ -338,3 +339,11 @@ def from_export(ep: Any) -> GraphIR:
     if root is not None:
         meta["model"] = _class_name(root[1])
     return reader.graph(meta)
+
+
+def _variable_name(fx_node: torch.fx.Node, gm: torch.fx.GraphModule) -> str | None:
+    """The node's name when it says more than its op: fx names most nodes after their target
+    (``view``, ``add_3``), which would read ``view = view`` beside the op."""
+    op = op_name(_target(fx_node, gm)) or ""
+    generated = re.fullmatch(rf"_?{re.escape(op)}(_default|_tensor|_\d+)*", fx_node.name) if op else None
+    return None if generated else fx_node.name

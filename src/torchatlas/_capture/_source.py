@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import re
@@ -87,8 +88,17 @@ def line_text(filename: str, lineno: int) -> str:
 @lru_cache(maxsize=65536)
 def assignment_targets(filename: str, lineno: int) -> tuple[str, ...]:
     """Variable names a source line assigns to, outermost first; empty when it assigns none."""
-    match = _ASSIGN.match(linecache.getline(filename, lineno))
-    if not match:
-        return ()
+    text = linecache.getline(filename, lineno)
+    match = _ASSIGN.match(text)
+    if not match or (";" in text and _statement_count(text) > 1):
+        return ()  # ``a = f(x); b = g(a)``: which value each name got, the line alone cannot say
     names = tuple(t.strip() for t in match.group("targets").split(","))
     return tuple(n.removeprefix("self.") for n in names)
+
+
+def _statement_count(text: str) -> int:
+    """Statements on a source line; 1 when it is not a whole statement (a continued line)."""
+    try:
+        return len(ast.parse(text.strip()).body)
+    except SyntaxError:
+        return 1
