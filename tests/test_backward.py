@@ -135,3 +135,19 @@ def test_diagram_draws_backward_ops_in_their_own_dashed_part():
     assert "dashed" in backward_part.split("\n", 2)[1]  # the part's own border style
     saved_edges = [line for line in dot.splitlines() if "->" in line and "#8e44ad" in line]
     assert saved_edges, "no edge carries a saved forward tensor into the backward part"
+
+
+def test_the_tree_names_the_models_own_ops_apart_from_the_loss() -> None:
+    class ReluBetween(torch.nn.Module):  # relu runs in the model's own call, between two Linears
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x)))
+
+    tree = torchatlas.trace(ReluBetween(), torch.randn(2, 4), backward=True).tree(ascii=False)
+    groups = [line.strip(" │├└─") for line in tree.splitlines() if "◀" in line and "backward (" not in line]
+    assert groups[0] == "◀ (loss)"
+    assert "◀ <root> (ReluBetween)  ← saved: relu" in groups
+    assert groups.count("◀ (loss)") == 1
