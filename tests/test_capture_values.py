@@ -156,17 +156,18 @@ class AppendsToCache(torch.nn.Module):
         return cache.keys.sum(0), cache
 
 
-def test_tensors_held_by_plain_objects_are_inputs_and_outputs() -> None:
+def test_tensors_held_by_plain_objects_passed_in_are_inputs() -> None:
     graph = torchatlas.trace(AppendsToCache(), (torch.randn(1, 4), _KVCache(torch.randn(3, 4))))
     inputs = {n.path: n.outputs[0].shape for n in graph.ir.nodes if n.kind == "input"}
     assert inputs == {"args[0]": (1, 4), "args[1].keys": (3, 4)}
+    # the object handed back is state for the next call, not listed: its tensor is where cat made it
     outputs = {n.path: n.outputs[0].shape for n in graph.ir.nodes if n.kind == "output"}
-    assert outputs == {"output[0]": (4,), "output[1].keys": (4, 4)}
+    assert outputs == {"output[0]": (4,)}
     cat = next(n for n in graph.ir.ops() if n.target == "torch.cat")
     assert {graph.ir.node(r).path for r in cat.inputs} == {"args[0]", "args[1].keys"}
 
 
-def test_a_transformers_cache_is_read_and_returned() -> None:
+def test_a_transformers_cache_passed_in_is_read_as_inputs() -> None:
     transformers = pytest.importorskip("transformers")
     config = transformers.AutoConfig.for_model("gpt2", n_layer=2, n_embd=32, n_head=2, vocab_size=100)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
@@ -179,5 +180,4 @@ def test_a_transformers_cache_is_read_and_returned() -> None:
     assert all(p.startswith("kwargs['past_key_values'].") for p in inputs[1:])
     # the attention reads the past keys: none of them is an anonymous constant
     assert not [n for n in graph.ir.nodes if n.kind == "constant" and len(n.outputs[0].shape) == 4]
-    outputs = [n for n in graph.ir.nodes if n.kind == "output"]
-    assert sum(len(n.outputs[0].shape) == 4 and n.outputs[0].shape[2] == 5 for n in outputs) == 4
+    assert [n.path for n in graph.ir.nodes if n.kind == "output"] == ["output['logits']"]

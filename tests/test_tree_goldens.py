@@ -17,23 +17,23 @@ from test_tree import UNICODE, parse_tree
 import torchatlas
 
 LLAMA = [
-    (0, "LlamaForCausalLM  1×8 int64 → (1×8×100, 1×2×8×16 ×4)"),
-    (1, "model (LlamaModel)  1×8 int64 → (1×8×64, 1×2×8×16 ×4)  (also returned)"),
+    (0, "LlamaForCausalLM  1×8 int64 → 1×8×100"),
+    (1, "model (LlamaModel)  1×8 int64 → 1×8×64"),
     (2, "model.embed_tokens (Embedding)  1×8 int64 → 1×8×64"),
     (2, "┬ cos, sin"),
     (3, "arange → 8 int64"),
     (3, "position_ids = add (+) → 8 int64"),
     (3, "position_ids = unsqueeze → 1×8 int64"),
     (3, "model.rotary_emb (LlamaRotaryEmbedding)  1×8 int64 → (1×8×16, 1×8×16)"),
-    (2, "model.layers.0–1 (LlamaDecoderLayer) ×2  (1×8×64, 1×8×16, 1×8×16) → 1×8×64  ← cos, sin  (also returned)"),
+    (2, "model.layers.0–1 (LlamaDecoderLayer) ×2  (1×8×64, 1×8×16, 1×8×16) → 1×8×64  ← cos, sin"),
     (2, "model.norm (LlamaRMSNorm)  1×8×64 → 1×8×64"),
     (1, "getitem ([]) → 1×8×64"),
     (1, "lm_head (Linear)  1×8×64 → 1×8×100"),
 ]
 
 LLAMA_DEPTH3 = [
-    (0, "LlamaForCausalLM  1×8 int64 → (1×8×100, 1×2×8×16 ×4)"),
-    (1, "model (LlamaModel)  1×8 int64 → (1×8×64, 1×2×8×16 ×4)  (also returned)"),
+    (0, "LlamaForCausalLM  1×8 int64 → 1×8×100"),
+    (1, "model (LlamaModel)  1×8 int64 → 1×8×64"),
     (2, "model.embed_tokens (Embedding)  1×8 int64 → 1×8×64"),
     (2, "┬ cos, sin"),
     (3, "arange → 8 int64"),
@@ -50,10 +50,10 @@ LLAMA_DEPTH3 = [
     (4, "┬ sin"),
     (5, "sin → 1×8×16"),
     (5, "sin = mul (*) → 1×8×16"),
-    (2, "model.layers.0–1 (LlamaDecoderLayer) ×2  (1×8×64, 1×8×16, 1×8×16) → 1×8×64  ← cos, sin  (also returned)"),
+    (2, "model.layers.0–1 (LlamaDecoderLayer) ×2  (1×8×64, 1×8×16, 1×8×16) → 1×8×64  ← cos, sin"),
     (3, "┬ attn_output"),
     (4, "model.layers.0.input_layernorm (LlamaRMSNorm)  1×8×64 → 1×8×64"),
-    (4, "model.layers.0.self_attn (LlamaAttention)  (1×8×64, 1×8×16, 1×8×16) → 1×8×64  ← cos, sin  (also returned)"),
+    (4, "model.layers.0.self_attn (LlamaAttention)  (1×8×64, 1×8×16, 1×8×16) → 1×8×64  ← cos, sin"),
     (3, "┬ (skip connection)"),
     (3, "hidden_states = add (+) (inputs_embeds, attn_output) → 1×8×64"),
     (3, "┬ down_proj"),
@@ -74,7 +74,7 @@ LLAMA_DEPTH3 = [
 ]
 
 T5 = [
-    (0, "T5Model  (1×8 int64, 1×5 int64) → (1×5×32, 1×4×5×8 ×4, 1×4×8×8 ×4, 1×8×32)"),
+    (0, "T5Model  (1×8 int64, 1×5 int64) → (1×5×32, 1×8×32)"),
     (1, "encoder (T5Stack)  1×8 int64 → 1×8×32"),
     (2, "encoder.embed_tokens (Embedding)  1×8 int64 → 1×8×32"),
     (2, "encoder.dropout (Dropout)  1×8×32 → 1×8×32"),
@@ -82,17 +82,17 @@ T5 = [
     (2, "encoder.block.1 (T5Block)  (1×8×32, 1×4×8×8) → (1×8×32, 1×4×8×8)"),
     (2, "encoder.final_layer_norm (T5LayerNorm)  1×8×32 → 1×8×32"),
     (2, "encoder.dropout#1 (Dropout)  1×8×32 → 1×8×32"),
-    (1, "decoder (T5Stack)  (1×5 int64, 1×8×32) → (1×5×32, 1×4×5×8 ×4, 1×4×8×8 ×4)  ← decoder_input_ids, hidden_states"),
+    (1, "decoder (T5Stack)  (1×5 int64, 1×8×32) → 1×5×32  ← decoder_input_ids, hidden_states"),
     (2, "decoder.embed_tokens (Embedding)  1×5 int64 → 1×5×32"),
     (2, "decoder.dropout (Dropout)  1×5×32 → 1×5×32"),
-    (2, "decoder.block.0 (T5Block)  (1×5×32, 1×8×32) → (1×5×32, 1×4×5×5, 1×4×5×8)  ← hidden_states  (also returned)"),
-    (2, "decoder.block.1 (T5Block)  (1×5×32, 1×4×5×5, 1×8×32, 1×4×5×8) → (1×5×32, 1×4×5×5, 1×4×5×8)  ← hidden_states  (also returned)"),
+    (2, "decoder.block.0 (T5Block)  (1×5×32, 1×8×32) → (1×5×32, 1×4×5×5, 1×4×5×8)  ← hidden_states"),
+    (2, "decoder.block.1 (T5Block)  (1×5×32, 1×4×5×5, 1×8×32, 1×4×5×8) → (1×5×32, 1×4×5×5, 1×4×5×8)  ← hidden_states"),
     (2, "decoder.final_layer_norm (T5LayerNorm)  1×5×32 → 1×5×32"),
     (2, "decoder.dropout#1 (Dropout)  1×5×32 → 1×5×32"),
 ]
 
 WHISPER = [
-    (0, "WhisperModel  (1×16×32, 1×5 int64) → (1×5×32, 1×4×5×8 ×4, 1×4×16×8 ×4, 1×16×32)"),
+    (0, "WhisperModel  (1×16×32, 1×5 int64) → (1×5×32, 1×16×32)"),
     (1, "encoder (WhisperEncoder)  1×16×32 → 1×16×32"),
     (2, "encoder.conv1 (Conv1d)  1×16×32 → 1×32×32"),
     (2, "inputs_embeds = gelu → 1×32×32"),
@@ -105,7 +105,7 @@ WHISPER = [
     (2, "hidden_states = add (+) → 1×16×32"),
     (2, "encoder.layers.0–1 (WhisperEncoderLayer) ×2  1×16×32 → 1×16×32"),
     (2, "encoder.layer_norm (LayerNorm)  1×16×32 → 1×16×32"),
-    (1, "decoder (WhisperDecoder)  (1×5 int64, 1×16×32) → (1×5×32, 1×4×5×8 ×4, 1×4×16×8 ×4)  ← decoder_input_ids, hidden_states"),
+    (1, "decoder (WhisperDecoder)  (1×5 int64, 1×16×32) → 1×5×32  ← decoder_input_ids, hidden_states"),
     (2, "decoder.embed_tokens (Embedding)  1×5 int64 → 1×5×32"),
     (2, "┬ positions"),
     (3, "arange → 5 int64"),
@@ -114,7 +114,7 @@ WHISPER = [
     (3, "position_ids = repeat → 1×5 int64"),
     (3, "decoder.embed_positions (WhisperPositionalEmbedding)  1×5 int64 → 1×5×32"),
     (2, "hidden_states = add (+) (inputs_embeds, positions) → 1×5×32"),
-    (2, "decoder.layers.0–1 (WhisperDecoderLayer) ×2  (1×5×32, 1×16×32) → 1×5×32  ← hidden_states  (also returned)"),
+    (2, "decoder.layers.0–1 (WhisperDecoderLayer) ×2  (1×5×32, 1×16×32) → 1×5×32  ← hidden_states"),
     (2, "decoder.layer_norm (LayerNorm)  1×5×32 → 1×5×32"),
 ]
 
@@ -274,4 +274,4 @@ def test_unfolded_llama_lists_every_layer() -> None:
     unfolded = torchatlas.trace(model, args, kwargs).tree(depth=2, fold_repeats=False)
     assert "model.layers.0–1 (LlamaDecoderLayer) ×2" in text
     assert "model.layers.0 (LlamaDecoderLayer)" in unfolded and "model.layers.1 (LlamaDecoderLayer)" in unfolded
-    assert "(LlamaDecoderLayer) ×" not in unfolded
+    assert "×2" not in unfolded

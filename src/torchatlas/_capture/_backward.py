@@ -184,7 +184,7 @@ def gradient_targets(model: Any, args: tuple, kwargs: dict) -> list[tuple[str, T
             if p.requires_grad and id(p) not in seen:
                 seen.add(id(p))
                 named.append((path, p))
-    for path, t in list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs")):
+    for path, t in list(iter_tensors(args, "args", attributes=True)) + list(iter_tensors(kwargs, "kwargs", attributes=True)):
         if t.requires_grad and id(t) not in seen:
             seen.add(id(t))
             named.append((path, t))

@@ -86,7 +86,7 @@ class Session:
         self.args, self.kwargs = args, kwargs
         self.index = ModelIndex(self.model)
         self.tracker = ScopeTracker(self.index)
-        self.inputs = list(iter_tensors(args, "args")) + list(iter_tensors(kwargs, "kwargs"))
+        self.inputs = list(iter_tensors(args, "args", attributes=True)) + list(iter_tensors(kwargs, "kwargs", attributes=True))
         self.python = PythonLevel(Recording("python", self.tracker.scopes), self.tracker, list(self.inputs), progress)
         self.tracker.listeners.append(self.python)
         self.modes: list[Any] = [self.python]

@@ -15,13 +15,15 @@ _MAX_REPR = 120
 _MAX_ITEMS = 64
 
 
-def iter_tensors(value: Any, path: str) -> Iterator[tuple[str, Tensor]]:
-    """(path, tensor) for each tensor in nested tuples, lists, dicts, dataclasses, ModelOutputs
-    and the attributes of plain objects (a transformers ``DynamicCache``: ``.layers[0].keys``)."""
-    return _tensors_in(value, path, 0, set())
+def iter_tensors(value: Any, path: str, attributes: bool = False) -> Iterator[tuple[str, Tensor]]:
+    """(path, tensor) for each tensor in nested tuples, lists, dicts, dataclasses and ModelOutputs;
+    with ``attributes``, also in the attributes of plain objects (a transformers ``DynamicCache``
+    passed in: ``.layers[0].keys``), as for the model's inputs. What a model returns inside such
+    an object (the cache it hands back) is not listed: its tensors are where the ops made them."""
+    return _tensors_in(value, path, 0, set() if attributes else None)
 
 
-def _tensors_in(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[tuple[str, Tensor]]:
+def _tensors_in(value: Any, path: str, depth: int, seen: set[int] | None) -> Iterator[tuple[str, Tensor]]:
     if isinstance(value, Tensor):
         yield path, value
     elif depth > 32 or value is None or isinstance(value, _SCALARS):
@@ -38,7 +40,7 @@ def _tensors_in(value: Any, path: str, depth: int, seen: set[int]) -> Iterator[t
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for f in dataclasses.fields(value):
             yield from _tensors_in(getattr(value, f.name, None), f"{path}.{f.name}", depth + 1, seen)
-    elif _holds_attributes(value) and id(value) not in seen:
+    elif seen is not None and _holds_attributes(value) and id(value) not in seen:
         seen.add(id(value))  # objects may refer to each other in cycles
         try:
             attributes = list(vars(value).items())
