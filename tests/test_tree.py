@@ -213,3 +213,19 @@ def test_the_models_line_lists_its_arguments_in_order_read_or_not() -> None:
     graph = torchatlas.trace(ReadsMaskFirst(), args)
     assert graph.tree(ascii=False).splitlines()[0] == "ReadsMaskFirst  (2×5, 2×5 bool, 3) → 2×5"
     assert graph.ir.scopes[0].meta["input_shapes"] == [[2, 5], [2, 5], [3]]
+
+
+class Reassigns(nn.Module):
+    def forward(self, hidden_states):
+        hidden_states = hidden_states.relu()
+        residual = hidden_states
+        hidden_states = hidden_states.sigmoid()
+        doubled = residual + residual
+        return hidden_states + residual, doubled
+
+
+def test_operands_are_named_only_when_each_name_is_one_value() -> None:
+    lines = torchatlas.trace(Reassigns(), torch.randn(2, 3)).tree(ascii=False).splitlines()
+    adds = [line.split("── ", 1)[-1].removeprefix("┬ ") for line in lines if "add (+)" in line]
+    # relu's and sigmoid's results were both called hidden_states: naming them would mislead
+    assert adds == ["doubled = add (+) (hidden_states, hidden_states) → 2×3", "add (+) → 2×3"]

@@ -140,9 +140,14 @@ class _TreeBuilder:
         return visible(label + io + where, LINE_LIMIT)
 
     def names_operands(self, node: Node) -> list[str]:
-        """``(a, b)`` after a join's op: its operands' variables, when every one has a name."""
-        named_inputs = [self.ir.node(r).name for r in node.inputs if self.ir.node(r).kind == "op"]
-        return [n for n in named_inputs if n] if len(named_inputs) > 1 and all(named_inputs) else []
+        """``(a, b)`` after a join's op: its operands' variables, when every one has a name and no
+        name stands for two values (``hidden_states + residual`` where both were once ``hidden_states``)."""
+        refs = [r for r in node.inputs if self.ir.node(r).kind == "op"]
+        names = [self.ir.node(r).name for r in refs]
+        if len(names) < 2 or not all(names):
+            return []
+        values_of = {name: {r for r, other in zip(refs, names) if other == name} for name in names}
+        return [] if any(len(values) > 1 for values in values_of.values()) else [n for n in names if n]
 
     def op_label(self, node: Node) -> str:
         text = op_display(node)
