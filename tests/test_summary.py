@@ -183,3 +183,21 @@ def test_runs_of_equal_shapes_count_once() -> None:
     assert format_shapes([[1, 8, 100], *cache]) == "1×8×100, 1×2×8×16 ×4"
     assert format_shapes([[3], [3]]) == "3, 3"  # two stay two: "3 ×2" reads worse
     assert format_shapes([[1], *cache, [2], [5], [6]], limit=2) == "1, 1×2×8×16 ×4 +3"
+
+
+def test_modules_the_model_does_not_register_are_pointed_out() -> None:
+    import torch
+
+    class KeepsHelpersInAList(torch.nn.Module):  # a classic bug: the list hides the Linear from the model
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+            self.helpers = [torch.nn.Linear(8, 8)]
+
+        def forward(self, x):
+            return self.helpers[0](self.fc(x))
+
+    text = torchatlas.trace(KeepsHelpersInAList(), torch.randn(2, 8)).summary(format="text")
+    last = text.rstrip().splitlines()[-1]
+    assert last.startswith("⚠ not registered with the model") and last.endswith(": <Linear>")
+    assert "not registered" not in torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)).summary(format="text")

@@ -343,13 +343,28 @@ def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
         text = buffer.getvalue()
         if width is None:  # rich pads to the console width: trim what it added
             text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
-        return text + _failure_line(ir)
+        return text + _notes(ir)
     narrow = width is not None and fmt == "text"  # markdown has every column whatever the width
     rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort, narrow)
     columns = summary_columns(ir)
     if fmt == "text":
-        return _text_table(columns, rows, totals, width) + _failure_line(ir)
-    return _markdown_table(columns, rows, totals) + _failure_line(ir)
+        return _text_table(columns, rows, totals, width) + _notes(ir)
+    return _markdown_table(columns, rows, totals) + _notes(ir)
+
+
+def _notes(ir: GraphIR) -> str:
+    return _unregistered_line(ir) + _failure_line(ir)
+
+
+def _unregistered_line(ir: GraphIR) -> str:
+    """Modules called but not registered with the model (kept in a plain list, made in forward):
+    their parameters are not the model's, so optimizers and ``.to()`` never see them."""
+    paths = list(dict.fromkeys(s.path for s in ir.scopes if any(part.startswith("<") for part in s.path.split("."))))
+    if not paths:
+        return ""
+    shown = ", ".join(paths[:3]) + (f" +{len(paths) - 3}" if len(paths) > 3 else "")
+    text = f"⚠ not registered with the model, so their parameters are not counted (nor trained, nor moved by .to()): {shown}"
+    return "\n" + visible(text, LINE_LIMIT) + "\n"
 
 
 def _failure_line(ir: GraphIR) -> str:
