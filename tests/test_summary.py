@@ -197,7 +197,8 @@ def test_modules_the_model_does_not_register_are_pointed_out() -> None:
         def forward(self, x):
             return self.helpers[0](self.fc(x))
 
-    text = torchatlas.trace(KeepsHelpersInAList(), torch.randn(2, 8)).summary(format="text")
-    last = text.rstrip().splitlines()[-1]
+    graph = torchatlas.trace(KeepsHelpersInAList(), torch.randn(2, 8))
+    assert [s.path for s in graph.ir.scopes if s.meta.get("unregistered")] == ["<Linear>"]
+    last = graph.summary(format="text").rstrip().splitlines()[-1]
     assert last.startswith("⚠ not registered with the model") and last.endswith(": <Linear>")
     assert "not registered" not in torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)).summary(format="text")

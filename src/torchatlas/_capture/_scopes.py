@@ -107,7 +107,13 @@ class ScopeTracker:
         if name is None:
             name = self._class_names[cls] = f"{cls.__module__}.{cls.__qualname__}"
         path = self.index.paths.get(id(module))
-        self._push(module, path if path is not None else self.path_of(module), name, frame, args, kwargs)
+        unregistered = False
+        if path is None:
+            path = self.path_of(module)
+            unregistered = id(module) not in self.index.paths  # kept in a plain list, made in forward
+        self._push(module, path, name, frame, args, kwargs)
+        if unregistered:
+            self.scopes[-1].extra = {"unregistered": True}
 
     def call_ended(self, module: Any, output: Any) -> None:
         """A module call returned ``output`` (None when it raised)."""

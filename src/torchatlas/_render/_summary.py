@@ -359,7 +359,7 @@ def _notes(ir: GraphIR) -> str:
 def _unregistered_line(ir: GraphIR) -> str:
     """Modules called but not registered with the model (kept in a plain list, made in forward):
     their parameters are not the model's, so optimizers and ``.to()`` never see them."""
-    paths = list(dict.fromkeys(s.path for s in ir.scopes if any(part.startswith("<") for part in s.path.split("."))))
+    paths = list(dict.fromkeys(s.path for s in ir.scopes if s.meta.get("unregistered")))
     if not paths:
         return ""
     shown = ", ".join(paths[:3]) + (f" +{len(paths) - 3}" if len(paths) > 3 else "")
