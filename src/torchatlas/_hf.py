@@ -84,29 +84,33 @@ def _config(transformers: Any, model_type: str, overrides: dict[str, Any], spec:
         raise SpecError(f"transformers has no model type {model_type!r}{hint} (spec {spec!r})") from None
     nested = {key: value for key, value in overrides.items() if "." in key}
     for key in overrides:
-        *parents, field = key.split(".")
-        owner = default
-        for part in parents:  # vision_config.num_hidden_layers: a field of a part's own config
-            owner = getattr(owner, part, None)
-            if owner is None or not hasattr(owner, "to_dict"):
-                raise SpecError(f"--set {key}: the {model_type} config has no sub-config {part!r}")
+        owner, field = _field_owner(default, key)
+        if owner is None:
+            raise SpecError(f"--set {key}: the {model_type} config has no sub-config {field!r}")
         if key not in _EXTRA_KEYS and not hasattr(owner, field):
             close = difflib.get_close_matches(field, list(owner.to_dict()), n=1)
-            hint = f"; did you mean {'.'.join([*parents, close[0]])!r}?" if close else ""
+            hint = f"; did you mean {key.removesuffix(field) + close[0]!r}?" if close else ""
             raise SpecError(f"--set {key}: the {model_type} config has no such field{hint}")
     try:
         config = transformers.AutoConfig.for_model(
             model_type, **{key: value for key, value in overrides.items() if key not in nested}
         )
         for key, value in nested.items():
-            *parents, field = key.split(".")
-            owner = config
-            for part in parents:
-                owner = getattr(owner, part)
-            setattr(owner, field, value)
+            setattr(*_field_owner(config, key), value)
         return config
     except Exception as e:
         raise ModelError(f"{model_type} config rejects the --set values: {error_text(e)}") from e
+
+
+def _field_owner(config: Any, key: str) -> tuple[Any, str]:
+    """(the config that holds ``key``'s field, the field): ``vision_config.num_hidden_layers`` is a
+    field of the part's own config. (None, the part) when a part is no config."""
+    *parts, field = key.split(".")
+    for part in parts:
+        config = getattr(config, part, None)
+        if config is None or not hasattr(config, "to_dict"):
+            return None, part
+    return config, field
 
 
 def _main_input(auto: Any, config: Any) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterable
 from typing import Any
 
 # C0/C1 controls, DEL, line and paragraph separators, bidi embedding/override/isolate
@@ -79,15 +80,22 @@ def format_shape(shape: list[Any] | tuple[Any, ...]) -> str:
     return "×".join(str(d) for d in shape) if shape else "scalar"
 
 
+def count_runs(texts: Iterable[str]) -> list[str]:
+    """Three or more equal texts in a row as one, ``1×2×8×16 ×4``; one or two stay as they are
+    (``3, 3`` reads better than ``3 ×2``)."""
+    out: list[str] = []
+    for text, same in itertools.groupby(texts):
+        count = len(list(same))
+        out += [f"{text} ×{count}"] if count > 2 else [text] * count
+    return out
+
+
 def format_shapes(shapes: list[Any], limit: int = 3) -> str:
-    """``[[2, 3], [4]]`` -> ``2×3, 4``; ``-`` when there are none; three or more equal shapes
-    in a row count once (``1×2×8×16 ×4``, a cache's keys and values); long lists end ``+N``."""
+    """``[[2, 3], [4]]`` -> ``2×3, 4``; ``-`` when there are none; equal shapes in a row
+    counted once (:func:`count_runs`); long lists end ``+N``."""
     if not shapes:
         return "-"
-    texts: list[str] = []
-    for text, same in itertools.groupby(format_shape(shape) for shape in shapes):
-        count = len(list(same))
-        texts += [f"{text} ×{count}"] if count > 2 else [text] * count
+    texts = count_runs(format_shape(shape) for shape in shapes)
     more = f" +{len(texts) - limit}" if len(texts) > limit else ""
     return ", ".join(texts[:limit]) + more
 

@@ -23,7 +23,7 @@ import bisect
 import hashlib
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Ref, Scope
+from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._passes._common import MetaUpdate, Pass, subtree_ends
 from torchatlas._text import fold_label
 
@@ -108,15 +108,12 @@ class _Chains:
         self.ir = ir
         self.position = {s.id: i for i, s in enumerate(ir.scopes)}
         self.ends = subtree_ends(ir)
-        self.node_scope: dict[str, int] = {}
-        self.ops: list[list[Node]] = [[] for _ in ir.scopes]  # per scope: its own ops
-        self.op_indices: list[list[int]] = [[] for _ in ir.scopes]  # their places in ir.nodes, ascending
+        self.op_scope: dict[str, int] = {}  # op id -> its scope's position
+        self.op_indices: list[list[int]] = [[] for _ in ir.scopes]  # per scope: its own ops' places in ir.nodes
         span: list[tuple[int, int] | None] = [None] * len(ir.scopes)
         for index, n in enumerate(ir.nodes):
-            where = self.position[n.scope]
-            self.node_scope[n.id] = where
             if n.kind == "op":
-                self.ops[where].append(n)
+                where = self.op_scope[n.id] = self.position[n.scope]
                 self.op_indices[where].append(index)
                 span[where] = (span[where] or (index, index))[0], index
         for s in reversed(ir.scopes):  # a call's span holds its callees' ops
@@ -137,10 +134,10 @@ class _Chains:
                 return False
         low, high = self.position[prev.id], self.ends[prev.id]
         return any(
-            low <= self.node_scope[r.node] <= high and self.ir.node(r.node).kind == "op"
+            low <= self.op_scope.get(r.node, -1) <= high
             for where in range(self.position[s.id], self.ends[s.id] + 1)
-            for n in self.ops[where]
-            for r in n.inputs
+            for i in self.op_indices[where]
+            for r in self.ir.nodes[i].inputs
         )
 
 

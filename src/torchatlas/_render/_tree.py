@@ -7,12 +7,11 @@ guides and an ASCII fallback, in the manner of rich's ``tree.py``.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref, Source
 from torchatlas._ops import op_name
-from torchatlas._text import fold_label, to_ascii, visible
+from torchatlas._text import count_runs, fold_label, to_ascii, visible
 
 from ._backward import backward_groups, forward_part
 from ._breaks import break_anchors, break_label
@@ -116,11 +115,8 @@ class _TreeBuilder:
     def shapes(self, refs: list[Ref]) -> str:
         """``1×8×64``; several: ``(1×8×100, 1×2×8×16 ×4)``, a run of equal shapes counted once
         (a cache's keys and values per layer)."""
-        parts = [shape_text(self.ir.value_meta(r), self.dtype) for r in refs]
-        if len(parts) == 1:
-            return parts[0]
-        runs = [(part, len(list(same))) for part, same in itertools.groupby(parts)]
-        return "(" + ", ".join(f"{part} ×{count}" if count > 2 else ", ".join([part] * count) for part, count in runs) + ")"
+        parts = count_runs(shape_text(self.ir.value_meta(r), self.dtype) for r in refs)
+        return parts[0] if len(refs) == 1 else "(" + ", ".join(parts) + ")"
 
     def scope_label(self, scope_id: str) -> str:
         scope = self.ir.scope(scope_id)
@@ -146,7 +142,9 @@ class _TreeBuilder:
         names = [self.ir.node(r).name for r in refs]
         if len(names) < 2 or not all(names):
             return []
-        values_of = {name: {r for r, other in zip(refs, names) if other == name} for name in names}
+        values_of: dict[str | None, set[Ref]] = {}
+        for ref, name in zip(refs, names):
+            values_of.setdefault(name, set()).add(ref)
         return [] if any(len(values) > 1 for values in values_of.values()) else [n for n in names if n]
 
     def op_label(self, node: Node) -> str:
