@@ -6,7 +6,9 @@ tuple, views, in-place ops, writes into slices and through views. ``build`` turn
 it into Python source for a ``forward`` (so a failing example reads as code), an
 ``nn.Module`` running it, inputs, and the graph a correct capture must record,
 worked out by a small model of tensor storage: a reader of a value whose storage
-was written after the value was made depends on the last writer.
+was written after the value was made reads the last writer if the write went
+through the same view of the storage, else a ``torchatlas.updated`` node made at
+that read from its old value and the write.
 
 Labels follow ``_capture_helpers``: ``op3``, ``op3.1`` (second output),
 ``input:args[0]``, ``param:lins.0.weight``.
@@ -145,7 +147,8 @@ class _Simulator:
         self.truth = TrueGraph()
         self.lines = ["def forward(self, x, pack):"]
         self.pool: list[_Value] = []
-        self.last_write: dict[int, tuple[int, str]] = {}
+        self.last_write: dict[int, tuple[int, str, bool | None]] = {}
+        """storage -> (op index, label, contiguity of the view written; None: a slice)"""
         self.storages = itertools.count()
         self.calls: dict[str, int] = {}
         for path, expr in zip(INPUT_PATHS, INPUT_EXPRS):
@@ -155,9 +158,16 @@ class _Simulator:
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
 
-    def read(self, value: _Value) -> str:
+    def read(self, value: _Value, scope: str = "") -> str:
         write = self.last_write.get(value.storage)
-        return write[1] if write is not None and write[0] > value.order else value.producer
+        if write is None or write[0] <= value.order:
+            return value.producer
+        _, writer, contiguous = write
+        if contiguous == value.contiguous:  # every value is 4×4: the same strides are the same view
+            return writer
+        updated = self.op("torchatlas.updated", [value.producer, writer], scope=scope)
+        value.producer, value.order = f"op{updated}", updated
+        return value.producer
 
     def op(self, target: str, reads: list[str], scope: str = "", inplace: bool = False) -> int:
         self.truth.ops.append((target, tuple(reads)))
@@ -170,7 +180,7 @@ class _Simulator:
         return _Value(next(self.storages) if storage is None else storage, label, k, contiguous)
 
     def write(self, value: _Value, k: int) -> _Value:
-        self.last_write[value.storage] = (k, f"op{k}")
+        self.last_write[value.storage] = (k, f"op{k}", value.contiguous)
         value.producer, value.order = f"op{k}", k
         return value
 
@@ -201,19 +211,19 @@ class _Simulator:
             path = f"lins.{s.choice}"
             self.emit(f"{out} = self.lins[{s.choice}]({names[0]})")
             self.call(path)
-            reads = [self.read(vals[0]), f"param:{path}.weight", f"param:{path}.bias"]
+            reads = [self.read(vals[0], path), f"param:{path}.weight", f"param:{path}.bias"]
             self.pool.append(self.new(self.op("torch.nn.functional.linear", reads, scope=path)))
         elif kind == "mixer":
             self.emit(f"{out}, v{len(self.pool) + 1} = self.mixer({{'a': {names[0]}, 'b': {names[1]}}})")
             self.call("mixer")
-            reads = [self.read(v) for v in vals]
+            reads = [self.read(v, "mixer") for v in vals]
             total = self.op(T + "__add__", reads, scope="mixer")
             product = self.op(T + "__mul__", reads, scope="mixer")
             self.pool += [self.new(total), self.new(product)]
         elif kind == "act_inplace":
             self.emit(f"{out} = self.act({names[0]})")
             self.call("act")
-            k = self.op("torch.nn.functional.relu", [self.read(vals[0])], scope="act", inplace=True)
+            k = self.op("torch.nn.functional.relu", [self.read(vals[0], "act")], scope="act", inplace=True)
             self.pool.append(self.write(vals[0], k))
         elif kind in ("t", "transpose", "view", "unsqueeze_squeeze"):
             self.view(s, out, names[0], vals[0])
@@ -226,13 +236,14 @@ class _Simulator:
             self.pool.append(self.new(self.op(T + "view", [self.read(flat)]), storage=flat.storage))
         elif kind in ("add_", "iadd"):
             rhs, rhs_read = self.operand_copy(names[1], vals[1], vals[0])
+            reads = [self.read(vals[0]), rhs_read or self.read(vals[1])]  # the op reads in argument order
             if kind == "add_":
                 self.emit(f"{out} = {names[0]}.add_({rhs})")
             else:
                 self.emit(f"{names[0]} += {rhs}")
                 self.emit(f"{out} = {names[0]}")
             target = T + ("add_" if kind == "add_" else "__iadd__")
-            k = self.op(target, [self.read(vals[0]), rhs_read], inplace=True)
+            k = self.op(target, reads, inplace=True)
             self.pool.append(self.write(vals[0], k))
         elif kind in ("mul_", "relu_"):
             self.emit(f"{out} = {names[0]}.mul_(0.5)" if kind == "mul_" else f"{out} = torch.relu_({names[0]})")
@@ -251,7 +262,8 @@ class _Simulator:
         elif kind == "slice_mul_":
             self.emit(f"{names[0]}[{s.choice}:{s.choice + 2}].mul_(2.0)")
             g = self.op(T + "__getitem__", [self.read(vals[0])])
-            self.write(vals[0], self.op(T + "mul_", [f"op{g}"], inplace=True))
+            k = self.op(T + "mul_", [f"op{g}"], inplace=True)
+            self.last_write[vals[0].storage] = (k, f"op{k}", None)  # through a slice: v reads it updated
         elif kind == "chunk_cat":
             self.emit(f"{out} = torch.cat({names[0]}.chunk(2, dim=1)[::-1], dim=1)")
             k = self.op(T + "chunk", [self.read(vals[0])])
@@ -261,14 +273,14 @@ class _Simulator:
             self.emit(f"{out} = self.{path}({names[0]})")
             self.call(path)
             v = vals[0]
-            k = self.op(target, [self.read(v)], scope=path)
+            k = self.op(target, [self.read(v, path)], scope=path)
             # The call returns the same tensor: later readers of it read through the call.
             v.producer, v.order = f"op{k}", k
             self.pool.append(v)
         elif kind == "second_chunk":
             self.emit(f"{out} = self.second({names[0]})")
             self.call("second")
-            cat = self.op("torch.cat", [self.read(vals[0])] * 2, scope="second")
+            cat = self.op("torch.cat", [self.read(vals[0], "second")] * 2, scope="second")
             chunk = self.op(T + "chunk", [f"op{cat}"], scope="second")
             self.pool.append(self.new(chunk, slot=1, storage=next(self.storages)))
         elif kind == "stack_sum":
@@ -292,10 +304,11 @@ class _Simulator:
         k = int(read[2:])
         self.pool.append(self.new(k, storage=v.storage, contiguous=v.contiguous != flips))
 
-    def operand_copy(self, name: str, value: _Value, written: _Value) -> tuple[str, str]:
-        """An in-place op may not read memory it writes: such an operand is cloned first."""
+    def operand_copy(self, name: str, value: _Value, written: _Value) -> tuple[str, str | None]:
+        """An in-place op may not read memory it writes: such an operand is cloned first (its
+        clone's label); any other is read by the op itself (None)."""
         if value.storage != written.storage:
-            return name, self.read(value)
+            return name, None
         return f"{name}.clone()", f"op{self.op(T + 'clone', [self.read(value)])}"
 
     def finish(self, returned: tuple[int, ...]) -> None:

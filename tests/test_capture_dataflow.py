@@ -79,20 +79,55 @@ class WritesThroughViews(nn.Module):
         return a, b, c
 
 
-def test_readers_of_a_written_tensor_or_its_views_depend_on_the_last_writer() -> None:
+def test_readers_of_a_written_tensor_or_its_views_read_it_updated_by_the_write() -> None:
     ir = torchatlas.trace(WritesThroughViews(), (torch.randn(3, 4), torch.randn(3, 2), torch.randn(12))).ir
+    U = "torchatlas.updated"
     assert wiring(ir) == [
         (T + "__mul__", ("input:args[0]",)),
         (T + "__getitem__", ("op0",)),
         (T + "__setitem__", ("op0", "input:args[1]")),
-        (T + "__add__", ("op2",)),  # v was written through y[:, :2] = z
+        (U, ("op1", "op2")),  # v, as y[:, :2] = z left it
+        (T + "__add__", ("op3",)),
         (T + "view", ("op2",)),
-        (T + "add_", ("op4", "input:args[2]")),
-        (T + "__mul__", ("op5",)),  # y was written through its view
-        (T + "__mul__", ("op5",)),  # and so was v
+        (T + "add_", ("op5", "input:args[2]")),
+        (U, ("op2", "op6")),  # y, written through its view
+        (T + "__mul__", ("op7",)),
+        (U, ("op3", "op6")),  # and v again
+        (T + "__mul__", ("op9",)),
     ]
-    assert [n.inplace for n in ir.ops()] == [False, False, True, False, False, True, False, False]
-    assert outputs(ir) == {"output[0]": "op3", "output[1]": "op6", "output[2]": "op7"}
+    assert [n.inplace for n in ir.ops()] == [False, False, True, False, False, False, True, False, False, False, False]
+    # each updated value has the shape of the tensor read, not of the view written
+    assert [tuple(n.outputs[0].shape) for n in ir.ops() if n.target == U] == [(3, 3), (3, 4), (3, 3)]
+    assert outputs(ir) == {"output[0]": "op4", "output[1]": "op8", "output[2]": "op10"}
+
+
+class WriteThroughAView(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x)
+        y[:, :2].mul_(0.5)
+        return y
+
+
+class ReadsAWrittenSubmodule(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.s = WriteThroughAView()
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.fc(self.s(x))
+
+
+def test_a_module_returning_a_tensor_written_through_its_view_returns_it_whole() -> None:
+    ir = torchatlas.trace(ReadsAWrittenSubmodule(), torch.randn(3, 8)).ir
+    s = next(scope for scope in ir.scopes if scope.path == "s")
+    (out,) = s.outputs
+    updated = ir.node(out)
+    assert updated.target == "torchatlas.updated" and updated.scope == s.id
+    assert tuple(updated.outputs[0].shape) == (3, 8)
+    assert [ir.node(r).target for r in updated.inputs] == ["torch.relu", T + "mul_"]
+    linear = next(n for n in ir.ops() if n.target == "torch.nn.functional.linear")
+    assert ir.node(linear.inputs[0]) is updated
 
 
 class ReadBeforeWrite(nn.Module):

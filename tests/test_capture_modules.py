@@ -161,3 +161,33 @@ def test_a_plain_function_is_traced_under_a_root_scope() -> None:
     ir = torchatlas.trace(double, torch.randn(2)).ir
     assert len(ir.scopes) == 1 and ir.scopes[0].cls.endswith("double")
     assert wiring(ir) == [("torch.Tensor.__mul__", ("input:args[0]",))]
+
+
+class Experts(nn.Module):
+    def forward(self, hidden, index, weights):
+        w = weights.reshape(-1)  # reads its third argument first
+        i = index.reshape(-1)
+        h = hidden[i // 2]
+        return (h * w[:, None]).view(4, 2, 8).sum(1)
+
+
+class RoutedBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = nn.Linear(8, 2)
+        self.experts = Experts()
+
+    def forward(self, x):
+        vals, idx = self.gate(x).topk(2)
+        return self.experts(x, idx, vals)
+
+
+def test_a_calls_inputs_are_what_it_was_given_in_argument_order_not_as_first_read() -> None:
+    ir = torchatlas.trace(RoutedBlock(), torch.randn(4, 8)).ir
+    experts = next(s for s in ir.scopes if s.path == "experts")
+    topk = next(n for n in ir.ops() if n.target == "torch.Tensor.topk")
+    assert experts.inputs == [Ref("n0", 0), Ref(topk.id, 1), Ref(topk.id, 0)]  # (x, idx, vals)
+    assert experts.meta["input_shapes"] == [[4, 8], [4, 2], [4, 2]]
+    loaded = torchatlas.GraphIR.from_dict(ir.to_dict())
+    assert next(s for s in loaded.scopes if s.path == "experts").inputs == experts.inputs
+    assert "experts (Experts)  (4×8, 4×2 int64, 4×2) → 4×8" in torchatlas.trace(RoutedBlock(), torch.randn(4, 8)).tree()

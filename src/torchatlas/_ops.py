@@ -175,7 +175,8 @@ _add(
     squeeze unsqueeze flatten unflatten expand expand_as narrow select movedim moveaxis
     split split_with_sizes chunk tensor_split unbind diagonal as_strided detach alias
     real imag view_as_real view_as_complex unfold _unsafe_view _reshape_alias slice lift_fresh
-    identity""",  # identity: a module call that returned its input (torchatlas.identity)
+    identity updated""",  # torchatlas.identity: a module call returned its input; torchatlas.updated:
+    # a tensor read after a write through another view of its storage (dataflow)
     view=True,
 )
 _add(

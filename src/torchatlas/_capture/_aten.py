@@ -76,7 +76,7 @@ class AtenLevel:
         self.recording = recording
         self.nodes = recording.nodes
         self.tracker = tracker
-        self.flow = DataFlow(recording, self.current_scope, tracker.classify)
+        self.flow = DataFlow(recording, self.current_scope, tracker.classify, lambda: {"phase": self.phase})
         self.boundaries = Boundaries(recording, self.flow, tracker, inputs)
         self.phase = "forward"
         self.backward: Phase | None = None

@@ -125,9 +125,9 @@ class BackwardFacts:
                 self.nodes[record].extra["saved_for_backward"] = entries
 
     def _producer_of(self, t: Tensor, key: Any, saver: int) -> int | None:
-        found = self.level.flow.known(t)
+        found = self.level.flow.made_by(t)
         if found is not None:
-            return found[0]
+            return found
         # A saved output comes back as a new tensor object on the saver's storage.
         return saver if key in self._output_storages.get(saver, ()) else None
 

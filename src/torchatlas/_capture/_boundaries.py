@@ -16,9 +16,10 @@ import torch
 from ._dataflow import DataFlow, raw_meta
 from ._records import NodeRecord, Recording, Slot
 from ._scopes import ScopeTracker
-from ._values import TensorArg, iter_tensors
+from ._values import TensorArg, iter_tensors, tensors_flat
 
 Tensor = torch.Tensor
+_CONTAINERS = (list, tuple, dict)
 IDENTITY = "torchatlas.identity"
 """Target of the node a module call that ran no op and returned its input becomes."""
 
@@ -54,7 +55,21 @@ class Boundaries:
                         seen.add(id(t))
                         self.flow.new_leaf("input", path, t)
             self._inputs = []
+        given = self._given(args, kwargs)
+        if given:
+            self.recording.scope_inputs[index] = given
         self._first[index] = len(self.recording.nodes)
+
+    def _given(self, args: tuple, kwargs: dict) -> list[Slot]:
+        """What the call was given, in argument order: each tensor's value as recorded so far."""
+        tensors: list[Tensor] = []
+        for value in (*args, *kwargs.values()):
+            if isinstance(value, Tensor):
+                tensors.append(value)
+            elif type(value) in _CONTAINERS:
+                tensors_flat(value, tensors)
+        given = [slot for t in tensors if (slot := self.flow.lookup(t)) is not None]
+        return list(dict.fromkeys(given))
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None:
         if isinstance(output, Tensor):
@@ -67,11 +82,13 @@ class Boundaries:
         root = self.tracker.scopes[index].parent is None  # the model's own call: its outputs are the graph's
         refs = []
         for t in tensors:
-            found = self.flow.known(t)
-            if found is None:
+            made = self.flow.made_by(t)  # the record that last made or wrote its value
+            if made is None:
                 found = self.flow.ref(t)
-            elif found[0] < first and not root:  # made before the call: the call passed it through
-                found = self._passthrough(index, t, found)
+            else:
+                found = self.flow.known(t, index)  # read here: a value updated through a view is, here
+                if made < first and not root:  # made before the call: the call passed it through
+                    found = self._passthrough(index, t, found)
             refs.append(found)
         self.recording.scope_outputs[index] = refs
         self.recording.timeline.append(-(index + 1))

@@ -47,7 +47,7 @@ def build_graph(recording: Recording) -> GraphIR:
                 path=path, outputs=[tensor_meta(raw)], meta=dict(extra),
             )
         )
-    scope_outputs = recording.scope_outputs
+    scope_outputs, scope_inputs = recording.scope_outputs, recording.scope_inputs
     scopes = []
     for i, s in enumerate(recording.scopes):
         outs = scope_outputs.get(i)
@@ -64,6 +64,7 @@ def build_graph(recording: Recording) -> GraphIR:
                 source(s.code, s.line),
                 list(dict.fromkeys([_new_tuple(Ref, (ids[r], slot)) for r, slot in outs])) if outs else [],
                 meta,
+                [_new_tuple(Ref, (ids[r], slot)) for r, slot in scope_inputs.get(i, ())],
             )
         )
     meta: dict[str, Any] = {"level": recording.level, "torch": torch.__version__, **recording.meta}

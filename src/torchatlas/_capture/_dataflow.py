@@ -4,7 +4,10 @@ Tensors are tracked by identity (weak references, never kept alive), plus, for
 in-place writes, the storage each tensor aliases: a reader of a tensor whose
 storage was written after the tensor was made reads from the last writer. A
 tensor nobody produced becomes a leaf node when first read (an input, a
-parameter or buffer, or a constant).
+parameter or buffer, or a constant). A tensor read after a write through another
+view of its storage (``y[:, :2].mul_(0.5)``, then ``y``) reads a ``torchatlas.updated``
+node made at that read: its value now, from its value before and the write, with its
+own shape (the write's is the view's).
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ from typing import Any
 import torch
 
 from ._records import NodeRecord, Recording, Slot
+from ._values import TENSOR_ARGS
 
 Tensor = torch.Tensor
+UPDATED = "torchatlas.updated"
+"""Target of the node a tensor becomes when read after a write through another view of its storage."""
 Classifier = Callable[[Tensor], tuple[str, str | None]]
 """A tensor nobody produced -> (leaf kind, path): ``("param", "fc.weight")``, ``("constant", None)``."""
 
@@ -25,13 +31,22 @@ Classifier = Callable[[Tensor], tuple[str, str | None]]
 class DataFlow:
     """Producers by tensor identity and last writers by storage, for one :class:`Recording`."""
 
-    def __init__(self, recording: Recording, current_scope: Callable[[], int], classify: Classifier) -> None:
+    def __init__(
+        self,
+        recording: Recording,
+        current_scope: Callable[[], int],
+        classify: Classifier,
+        op_extra: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self.nodes = recording.nodes
         self.timeline = recording.timeline
         self.current_scope = current_scope
         self.classify = classify
+        self.op_extra = op_extra
+        """The level's facts for each op node it makes (the ATen level's phase)."""
         self._producer: dict[int, tuple[Any, int, int]] = {}  # id(t) -> (weakref, record, slot)
         self._writes: dict[int, Slot] = {}  # storage key -> last writer
+        self._written_view: dict[int, Any] = {}  # storage key -> geometry of the tensor last written
 
     def register(self, t: Tensor, record: int, slot: int) -> None:
         self._producer[id(t)] = (weakref.ref(t), record, slot)
@@ -45,16 +60,45 @@ class DataFlow:
         self.register(t, index, 0)
         return index, 0
 
-    def known(self, t: Tensor) -> Slot | None:
-        """The value ``t`` holds if a record made it, without making a leaf."""
+    def known(self, t: Tensor, scope: int | None = None) -> Slot | None:
+        """The value ``t`` holds if a record made it, without making a leaf: a new
+        ``torchatlas.updated`` node (in ``scope``, default the running one) if its storage was
+        written through another view since."""
         entry = self._producer.get(id(t))
         if entry is None or entry[0]() is not t:
             return None
         if self._writes:
             written = self._writes.get(storage_key(t))
             if written is not None and written[0] > entry[1]:
-                return written
+                if _geometry(t) == self._written_view.get(storage_key(t)):
+                    return written  # the same view of the storage (x.data): the write made its value
+                return self._updated(t, (entry[1], entry[2]), written, scope)
         return entry[1], entry[2]
+
+    def lookup(self, t: Tensor) -> Slot | None:
+        """The value a record made ``t`` hold, by identity alone: no write is looked at, no node made."""
+        entry = self._producer.get(id(t))
+        return (entry[1], entry[2]) if entry is not None and entry[0]() is t else None
+
+    def made_by(self, t: Tensor) -> int | None:
+        """The record that last made or wrote ``t``'s value, making no node (run-time bookkeeping)."""
+        entry = self._producer.get(id(t))
+        if entry is None or entry[0]() is not t:
+            return None
+        written = self._writes.get(storage_key(t)) if self._writes else None
+        return written[0] if written is not None and written[0] > entry[1] else entry[1]
+
+    def _updated(self, t: Tensor, before: Slot, write: Slot, scope: int | None) -> Slot:
+        index = len(self.nodes)
+        self.nodes.append(
+            NodeRecord(
+                "op", self.current_scope() if scope is None else scope, [before, write], UPDATED,
+                outputs=[raw_meta(t)], args=[TENSOR_ARGS[0], TENSOR_ARGS[1]],
+                extra=self.op_extra() if self.op_extra is not None else None,
+            )
+        )
+        self.produced(index, [t], [])
+        return index, 0
 
     def ref(self, t: Tensor) -> Slot:
         """The value a read of ``t`` depends on (a new leaf for a tensor nobody produced)."""
@@ -85,11 +129,13 @@ class DataFlow:
             key = storage_key(t)
             if key is not None:
                 self._writes[key] = (index, slot)
+                self._written_view[key] = _geometry(t)
             self.register(t, index, slot)
 
     def clear(self) -> None:
         self._producer.clear()
         self._writes.clear()
+        self._written_view.clear()
 
 
 def raw_meta(t: Tensor) -> tuple[Any, Any, Any]:
@@ -109,6 +155,14 @@ def _nested_shape(t: Tensor) -> tuple[Any, ...]:
         except RuntimeError:
             shape.append("j")
     return tuple(shape)
+
+
+def _geometry(t: Tensor) -> tuple[Any, ...] | None:
+    """Which elements of its storage ``t`` views, and as what."""
+    try:
+        return t.shape, t.stride(), t.storage_offset(), t.dtype
+    except RuntimeError:  # a nested tensor has no strides
+        return None
 
 
 def storage_key(t: Tensor) -> int | None:

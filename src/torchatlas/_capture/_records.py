@@ -74,6 +74,8 @@ class Recording:
     """Shared by every level of one capture: module calls happen once."""
     nodes: list[NodeRecord] = field(default_factory=list)
     scope_outputs: dict[int, list[Slot]] = field(default_factory=dict)
+    scope_inputs: dict[int, list[Slot]] = field(default_factory=dict)
+    """Scope index -> the values of the tensors the call was given, in argument order, where known."""
     timeline: list[int] = field(default_factory=list)
     """Op record index, or ``-(scope index + 1)`` when a scope returns: the order lines finished."""
     outputs: list[tuple[str, Slot, RawMeta, dict[str, Any]]] = field(default_factory=list)
@@ -91,5 +93,6 @@ class Recording:
         """Drop every record (the graph is built): their memory is freed at once."""
         self.nodes.clear()
         self.scope_outputs.clear()
+        self.scope_inputs.clear()
         self.timeline.clear()
         self.outputs.clear()

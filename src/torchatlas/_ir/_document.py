@@ -66,6 +66,10 @@ def _scope_to_dict(s: Scope) -> dict[str, Any]:
     }
     if any(r.slot for r in s.outputs):
         d["output_slots"] = [r.slot for r in s.outputs]
+    if s.inputs:
+        d["inputs"] = [r.node for r in s.inputs]
+        if any(r.slot for r in s.inputs):
+            d["input_slots"] = [r.slot for r in s.inputs]
     if s.meta:
         d["meta"] = _jsonable(s.meta)
     return d
@@ -244,6 +248,7 @@ def _parse_graph(doc: Any) -> GraphIR:
     for s, raw in zip(scopes, raw_scopes):
         where = f"scope {s.id}"
         s.outputs = _refs(raw, "outputs", "output_slots", where, nodes, missing="a node")
+        s.inputs = _refs(raw, "inputs", "input_slots", where, nodes, missing="a node")
     meta = _obj(doc.get("meta", {}), "graph 'meta'")
     _check_facts(meta, GRAPH_FACTS, "graph meta", nodes, scope_index)
     for n in nodes.values():

@@ -110,10 +110,24 @@ class Scope:
     """The values the call returned, in the order it returned them."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Open slot for analyses (parameter counts, FLOPs, fold groups...)."""
+    inputs: list[Ref] = field(default_factory=list)
+    """The tensors the call was given that a recorded node made, in argument order (positional,
+    then keyword): the first is the value the call works on. Empty for imported graphs."""
 
     @property
     def class_name(self) -> str:
         return self.cls.rsplit(".", 1)[-1]
+
+    def given_first(self, read: list[Ref], unread: bool = False) -> list[Ref]:
+        """``read`` (values the call read from outside it) with those it was given first, in
+        argument order: its first argument is the value it works on. ``unread``: arguments
+        it never read too (a position embedding given ``input_ids`` reads only its shape)."""
+        if not self.inputs:
+            return read
+        seen = set(read)
+        given = [r for r in self.inputs if unread or r in seen]
+        chosen = set(given)
+        return given + [r for r in read if r not in chosen]
 
     @property
     def label(self) -> str:

@@ -50,7 +50,8 @@ class ScopeFlow:
     """item -> (producer, value) of each side value it reads (``SOURCE``: from outside; the
     consumer ``SINK``: a further returned value)."""
     inputs: list[Ref] = field(default_factory=list)
-    """Values read from outside the scope, first read first: ``inputs[0]`` is the main input."""
+    """Values read from outside the scope, those the call was given first (in argument order),
+    then the rest as first read: ``inputs[0]`` is the main input."""
 
 
 def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
@@ -97,6 +98,8 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
                 carry(chain[level], SOURCE, item_at(chain, node, level), ref)
             for level in range(common, len(src_chain)):  # value leaves these scopes
                 carry(src_chain[level], item_at(src_chain, src, level), SINK, ref)
+    for scope in ir.scopes:  # its first argument, not its first read, is the value a call works on
+        flows[scope.id].inputs = scope.given_first(flows[scope.id].inputs)
     for (scope_id, a, b), values in carried.items():
         _classify(ir, flows, scope_id, a, b, list(values))
     dead = unused_ops(ir)
