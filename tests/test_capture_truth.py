@@ -8,11 +8,13 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as functional
 from _capture_helpers import outputs, wiring
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import torchatlas
 from torchatlas import Ref
+from torchatlas._passes import flops
 
 F = "torch.nn.functional."
 T = "torch.Tensor."
@@ -290,7 +292,8 @@ def test_init_by_keyword_is_a_write_a_view_taken_before_reads() -> None:
     constant = next(n for n in ir.ops() if n.target.endswith("constant_"))
     assert constant.inplace
     add = next(n for n in ir.ops() if n.target == T + "__add__")
-    assert ir.node(add.inputs[0]) is constant
+    updated = ir.node(add.inputs[0])  # v, as the write into w left it
+    assert updated.target == "torchatlas.updated" and ir.node(updated.inputs[1]) is constant
 
 
 def test_set_re_points_a_tensor_and_later_readers_read_from_it() -> None:
@@ -357,3 +360,19 @@ def test_transformer_fast_paths_run_as_they_would_untraced() -> None:
         assert attention_targets == ["torch._native_multi_head_attention"]
     # with grad on, untraced and traced alike take the slow path, op by op
     assert "torch.nn.functional.multi_head_attention_forward" in [n.target for n in torchatlas.trace(attention, (x, x, x)).ir.ops()]
+
+
+def test_ops_with_several_public_names_are_named_as_called() -> None:
+    # torch.mm and torch.dsmm are one C function (they compare equal); F.threshold is F._threshold
+    class Aliases(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.act = nn.Threshold(0.1, 0.0)
+
+        def forward(self, a, b):
+            c = torch.mm(a, b)
+            return self.act(functional.threshold(c, 0.0, 1.0)), a.mm(b)
+
+    ir = trace(Aliases(), torch.randn(3, 4), torch.randn(4, 3))
+    assert [n.target for n in ir.ops()] == ["torch.mm", F + "threshold", F + "threshold", T + "mm"]
+    assert all(n.meta["flops"] is not None for n in flops(ir).ops() if n.target.endswith("mm"))

@@ -154,7 +154,7 @@ def test_decomposed_export_is_core_aten_with_the_same_scopes():
 def test_symbolic_trace_scopes_come_from_call_module_and_module_stack():
     gm = torch.fx.symbolic_trace(Nested())
     ir = from_fx(gm)
-    lin = [n for n in ir.ops() if n.target == "torch.nn.modules.linear.Linear"]
+    lin = [n for n in ir.ops() if n.target == "torch.nn.functional.linear"]  # a Linear's call_module
     assert [(ir.scope(n.scope).path, ir.scope(n.scope).call) for n in lin] == [
         ("block.lin", 0), ("block.lin", 1), ("blocks.0.lin", 0), ("blocks.1.lin", 0),
     ]
@@ -238,3 +238,57 @@ def test_names_fx_made_up_from_the_op_are_not_shown_as_variables() -> None:
 
     ir = from_fx(torch.fx.symbolic_trace(Views()))
     assert [n.name for n in ir.ops()] == [None, None, None]  # fx called them view, add, view_1
+
+
+class DynamicBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        y = self.fc(x)
+        y.add_(1)
+        return y.reshape(x.shape[0], -1)
+
+
+def test_export_with_dynamic_shapes_counts_no_symbolic_flops_and_invents_no_module_call() -> None:
+    from torchatlas._passes import flops
+
+    dims = ({0: torch.export.Dim("batch", max=64)},)
+    ir = flops(from_export(torch.export.export(DynamicBlock(), (torch.randn(4, 16),), dynamic_shapes=dims)))
+    linear = next(n for n in ir.ops() if n.target.startswith("aten.linear"))
+    assert isinstance(linear.outputs[0].shape[0], str)  # the batch is symbolic: s0, s77...
+    # no number is right for a symbolic batch: unknown, never the count at batch 1
+    assert linear.meta["flops"] is None and ir.meta["flops_unknown_ops"] >= 1
+    assert [s.path for s in ir.scopes] == ["", "fc"]  # sym_size's stand-in stack is no module call
+    assert [n.name for n in ir.ops()] == [None] * len(list(ir.ops()))  # add_, sym_size_int_1: fx's names
+
+
+class SmallCNN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2, bias=False)
+        self.fc = nn.Linear(4, 10)
+
+    def forward(self, x):
+        return self.fc(self.up(self.conv(x).relu()).mean((2, 3)))
+
+
+def test_symbolic_trace_of_leaf_modules_counts_what_a_trace_counts() -> None:
+    from torchatlas._passes import analyze
+
+    model, x = SmallCNN().eval(), torch.randn(1, 3, 8, 8)
+    gm = torch.fx.symbolic_trace(model)
+    ShapeProp(gm).propagate(x)
+    imported = analyze(from_fx(gm))
+    traced = analyze(capture(model, (x,), {}).ir)
+
+    def per_scope(ir: GraphIR) -> dict[str, tuple[object, ...]]:
+        return {s.path: (s.meta["params"], s.meta["flops"], s.meta["macs"]) for s in ir.scopes}
+
+    assert per_scope(imported) == per_scope(traced)
+    assert imported.meta["param_count"] == sum(p.numel() for p in model.parameters()) == 402
+    assert imported.scopes[0].class_name == "SmallCNN"
+    conv = next(n for n in imported.ops() if n.target == "torch.conv2d")  # conv(x, conv.weight, conv.bias)
+    assert [imported.node(r).path for r in conv.inputs[1:]] == ["conv.weight", "conv.bias"]

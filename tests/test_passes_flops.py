@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from _passes_builder import IRBuilder, linear_layer
 
+import torchatlas
 from torchatlas._passes import flops
 from torchatlas._passes._flops import CONTRACTION_CATEGORIES
 
@@ -298,3 +300,28 @@ def test_a_call_that_returned_its_input_costs_nothing():
     # nn.Identity, eval-mode drop_path: the call's node must not make its callers' totals unknown
     meta = _one_op("torchatlas.identity", [(2, 8)], (2, 8), args=[{"tensor": 0}])
     assert (meta["flops"], meta["macs"]) == (0, 0)
+
+
+def test_operands_passed_by_keyword_count_as_positional_ones() -> None:
+    class ByKeyword(torch.nn.Module):  # BLOOM calls alibi.baddbmm(batch1=..., batch2=..., beta=..., alpha=...)
+        def forward(self, bias, q, k, x, w):
+            return (
+                bias.baddbmm(q, k), bias.baddbmm(batch1=q, batch2=k, beta=1.0, alpha=0.5),
+                torch.matmul(x, w), torch.matmul(input=x, other=w),
+                torch.addmm(x[0, :1], x, w), torch.addmm(x[0, :1], mat1=x, mat2=w),
+                torch.addmv(x[:, 0], x, vec=w[:, 0]),
+            )
+
+    args = (torch.randn(2, 3, 5), torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(3, 4), torch.randn(4, 4))
+    counted = [n.meta["flops"] for n in flops(torchatlas.trace(ByKeyword(), args).ir).ops() if n.meta["flop_category"] == "matmul"]
+    assert counted == [2 * 2 * 3 * 4 * 5] * 2 + [2 * 3 * 4 * 4] * 4 + [2 * 3 * 4]
+
+
+def test_grouped_mm_of_moe_experts_counts_each_row_against_its_groups_weights() -> None:
+    class Experts(torch.nn.Module):  # transformers 5's MoE layers run their experts this way
+        def forward(self, tokens, weights, offsets):
+            return torch._grouped_mm(tokens, weights, offs=offsets)
+
+    args = (torch.randn(10, 16), torch.randn(3, 16, 8), torch.tensor([3, 7, 10], dtype=torch.int32))
+    (op,) = flops(torchatlas.trace(Experts(), args).ir).ops()
+    assert (op.meta["flops"], op.meta["macs"]) == (2 * 10 * 16 * 8, 10 * 16 * 8)  # FlopCounterMode says 0

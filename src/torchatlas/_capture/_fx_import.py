@@ -22,7 +22,7 @@ import torch.utils._pytree as pytree
 from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from .._ops import op_name
 from . import _naming, _source
-from ._values import dtype_name, encode, shape_of
+from ._values import dtype_name, encode, shape_of, tensor_table
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n(?P<code>[^\n]*)')
 # dynamo spells ``model.layers[0]`` as ``L['self'].layers[0]`` or ``L__self___layers_0``.
@@ -66,6 +66,10 @@ class _ScopeTracker:
         return self.scopes[self._open[-1][1]].id
 
 
+# torch.export's stand-in stack for nodes it made outside any module (sym_size of an input)
+_NO_MODULE_STACK = "_empty_nn_module_stack_from_metadata_hook"
+
+
 def _stack_chain(fx_node: torch.fx.Node) -> list[tuple[Any, str, str]] | None:
     stack = fx_node.meta.get("nn_module_stack")
     if not stack:
@@ -73,6 +77,8 @@ def _stack_chain(fx_node: torch.fx.Node) -> list[tuple[Any, str, str]] | None:
     chain = []
     for key, value in stack.items():
         raw_path, cls = value if isinstance(value, tuple) else (str(value), "")
+        if key == _NO_MODULE_STACK:
+            continue
         path = _module_path(str(raw_path))
         if path:  # the root module call is scope s0 already
             chain.append((key, path, _class_name(cls)))
@@ -127,6 +133,28 @@ def _user_source(fx_node: torch.fx.Node) -> Source | None:
     return Source(last["file"], int(last["line"]), last["code"].strip())
 
 
+# A torch.nn leaf whose call is one functional op reads as that op, as a trace of the module
+# records it: symbolic_trace's call_module node of a Conv2d is conv2d(x, conv.weight, conv.bias).
+_MODULE_OPS = {
+    "Linear": "torch.nn.functional.linear",
+    "Conv1d": "torch.conv1d", "Conv2d": "torch.conv2d", "Conv3d": "torch.conv3d",
+    "ConvTranspose1d": "torch.conv_transpose1d", "ConvTranspose2d": "torch.conv_transpose2d",
+    "ConvTranspose3d": "torch.conv_transpose3d",
+}
+_MODULE_OP_PARAMETERS = ("weight", "bias")
+"""Read by each of those ops after its input, in this order."""
+
+
+def _module_op(fx_node: torch.fx.Node, gm: torch.nn.Module) -> tuple[str, Any] | None:
+    """(functional target, module) of a ``call_module`` node of one of ``_MODULE_OPS``."""
+    if fx_node.op != "call_module":
+        return None
+    module = gm.get_submodule(str(fx_node.target))
+    cls = type(module)
+    target = _MODULE_OPS.get(cls.__name__) if cls.__module__.startswith("torch.nn.modules.") else None
+    return (target, module) if target is not None else None
+
+
 def _target(fx_node: torch.fx.Node, gm: torch.nn.Module) -> str:
     if fx_node.op == "call_method":
         return f"torch.Tensor.{fx_node.target}"
@@ -148,9 +176,18 @@ class _GraphReader:
         self.tracker = _ScopeTracker(root_cls)
         self.nodes: list[Node] = []
         self.value: dict[torch.fx.Node, tuple[str, int]] = {}  # fx node -> (IR node id, slot)
+        self._parameters: dict[str, str] = {}  # path -> node id, of parameters read by module ops
 
     def leaf(self, fx_node: torch.fx.Node, kind: str, path: str) -> None:
         self._add(fx_node, Node(id="", kind=kind, scope="s0", path=path, outputs=_node_metas(fx_node)))
+
+    def parameter(self, path: str, tensor: torch.Tensor) -> str:
+        """The node of a parameter a leaf module's op reads (one per path)."""
+        found = self._parameters.get(path)
+        if found is None:
+            found = self._parameters[path] = f"n{len(self.nodes)}"
+            self.nodes.append(Node(id=found, kind="param", scope="s0", path=path, outputs=_metas(tensor)))
+        return found
 
     def _add(self, fx_node: torch.fx.Node, node: Node) -> None:
         node.id = f"n{len(self.nodes)}"
@@ -186,13 +223,24 @@ class _GraphReader:
             if a in self.value:
                 index.setdefault(a, len(inputs))
                 inputs.append(Ref(*self.value[a]))
+        target, args = _target(fx_node, self.gm), self._encode(list(fx_node.args), index)
+        module_op = _module_op(fx_node, self.gm)
+        if module_op is not None:
+            target, module = module_op
+            for name in _MODULE_OP_PARAMETERS:
+                weight = module._parameters.get(name)
+                if weight is None:
+                    args.append(None)
+                    continue
+                args.append({"tensor": len(inputs)})
+                inputs.append(Ref(self.parameter(f"{fx_node.target}.{name}", weight), 0))
         schema = getattr(fx_node.target, "_schema", None)
         self._add(
             fx_node,
             Node(
-                id="", kind="op", scope=scope, inputs=inputs, target=_target(fx_node, self.gm),
+                id="", kind="op", scope=scope, inputs=inputs, target=target,
                 outputs=_node_metas(fx_node),
-                args=self._encode(list(fx_node.args), index), kwargs=self._encode(dict(fx_node.kwargs), index)["dict"],
+                args=args, kwargs=self._encode(dict(fx_node.kwargs), index)["dict"],
                 inplace=bool(schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)),
                 source=_user_source(fx_node), name=_variable_name(fx_node, self.gm),
             ),
@@ -260,9 +308,12 @@ def _level(gm: torch.fx.GraphModule) -> str:
 
 
 def from_fx(gm: torch.fx.GraphModule) -> GraphIR:
-    """A ``GraphIR`` of any ``torch.fx.GraphModule`` (symbolic_trace, make_fx, dynamo...)."""
+    """A ``GraphIR`` of any ``torch.fx.GraphModule`` (symbolic_trace, make_fx, dynamo...), with the
+    module's parameters and buffers listed as a trace lists them."""
     cls = _class_name(type(gm))
-    reader = _GraphReader(gm, "torch.fx.GraphModule" if "<locals>" in cls else cls)
+    if "<locals>" in cls:  # fx's GraphModuleImpl, named after the traced module's class
+        cls = type(gm).__name__ if type(gm).__name__ != "GraphModuleImpl" else "torch.fx.GraphModule"
+    reader = _GraphReader(gm, cls)
     params = dict(gm.named_parameters(remove_duplicate=False))
     buffers = dict(gm.named_buffers(remove_duplicate=False))
     for fx_node in gm.graph.nodes:
@@ -279,7 +330,10 @@ def from_fx(gm: torch.fx.GraphModule) -> GraphIR:
             reader.outputs(fx_node, None)
         else:
             reader.op(fx_node)
-    return reader.graph({"level": _level(gm), "torch": torch.__version__, "imported": "torch.fx"})
+    meta = {"level": _level(gm), "torch": torch.__version__, "imported": "torch.fx"}
+    meta["parameters"] = tensor_table(list(gm.named_parameters(remove_duplicate=False)))
+    meta["buffers"] = tensor_table(list(gm.named_buffers(remove_duplicate=False)))
+    return reader.graph(meta)
 
 
 def _spec_paths(spec: Any, prefix: str) -> list[str]:
@@ -342,8 +396,9 @@ def from_export(ep: Any) -> GraphIR:
 
 
 def _variable_name(fx_node: torch.fx.Node, gm: torch.fx.GraphModule) -> str | None:
-    """The node's name when it says more than its op: fx names most nodes after their target
-    (``view``, ``add_3``), which would read ``view = view`` beside the op."""
+    """The node's name when it says more than its op: fx names most nodes after their target and
+    overload (``view``, ``add_3``, ``add_``, ``sym_size_int_3``), which would read ``view = view``
+    beside the op."""
     op = op_name(_target(fx_node, gm)) or ""
-    generated = re.fullmatch(rf"_?{re.escape(op)}(_default|_tensor|_\d+)*", fx_node.name) if op else None
+    generated = re.fullmatch(rf"_?{re.escape(op)}_?(_[a-z]+)*(_\d+)*", fx_node.name) if op else None
     return None if generated else fx_node.name

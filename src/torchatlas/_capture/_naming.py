@@ -30,16 +30,20 @@ _METADATA_GETTERS = {
 
 
 @lru_cache(maxsize=1)
-def _public_names() -> dict[Any, str]:
-    names: dict[Any, str] = {}
+def _public_names() -> dict[Any, list[tuple[str, Any]]]:
+    """Callable -> its (name, object) pairs, best first: the namespaces in order, public names
+    before private ones (``F.threshold`` is ``F._threshold``). Distinct builtins can compare
+    equal (``torch.mm == torch.dsmm``: one C function under two names), so one key can hold
+    several objects; ``target_name`` takes the name of the one called."""
+    names: dict[Any, list[tuple[str, Any]]] = {}
     for prefix, ns in _NAMESPACES:
-        for attr in dir(ns):
+        for attr in sorted(dir(ns), key=lambda a: a.startswith("_")):
             if attr.startswith("__"):
                 continue
             try:
                 obj = getattr(ns, attr)
                 if callable(obj) and not isinstance(obj, type):
-                    names.setdefault(obj, f"{prefix}.{attr}")
+                    names.setdefault(obj, []).append((f"{prefix}.{attr}", obj))
             except Exception:  # some attributes raise on access or are unhashable
                 continue
     for attr, obj in vars(torch._C.TensorBase).items():
@@ -49,12 +53,12 @@ def _public_names() -> dict[Any, str]:
     return names
 
 
-def _add_method_name(names: dict[Any, str], attr: str, obj: Any) -> None:
+def _add_method_name(names: dict[Any, list[tuple[str, Any]]], attr: str, obj: Any) -> None:
     try:
         if isinstance(obj, (property, types.GetSetDescriptorType)):
-            names.setdefault(obj.__get__, f"torch.Tensor.{attr}")
-        elif callable(obj):
-            names.setdefault(obj, f"torch.Tensor.{attr}")
+            obj = obj.__get__
+        if callable(obj):
+            names.setdefault(obj, []).append((f"torch.Tensor.{attr}", obj))
     except TypeError:
         pass
 
@@ -62,9 +66,11 @@ def _add_method_name(names: dict[Any, str], attr: str, obj: Any) -> None:
 def target_name(func: Callable[..., Any]) -> str:
     """``torch.conv2d``, ``torch.Tensor.view``, ``torch.nn.functional.relu``, ``aten.relu``..."""
     try:
-        return _public_names()[func]
-    except (KeyError, TypeError):
-        pass
+        named = _public_names().get(func)
+    except TypeError:  # unhashable
+        named = None
+    if named:
+        return next((name for name, obj in named if obj is func), named[0][0])
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return str(func)  # torch.ops.aten.relu called directly: aten.relu, aten.add.Tensor
     getter_of = getattr(func, "__self__", None)

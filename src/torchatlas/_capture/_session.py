@@ -28,7 +28,7 @@ from ._python import PythonLevel
 from ._records import Failure, NodeRecord, Recording
 from ._runtime import Keeper, OutputStats, Timer
 from ._scopes import ModelIndex, ScopeTracker, is_compiled_wrapper
-from ._values import dtype_name, iter_tensors, shape_of
+from ._values import iter_tensors, tensor_table
 
 _tls = threading.local()
 _ACTIVE_TRACKER = functools.partial(getattr, _tls, "tracker", None)
@@ -41,6 +41,10 @@ PYTHON_ERROR = "torchatlas.raise"
 
 class TraceError(RuntimeError):
     """The model could not be traced; the message says why in one line."""
+
+
+class LossError(TraceError):
+    """``loss_fn`` failed on what forward returned (``backward=True``)."""
 
 
 def active_session() -> Session | None:
@@ -149,7 +153,8 @@ class Session:
                 self.python.settle_failures(exc)
                 note = self._describe_failure(exc)
                 if not partial:
-                    _add_note(exc, note)
+                    if not isinstance(exc, LossError):  # forward ran: no note says it failed
+                        _add_note(exc, note)
                     raise
                 if self.python.recording.failure is None:
                     self._mark_python_failure(exc)
@@ -201,8 +206,8 @@ class Session:
         if isinstance(self.model, torch.nn.Module):
             cls = type(self.model)
             recording.model = f"{cls.__module__}.{cls.__qualname__}"
-            recording.parameters = _tensor_table(self.index.parameters)
-            recording.buffers = _tensor_table(self.index.buffers)
+            recording.parameters = tensor_table(self.index.parameters)
+            recording.buffers = tensor_table(self.index.buffers)
         return recording
 
     # -- failures ------------------------------------------------------------------------------
@@ -264,21 +269,3 @@ def _without_frames(exc: BaseException) -> BaseException:
         traceback.clear_frames(current.__traceback__)
         current = current.__cause__ or current.__context__
     return exc
-
-
-def _tensor_table(named: list[tuple[str, torch.Tensor]]) -> list[dict[str, Any]]:
-    """Every parameter (or buffer) once, with the other names it is shared under."""
-    by_id: dict[int, dict[str, Any]] = {}
-    for path, t in named:
-        entry = by_id.get(id(t))
-        if entry is None:
-            by_id[id(t)] = {
-                "path": path,
-                "shape": list(shape_of(t)),
-                "dtype": dtype_name(t.dtype),
-                "requires_grad": bool(t.requires_grad),
-                "shared_with": [],
-            }
-        else:
-            entry["shared_with"].append(path)
-    return list(by_id.values())

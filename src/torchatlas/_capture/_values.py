@@ -163,3 +163,21 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 def shape_of(t: Tensor) -> tuple[Any, ...]:
     return tuple(s if isinstance(s, int) else str(s) for s in t.shape)
+
+
+def tensor_table(named: list[tuple[str, Tensor]]) -> list[dict[str, Any]]:
+    """Every parameter (or buffer) once, with the other names it is shared under."""
+    by_id: dict[int, dict[str, Any]] = {}
+    for path, t in named:
+        entry = by_id.get(id(t))
+        if entry is None:
+            by_id[id(t)] = {
+                "path": path,
+                "shape": list(shape_of(t)),
+                "dtype": dtype_name(t.dtype),
+                "requires_grad": bool(t.requires_grad),
+                "shared_with": [],
+            }
+        else:
+            entry["shared_with"].append(path)
+    return list(by_id.values())

@@ -90,8 +90,17 @@ def tensor_of(ir: GraphIR, node: Node, raw: Any) -> TensorMeta | None:
     return None
 
 
+# Keywords a tensor operand can be passed by, in the order the signatures that have them
+# take them (addmm(input, mat1, mat2), baddbmm(input, batch1, batch2), addmv(input, mat, vec)...).
+_OPERAND_KEYWORDS = (
+    "input", "self", "mat1", "mat2", "batch1", "batch2", "mat", "vec", "vec1", "vec2", "other", "tensor",
+    "tensor1", "tensor2",
+)
+
+
 def tensor_operands(ir: GraphIR, node: Node) -> list[TensorMeta]:
-    """Every tensor argument in positional order, lists flattened (``einsum(eq, [a, b])``)."""
+    """Every tensor argument in positional order, lists flattened (``einsum(eq, [a, b])``),
+    then those passed by keyword (``x.baddbmm(batch1=a, batch2=b)``) in signature order."""
     if not node.args and not node.kwargs:
         return [m for ref in node.inputs if (m := ir.value_meta(ref)) is not None]
     found: list[TensorMeta] = []
@@ -104,6 +113,9 @@ def tensor_operands(ir: GraphIR, node: Node) -> list[TensorMeta]:
             found.append(meta)
 
     walk(node.args)
+    for keyword in _OPERAND_KEYWORDS:
+        if keyword in node.kwargs:
+            walk(node.kwargs[keyword])
     return found
 
 

@@ -9,7 +9,9 @@ Conventions (those of ``torch.utils.flop_counter.FlopCounterMode`` and fvcore):
   pooling one per window element;
 * data movement (views, copies, indexing, embedding lookups, creation) costs 0;
 * an op the table gives no rule is *unknown*: its ``flops``/``macs`` are ``None`` and it
-  is counted in ``flops_unknown``, never silently taken as 0.
+  is counted in ``flops_unknown``, never silently taken as 0; so is an op with a symbolic
+  size (``s77`` in an exported graph, a ragged ``j``) among its inputs or outputs, whose
+  count no number would be right for.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def op_cost(ir: GraphIR, node: Node) -> Cost:
     """
     info = op_info(node.target)
     if info is None or info.flop_rule is None:
+        return _UNKNOWN
+    if info.flop_rule != "free" and _symbolic(ir, node):
         return _UNKNOWN
     try:
         return _RULES[info.flop_rule](ir, node, op_name(node.target), info.flop_params)
@@ -300,12 +304,17 @@ _RULES: dict[str, Any] = {
 RULES = frozenset(_RULES)
 
 
+def _symbolic(ir: GraphIR, node: Node) -> bool:
+    metas = [*node.outputs, *(ir.value_meta(ref) for ref in node.inputs)]
+    return any(meta is not None and not all(type(size) is int for size in meta.shape) for meta in metas)
+
+
 def _is_tensor(raw: Any) -> bool:
     return isinstance(raw, dict) and "tensor" in raw
 
 
 def _int(size: Any) -> int:
-    """Symbolic sizes (saved as strings) count as 1, as in ``TensorMeta.numel``."""
+    """A size as an int (symbolic sizes never reach the rules: see ``_symbolic``)."""
     return size if isinstance(size, int) else 1
 
 
