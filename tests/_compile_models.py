@@ -102,3 +102,10 @@ def break_lines(cls: type) -> list[int]:
 
     lines, start = inspect.getsourcelines(cls)
     return [start + i for i, line in enumerate(lines) if line.rstrip().endswith("# BREAK")]
+
+
+class BreakAtAnUnusedOp(_Base):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
+        h = torch.relu(self.fc1(x))
+        idx = torch.nonzero(h > 0)  # BREAK
+        return self.fc2(h), idx.shape[0]  # only its size is used: no op reads idx

@@ -151,3 +151,24 @@ def test_the_tree_names_the_models_own_ops_apart_from_the_loss() -> None:
     assert groups[0] == "◀ (loss)"
     assert "◀ <root> (ReluBetween)  ← saved: relu" in groups
     assert groups.count("◀ (loss)") == 1
+
+
+def test_what_keeps_a_backward_pass_from_running_is_said_in_one_line() -> None:
+    with torch.no_grad(), pytest.raises(TraceError, match=r"gradients, which are off here \(torch.no_grad"):
+        backward(mlp(), torch.randn(3, 4))
+
+    with pytest.raises(TraceError, match="^torchatlas: loss_fn failed on the model's output: IndexError: too many indices") as failed:
+        backward(mlp(), torch.randn(3, 4), loss_fn=lambda out: out["logits"].sum())
+    assert not getattr(failed.value, "__notes__", None)  # not "forward failed at ...": forward ran
+
+    class Checkpointed(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.b(torch.utils.checkpoint.checkpoint(self.a, x, use_reentrant=True))
+
+    with pytest.raises(TraceError, match=r"checkpoint\(use_reentrant=True\).*use use_reentrant=False"):
+        backward(Checkpointed(), torch.randn(4, 8, requires_grad=True))
+    assert torchatlas.trace(Checkpointed(), torch.randn(4, 8)).ir  # forward alone traces

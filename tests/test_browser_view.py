@@ -435,3 +435,23 @@ def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_pa
     assert "tu" not in options and "nf" not in options and "f" in options
     assert v.count(".unit.nonfinite") == 0
     v.close()
+
+
+class ComputesAMaskItNeverUses(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        mask = torch.arange(4) > 1  # noqa: F841 - a causal-mask helper whose result nothing reads
+        return self.fc(x).relu()
+
+
+def test_unused_ops_are_drawn_faded_and_dashed(browser, tmp_path: Path) -> None:
+    v = Viewer(browser, torchatlas.trace(ComputesAMaskItNeverUses(), torch.randn(2, 4)).ir, tmp_path, "dead")
+    dead = v.page.evaluate("[...document.querySelectorAll('.unit.dead text.title')].map((t) => t.textContent)")
+    live = v.page.evaluate("[...document.querySelectorAll('.unit.op:not(.dead) text.title')].map((t) => t.textContent)")
+    assert sorted(dead) == ["arange", "gt"] and "relu" in live
+    style = v.page.evaluate("(() => { const u = document.querySelector('.unit.dead'); return [getComputedStyle(u).opacity, getComputedStyle(u.querySelector('.box')).strokeDasharray]; })()")
+    assert float(style[0]) < 1 and style[1] not in ("none", "")
+    v.close()

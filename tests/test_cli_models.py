@@ -263,8 +263,11 @@ def test_find_nan_names_the_first_nonfinite_op_its_module_line_and_inputs(capsys
     assert code == 0 and out == "no NaN or Inf in any op's output\n"
     code, out, err = run_cli(capsys, f"{model}:Net", "--find-nan", "--format", "json")
     assert json.loads(out)["format"] == "torchatlas-graph" and "first NaN/Inf" in err and code == EXIT_NONFINITE
-    code, out, _ = run_cli(capsys, f"{model}:Net", "--find-nan", "--device", "meta")
-    assert code == 0 and out.startswith("no value statistics to search")
+    code, out, err = run_cli(capsys, f"{model}:Net", "--find-nan", "--device", "meta")
+    assert code == EXIT_USAGE and not out  # nothing searched is no pass
+    assert err == "torchatlas: error: --find-nan has no values to search: the graph was traced on meta, or saved without stats\n"
+    code, _, err = run_cli(capsys, f"{model}:Net", "--profile", "--level", "aten")
+    assert code == EXIT_USAGE and "--profile times Python-level ops" in err
 
 
 def test_help_does_not_import_torch():
@@ -305,3 +308,10 @@ def test_the_example_file_is_the_bundled_example(capsys):
         return [scopes, [(n["kind"], n.get("target"), n["inputs"], n.get("outputs")) for n in parsed["nodes"]]]
 
     assert structure(from_file) == structure(bundled)
+
+
+def test_encoder_and_decoder_tokens_of_two_batch_sizes_are_a_usage_error(capsys):
+    code, _, err = run_cli(capsys, "hf:t5", *TINY_T5, "--tokens", "1,8", "--decoder-tokens", "2,4")
+    assert code == EXIT_USAGE and error_lines(err) == [
+        "torchatlas: error: --tokens and --decoder-tokens must have one batch size, not 1 and 2"
+    ]

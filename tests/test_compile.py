@@ -297,3 +297,12 @@ def test_alignment_of_repeated_layers_with_ops_dropped_and_added() -> None:
     assert regions[1010:] == [1] * 990
     (brk,) = annotate(ir, facts).graph_breaks
     assert brk.node == "n1000" and brk.kind == "print/logging"
+
+
+def test_a_break_at_an_op_listed_as_unused_stays_in_the_tree() -> None:
+    _, _, graph = _report(models.BreakAtAnUnusedOp)
+    (brk,) = _breaks(graph)
+    assert graph.ir.node(brk.node).meta.get("dead")  # execution went on at nonzero, which no op reads
+    lines = graph.tree(ascii=False).splitlines()
+    cut = next(i for i, line in enumerate(lines) if "✂ graph break" in line)
+    assert "(unused: " in lines[cut + 1]  # drawn before the unused group that holds its op

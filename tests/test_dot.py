@@ -8,6 +8,7 @@ import subprocess
 import warnings
 
 import pytest
+import torch
 from _dot_helpers import (
     IRBuilder,
     coolcnn_ir,
@@ -19,6 +20,7 @@ from _dot_helpers import (
     shared_ir,
 )
 
+import torchatlas
 from torchatlas._ir import GraphIR
 from torchatlas._ops import CATEGORIES, LEGEND, category
 from torchatlas._render import _dot
@@ -421,3 +423,15 @@ def test_real_capture_folds_a_module_list_with_find_repeats():
     fold = d.find("blocks.0–4 (Sequential) ×5")
     assert d.succs(d.find("args[0]")) == [fold] and d.succs(fold) == [d.find("head (Linear)")]
     assert "360 params" in d.label(fold)  # 5 × (64 + 8)
+
+
+def test_unused_ops_are_dashed_and_say_so() -> None:
+    class Unused(torch.nn.Module):
+        def forward(self, x):
+            mask = torch.arange(4) > 1  # noqa: F841 - nothing reads it
+            return x.relu()
+
+    dot = torchatlas.trace(Unused(), torch.randn(2, 4)).to_dot()
+    lines = {name: line for line in dot.splitlines() for name in ("arange", "gt (&gt;)", "relu") if f">{name}<" in line or f"{name}<BR/>" in line}
+    assert 'style="rounded,filled,dashed"' in lines["arange"] and "unused" in lines["arange"]
+    assert "dashed" not in lines["relu"] and "unused" not in lines["relu"]

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import torchatlas
+from torchatlas._text import error_text
 
 
 def line_of(obj: object, marker: str) -> int:
@@ -261,3 +262,10 @@ def test_an_assert_in_the_models_own_forward_is_marked_in_the_root() -> None:
     graph = torchatlas.trace(Checks(), torch.randn(2, 4), partial=True)
     marker = graph.ir.nodes[-1]
     assert (marker.target, marker.scope, marker.meta["error"]) == ("torchatlas.raise", "s0", "AssertionError: expected 5 features")
+
+
+def test_an_error_whose_reason_is_on_its_next_line_keeps_the_reason() -> None:
+    # transformers' validation errors end their first line in ':' and give the reason below
+    exc = ValueError("Validation error for field 'rope_parameters':\n  expected dict, got str (value: 'foo')\n\nmore")
+    assert error_text(exc) == "ValueError: Validation error for field 'rope_parameters': expected dict, got str (value: 'foo')"
+    assert error_text(RuntimeError("shape mismatch\nat line 2")) == "RuntimeError: shape mismatch"

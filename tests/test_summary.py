@@ -202,3 +202,17 @@ def test_modules_the_model_does_not_register_are_pointed_out() -> None:
     last = graph.summary(format="text").rstrip().splitlines()[-1]
     assert last.startswith("⚠ not registered with the model") and last.endswith(": <Linear>")
     assert "not registered" not in torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)).summary(format="text")
+
+    shared_gelu = torch.nn.GELU()  # transformers' ACT2FN hands out one shared instance: nothing to lose
+
+    class SharedActivation(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return shared_gelu(self.fc(x))
+
+    graph = torchatlas.trace(SharedActivation(), torch.randn(2, 8))
+    assert [s.path for s in graph.ir.scopes if s.meta.get("unregistered")] == ["<GELU>"]
+    assert "not registered" not in graph.summary(format="text")

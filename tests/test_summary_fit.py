@@ -119,3 +119,29 @@ def test_a_folded_run_of_one_shared_module_counts_its_parameters_once() -> None:
     assert "256 ×3 = 768" in cells and "128 ×3 = 384" in cells
     dot_box = next(line for line in graph.to_dot(fold_repeats=True).splitlines() if "×3" in line)
     assert "72 params" in dot_box
+
+
+def test_a_folded_run_of_distinct_layers_shows_every_parameter_column_per_layer_and_in_all() -> None:
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(64, 64)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x))
+
+    class Stack(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = torch.nn.ModuleList(Block() for _ in range(4))
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    graph = torchatlas.trace(Stack(), torch.randn(1, 64))
+    row = next(line for line in graph.summary(format="text", wide=True, depth=1).splitlines() if "×4" in line)
+    cells = re.split(r"\s{2,}", row.strip())
+    # params, trainable, bytes: one layer's and the run's, so the columns agree with each other and the total
+    assert cells[3:6] == ["4.2K ×4 = 16.6K", "4.2K ×4 = 16.6K", "16.25 KiB ×4 = 65.00 KiB"]

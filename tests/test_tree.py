@@ -229,3 +229,23 @@ def test_operands_are_named_only_when_each_name_is_one_value() -> None:
     adds = [line.split("── ", 1)[-1].removeprefix("┬ ") for line in lines if "add (+)" in line]
     # relu's and sigmoid's results were both called hidden_states: naming them would mislead
     assert adds == ["doubled = add (+) (hidden_states, hidden_states) → 2×3", "add (+) → 2×3"]
+
+
+class UnpacksAChunk(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.w = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        h, gate = self.fc(x).chunk(2, dim=-1)
+        scale = self.w.exp()
+        y = h * scale
+        return y * torch.sigmoid(gate)
+
+
+def test_an_operand_unpacked_from_a_tuple_is_named_by_its_own_variable() -> None:
+    lines = torchatlas.trace(UnpacksAChunk(), torch.randn(3, 8)).tree(ascii=False).splitlines()
+    assert "h, gate = chunk → (3×4, 3×4)" in "\n".join(lines)
+    (mul,) = [line.split("── ", 1)[-1] for line in lines if "y = mul" in line]
+    assert mul == "y = mul (*) (h, scale) → 3×4"  # reads h only, not gate

@@ -257,6 +257,8 @@ def _trace(opts: argparse.Namespace) -> int:
         raise SpecError("--sort time needs times: add --profile (or open a graph saved from a profiled trace)")
     found = 0
     if opts.find_nan:
+        if not any("stats" in n.meta for n in graph.ir.ops()):  # a CI gate must not pass for want of values
+            raise SpecError("--find-nan has no values to search: the graph was traced on meta, or saved without stats")
         # The answer is the command's output, unless a format is asked for as well.
         only_answer = not (opts.out_dir or opts.output or opts.format)
         _print(sys.stdout if only_answer else sys.stderr, _first_nonfinite_line(graph) + "\n")
@@ -317,6 +319,8 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
     _models.check_signature(model, inputs, loaded.spec)
     if opts.compile_breaks and (opts.level != "python" or opts.backward):
         raise SpecError("--compile-breaks reports on the forward pass; leave out --level and --backward")
+    if opts.profile and opts.level != "python":
+        raise SpecError("--profile times Python-level ops; leave out --level")
     try:
         with torch.enable_grad() if opts.backward else torch.no_grad():
             if opts.compile_breaks:
@@ -354,8 +358,6 @@ def _status(text: str) -> Iterator[None]:
 
 def _first_nonfinite_line(graph: Graph) -> str:
     """Where the first NaN or Inf appeared and what went into that op, in one line."""
-    if not any("stats" in n.meta for n in graph.ir.ops()):
-        return "no value statistics to search: the graph was traced on meta, or saved without stats"
     node = graph.first_nonfinite()
     if node is None:
         return "no NaN or Inf in any op's output"

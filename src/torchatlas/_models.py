@@ -364,6 +364,11 @@ def build_inputs(
     vocab = vocab_size(loaded.model)
     if tokens is not None and vocab is None:
         raise SpecError(f"--tokens needs a model with config.vocab_size; {loaded.spec} has none: use --input B,S:int64")
+    if tokens is not None and decoder_tokens is not None and tokens[0] != decoder_tokens[0]:
+        raise SpecError(
+            f"--tokens and --decoder-tokens must have one batch size, not {tokens[0]} and {decoder_tokens[0]}"
+        )
+
     def allocate(option: str, shape: tuple[int, ...], dtype: torch.dtype, high: int) -> torch.Tensor:
         try:
             return make_input(shape, dtype, target, high)

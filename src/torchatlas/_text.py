@@ -40,13 +40,20 @@ def visible(text: str, limit: int | None = None) -> str:
 
 
 def error_text(exc: BaseException) -> str:
-    """``TypeError: ...``, its message's first line; never raises, even for an exception
-    whose ``__str__`` does."""
+    """``TypeError: ...``, its message's first line (and the next ones while a line ends in
+    ``:``, which puts the reason below it); never raises, even for an exception whose
+    ``__str__`` does."""
     try:
         message = str(exc).strip()
     except Exception:
         return f"{type(exc).__name__} (its message could not be read)"
-    first = message.splitlines()[0][:300] if message else ""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    for line in lines[1:]:
+        if not first.endswith(":"):
+            break
+        first += " " + line
+    first = first[:300]
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 

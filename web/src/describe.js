@@ -142,6 +142,7 @@ export class Describer {
       if (kind === "op") {
         if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
         if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${nonfiniteText(n.nf)}`, category: cat, nonfinite: true };
+        if (n.dead) return { title: this.opName(n), subtitle: "unused", category: cat, dead: true };
         return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
       }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);

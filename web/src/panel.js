@@ -137,6 +137,7 @@ export class DetailsPanel {
       ["class", scope.cls, "mono"],
       ["call", n.a ? `${this.describer.opName(n)} ${n.a}` : null, "mono"],
       ["in-place", n.ip ? "yes" : null],
+      ["unused", n.dead ? "yes: nothing reads its result" : null],
       ["failed", n.err || null],
       ["NaN/Inf", n.nf ? nonfiniteText(n.nf) : null, "warn"],
       ["FLOPs", n.f != null ? formatCount(n.f) : null],

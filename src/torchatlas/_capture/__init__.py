@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .._ir import GraphIR
+from .._text import error_text
 from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
@@ -23,7 +24,7 @@ from ._pt2 import UnsafeArchiveError, load_exported
 from ._records import Recording
 from ._regions import annotate as annotate_compile
 from ._runtime import Keeper, Selector
-from ._session import Session, TraceError, unwrap_model
+from ._session import LossError, Session, TraceError, unwrap_model
 
 __all__ = [
     "LEVELS",
@@ -62,13 +63,24 @@ def _aten(session: Session) -> AtenLevel:
 
 def _backward(session: Session, loss_fn: Callable[[Any], torch.Tensor] | None = None) -> None:
     """Forward and backward ATen ops, tied together through autograd, and the saved activations."""
+    if not torch.is_grad_enabled():
+        raise TraceError(
+            "torchatlas: backward=True needs gradients, which are off here (torch.no_grad() or "
+            "torch.inference_mode()); trace outside them"
+        )
     aten = _aten(session)
     facts = BackwardFacts(aten, session.model)
     session.releases.append(facts.release)
     losses: list[torch.Tensor] = []
 
     def take_loss(output: Any) -> None:
-        losses.append((loss_fn or default_loss)(output))
+        if loss_fn is None:
+            losses.append(default_loss(output))
+            return
+        try:
+            losses.append(loss_fn(output))
+        except Exception as exc:
+            raise LossError(f"torchatlas: loss_fn failed on the model's output: {error_text(exc)}") from exc
 
     def run_backward() -> None:
         loss = losses.pop()
@@ -78,8 +90,16 @@ def _backward(session: Session, loss_fn: Callable[[Any], torch.Tensor] | None = 
         if not targets:
             raise TraceError("torchatlas: no parameter or input requires grad, so there is no backward pass to record")
         facts.start_backward()
-        with aten.mode:  # autograd's ops only: no Python call of the user's runs here
-            grads = torch.autograd.grad(loss, [t for _, t in targets], allow_unused=True)
+        try:
+            with aten.mode:  # autograd's ops only: no Python call of the user's runs here
+                grads = torch.autograd.grad(loss, [t for _, t in targets], allow_unused=True)
+        except RuntimeError as exc:
+            if "use_reentrant" not in str(exc):
+                raise
+            raise TraceError(
+                "torchatlas: backward=True cannot run through torch.utils.checkpoint(use_reentrant=True), "
+                "which only .backward() can differentiate; use use_reentrant=False"
+            ) from exc
         facts.gradient_outputs(targets, grads)
 
     session.after_forward = take_loss

@@ -216,6 +216,9 @@ class _Writer:
         extra = ", penwidth=2" if n.inplace else ""
         if n.scope.startswith(BACKWARD_SCOPE):
             extra += f', style="rounded,filled,dashed", color="{BACKWARD}"'
+        elif n.meta.get("dead"):  # nothing reads its result: dashed, as the tree lists it apart
+            label += f"<BR/>{_font('unused', p.muted, 9)}"
+            extra += ', style="rounded,filled,dashed"'
         nonfinite = n.meta.get("nonfinite")
         if nonfinite:  # a NaN or Inf came out of this op (trace(stats=True))
             counts = " ".join(f"{k}×{format_compact(v)}" for k, v in nonfinite.items() if v)

@@ -167,6 +167,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["nm"] = visible(n.name)
         if n.inplace:
             d["ip"] = 1
+        if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
+            d["dead"] = 1
         if n.source is not None:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:

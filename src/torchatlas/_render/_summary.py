@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rich import box
 from rich.console import Console
@@ -93,6 +94,12 @@ def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
     return f"{each} ×{count}" if narrow else f"{each} ×{count} = {total}"
 
 
+def _owned(owners: list[dict[str, Any]], key: str, show: Callable[[Any], str], narrow: bool) -> str:
+    """A parameter column of a folded run: one module's number ×N and the run's total."""
+    total = sum(meta.get(key) or 0 for meta in owners)
+    return _group_count(len(owners), show(owners[0].get(key) or 0), show(total), narrow)
+
+
 def summary_rows(
     ir: GraphIR, depth: int | None = None, fold_repeats: bool = True, sort: str | None = None, narrow: bool = False
 ) -> tuple[list[Row], Row]:
@@ -125,6 +132,7 @@ def summary_rows(
         run = [ir.scope(sid).meta for sid in runs.get(s.id, [])]
         within = ir.scope(s.parent).path if s.parent is not None else ""
         label, params, flops_text = s.label, count(m.get("params")), format_si(flops) + unknown
+        trainable, param_bytes = count(m.get("trainable_params")), format_bytes(m.get("param_bytes"))
         macs_text = format_si(m.get("macs")) + unknown
         if run:
             last = ir.scope(runs[s.id][-1])
@@ -132,8 +140,9 @@ def summary_rows(
             # Calls of one shared module own one set of parameters, not one per call.
             owners = list({ir.scope(sid).path: ir.scope(sid).meta for sid in runs[s.id]}.values())
             if len(owners) > 1:
-                total_params = format_compact(sum(r.get("params") or 0 for r in owners))
-                params = _group_count(len(owners), format_compact(m.get("params") or 0), total_params, narrow)
+                params = _owned(owners, "params", format_compact, narrow)
+                trainable = _owned(owners, "trainable_params", format_compact, narrow)
+                param_bytes = _owned(owners, "param_bytes", format_bytes, narrow)
             flops = sum(r.get("flops") or 0 for r in run) if isinstance(flops, int) else flops
             flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown, narrow)
             macs = m.get("macs")
@@ -152,8 +161,8 @@ def summary_rows(
                     format_shapes(m.get("input_shapes", []), shapes_shown),
                     format_shapes(m.get("output_shapes", []), shapes_shown),
                     params,
-                    count(m.get("trainable_params")),
-                    format_bytes(m.get("param_bytes")),
+                    trainable,
+                    param_bytes,
                     flops_text,
                     macs_text,
                     format_bytes(m.get("activation_bytes")),
@@ -359,7 +368,12 @@ def _notes(ir: GraphIR) -> str:
 def _unregistered_line(ir: GraphIR) -> str:
     """Modules called but not registered with the model (kept in a plain list, made in forward):
     their parameters are not the model's, so optimizers and ``.to()`` never see them."""
-    paths = list(dict.fromkeys(s.path for s in ir.scopes if s.meta.get("unregistered")))
+    unregistered = {s.path for s in ir.scopes if s.meta.get("unregistered")}
+    if not unregistered:
+        return ""
+    # only those holding state matter: transformers' shared GELUActivation owns nothing to lose
+    holders = [n.path.rsplit(".", 1)[0] for n in ir.nodes if n.kind in ("param", "buffer") and n.path and "." in n.path]
+    paths = list(dict.fromkeys(p for p in holders if p in unregistered))
     if not paths:
         return ""
     shown = ", ".join(paths[:3]) + (f" +{len(paths) - 3}" if len(paths) > 3 else "")

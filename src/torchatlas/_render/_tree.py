@@ -7,6 +7,7 @@ guides and an ASCII fallback, in the manner of rich's ``tree.py``.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref, Source
@@ -139,7 +140,7 @@ class _TreeBuilder:
         """``(a, b)`` after a join's op: its operands' variables, when every one has a name and no
         name stands for two values (``hidden_states + residual`` where both were once ``hidden_states``)."""
         refs = [r for r in node.inputs if self.ir.node(r).kind == "op"]
-        names = [self.ir.node(r).name for r in refs]
+        names = [self.ref_name(r) for r in refs]
         if len(names) < 2 or not all(names):
             return []
         values_of: dict[str | None, set[Ref]] = {}
@@ -176,11 +177,20 @@ class _TreeBuilder:
             text += "  (also returned)"
         return text
 
+    def ref_name(self, ref: Ref) -> str | None:
+        """The variable holding this one value: ``h`` of ``h, gate = x.chunk(2)``."""
+        node = self.ir.node(ref)
+        if node.name and len(node.outputs) > 1:
+            parts = node.name.split(", ")
+            return parts[ref.slot] if len(parts) == len(node.outputs) else node.name
+        return node.name
+
     def value_name(self, producer: Item, ref: Ref) -> str:
         """What a side value is called: its variable, else the input or call it comes from."""
         node = self.ir.node(ref)
-        if node.name:
-            return visible(node.name, LINE_LIMIT)
+        name = self.ref_name(ref)
+        if name:
+            return visible(name, LINE_LIMIT)
         if node.kind == "input":
             return visible(input_label(node.path), LINE_LIMIT)
         if producer.is_scope:
@@ -190,8 +200,8 @@ class _TreeBuilder:
     def item_name(self, item: Item) -> str | None:
         """The variable(s) an item's result was assigned to, for branch labels."""
         if item.is_scope:
-            names = [self.ir.node(r).name for r in self.ir.scope(item.id).outputs]
-            return ", ".join(names) if names and all(names) else None  # type: ignore[arg-type]
+            names = [self.ref_name(r) for r in self.ir.scope(item.id).outputs]
+            return ", ".join(dict.fromkeys(names)) if names and all(names) else None  # type: ignore[arg-type]
         return self.ir.node(item.id).name
 
     def short_name(self, item: Item) -> str:
@@ -294,9 +304,12 @@ class _TreeBuilder:
         return apart
 
     def unused(self, items: list[Item]) -> Line:
-        names = list(dict.fromkeys(op_display(self.ir.node(it.id)) for it in items))
+        counts = Counter(op_display(self.ir.node(it.id)) for it in items)
+        names = [f"{name} ×{n}" if n > 1 else name for name, n in counts.items()]
         shown = ", ".join(names[:4]) + (", …" if len(names) > 4 else "")
-        return Line(visible(f"┬ (unused: {len(items)} ops: {shown})", LINE_LIMIT))
+        # a graph break at one of them stays in sight, before the group
+        breaks = [mark for it in items for mark in self.breaks.get(it.id, [])]
+        return Line(visible(f"┬ (unused: {len(items)} ops: {shown})", LINE_LIMIT), before=breaks)
 
     def sequence(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Series-parallel layout of ``items``, a topologically ordered subset of the scope.
