@@ -121,7 +121,8 @@ def _float_stats(row: list[float], numel: int) -> dict[str, Any]:
 
     low, high = finite(low), finite(high)
     mean = finite(total / numel) if numel else None
-    variance = squares / numel - mean * mean if mean is not None else None
+    # torch.std's: with Bessel's correction, as a user checking it against torch reads it
+    variance = (squares - numel * mean * mean) / (numel - 1) if mean is not None and numel > 1 else None
     std = finite(max(variance, 0.0) ** 0.5) if variance is not None and variance == variance else None
     absmax = max(abs(low), abs(high)) if low is not None and high is not None else None
     return {
