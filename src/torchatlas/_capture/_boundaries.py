@@ -19,7 +19,6 @@ from ._scopes import ScopeTracker
 from ._values import TensorArg, iter_tensors, tensors_flat
 
 Tensor = torch.Tensor
-_CONTAINERS = (list, tuple, dict)
 IDENTITY = "torchatlas.identity"
 """Target of the node a module call that ran no op and returned its input becomes."""
 
@@ -63,11 +62,7 @@ class Boundaries:
     def _given(self, args: tuple, kwargs: dict) -> list[Slot]:
         """What the call was given, in argument order: each tensor's value as recorded so far."""
         tensors: list[Tensor] = []
-        for value in (*args, *kwargs.values()):
-            if isinstance(value, Tensor):
-                tensors.append(value)
-            elif type(value) in _CONTAINERS:
-                tensors_flat(value, tensors)
+        tensors_flat((*args, *kwargs.values()), tensors)
         given = [slot for t in tensors if (slot := self.flow.lookup(t)) is not None]
         return list(dict.fromkeys(given))
 

@@ -45,8 +45,8 @@ class DataFlow:
         self.op_extra = op_extra
         """The level's facts for each op node it makes (the ATen level's phase)."""
         self._producer: dict[int, tuple[Any, int, int]] = {}  # id(t) -> (weakref, record, slot)
-        self._writes: dict[int, Slot] = {}  # storage key -> last writer
-        self._written_view: dict[int, Any] = {}  # storage key -> geometry of the tensor last written
+        # storage key -> (last writer, the geometry of the tensor it wrote)
+        self._writes: dict[int, tuple[Slot, tuple[Any, ...] | None]] = {}
 
     def register(self, t: Tensor, record: int, slot: int) -> None:
         self._producer[id(t)] = (weakref.ref(t), record, slot)
@@ -64,16 +64,16 @@ class DataFlow:
         """The value ``t`` holds if a record made it, without making a leaf: a new
         ``torchatlas.updated`` node (in ``scope``, default the running one) if its storage was
         written through another view since."""
-        entry = self._producer.get(id(t))
-        if entry is None or entry[0]() is not t:
+        made = self.lookup(t)
+        if made is None:
             return None
-        if self._writes:
-            written = self._writes.get(storage_key(t))
-            if written is not None and written[0] > entry[1]:
-                if _geometry(t) == self._written_view.get(storage_key(t)):
-                    return written  # the same view of the storage (x.data): the write made its value
-                return self._updated(t, (entry[1], entry[2]), written, scope)
-        return entry[1], entry[2]
+        write = self._write_since(t, made)
+        if write is None:
+            return made
+        writer, geometry = write
+        if _geometry(t) == geometry:
+            return writer  # the same view of the storage (x.data): the write made its value
+        return self._updated(t, made, writer, scope)
 
     def lookup(self, t: Tensor) -> Slot | None:
         """The value a record made ``t`` hold, by identity alone: no write is looked at, no node made."""
@@ -82,11 +82,18 @@ class DataFlow:
 
     def made_by(self, t: Tensor) -> int | None:
         """The record that last made or wrote ``t``'s value, making no node (run-time bookkeeping)."""
-        entry = self._producer.get(id(t))
-        if entry is None or entry[0]() is not t:
+        made = self.lookup(t)
+        if made is None:
             return None
-        written = self._writes.get(storage_key(t)) if self._writes else None
-        return written[0] if written is not None and written[0] > entry[1] else entry[1]
+        write = self._write_since(t, made)
+        return write[0][0] if write is not None else made[0]
+
+    def _write_since(self, t: Tensor, made: Slot) -> tuple[Slot, tuple[Any, ...] | None] | None:
+        """The last write into ``t``'s storage, if it came after the record that made ``t``."""
+        if not self._writes:
+            return None
+        write = self._writes.get(storage_key(t))
+        return write if write is not None and write[0][0] > made[0] else None
 
     def _updated(self, t: Tensor, before: Slot, write: Slot, scope: int | None) -> Slot:
         index = len(self.nodes)
@@ -128,14 +135,12 @@ class DataFlow:
             slot = next((i for i, o in enumerate(outs) if o is t), 0)
             key = storage_key(t)
             if key is not None:
-                self._writes[key] = (index, slot)
-                self._written_view[key] = _geometry(t)
+                self._writes[key] = ((index, slot), _geometry(t))
             self.register(t, index, slot)
 
     def clear(self) -> None:
         self._producer.clear()
         self._writes.clear()
-        self._written_view.clear()
 
 
 def raw_meta(t: Tensor) -> tuple[Any, Any, Any]:

@@ -224,6 +224,7 @@ class _GraphReader:
                 index.setdefault(a, len(inputs))
                 inputs.append(Ref(*self.value[a]))
         target, args = _target(fx_node, self.gm), self._encode(list(fx_node.args), index)
+        name = _variable_name(fx_node, target)
         module_op = _module_op(fx_node, self.gm)
         if module_op is not None:
             target, module = module_op
@@ -242,7 +243,7 @@ class _GraphReader:
                 outputs=_node_metas(fx_node),
                 args=args, kwargs=self._encode(dict(fx_node.kwargs), index)["dict"],
                 inplace=bool(schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)),
-                source=_user_source(fx_node), name=_variable_name(fx_node, self.gm),
+                source=_user_source(fx_node), name=name,
             ),
         )
 
@@ -331,8 +332,7 @@ def from_fx(gm: torch.fx.GraphModule) -> GraphIR:
         else:
             reader.op(fx_node)
     meta = {"level": _level(gm), "torch": torch.__version__, "imported": "torch.fx"}
-    meta["parameters"] = tensor_table(list(gm.named_parameters(remove_duplicate=False)))
-    meta["buffers"] = tensor_table(list(gm.named_buffers(remove_duplicate=False)))
+    meta["parameters"], meta["buffers"] = tensor_table(list(params.items())), tensor_table(list(buffers.items()))
     return reader.graph(meta)
 
 
@@ -395,10 +395,10 @@ def from_export(ep: Any) -> GraphIR:
     return reader.graph(meta)
 
 
-def _variable_name(fx_node: torch.fx.Node, gm: torch.fx.GraphModule) -> str | None:
-    """The node's name when it says more than its op: fx names most nodes after their target and
-    overload (``view``, ``add_3``, ``add_``, ``sym_size_int_3``), which would read ``view = view``
-    beside the op."""
-    op = op_name(_target(fx_node, gm)) or ""
+def _variable_name(fx_node: torch.fx.Node, target: str) -> str | None:
+    """The node's name when it says more than its op (``target``, as ``_target`` names it): fx names
+    most nodes after their target and overload (``view``, ``add_3``, ``add_``, ``sym_size_int_3``),
+    which would read ``view = view`` beside the op."""
+    op = op_name(target) or ""
     generated = re.fullmatch(rf"_?{re.escape(op)}_?(_[a-z]+)*(_\d+)*", fx_node.name) if op else None
     return None if generated else fx_node.name

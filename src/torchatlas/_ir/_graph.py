@@ -118,14 +118,13 @@ class Scope:
     def class_name(self) -> str:
         return self.cls.rsplit(".", 1)[-1]
 
-    def given_first(self, read: list[Ref], unread: bool = False) -> list[Ref]:
+    def given_first(self, read: list[Ref]) -> list[Ref]:
         """``read`` (values the call read from outside it) with those it was given first, in
-        argument order: its first argument is the value it works on. ``unread``: arguments
-        it never read too (a position embedding given ``input_ids`` reads only its shape)."""
+        argument order: its first argument is the value it works on."""
         if not self.inputs:
             return read
         seen = set(read)
-        given = [r for r in self.inputs if unread or r in seen]
+        given = [r for r in self.inputs if r in seen]
         chosen = set(given)
         return given + [r for r in read if r not in chosen]
 
@@ -210,6 +209,13 @@ class GraphIR:
     def model_inputs(self) -> list[Ref]:
         """The model's inputs in argument order, read or not: what its own call was given."""
         return [Ref(n.id, 0) for n in self.nodes if n.kind == "input"]
+
+    def call_inputs(self, scope: Scope, read: list[Ref]) -> list[Ref]:
+        """What a call shows as its inputs, given the values it read from outside it: for the
+        model's own call its inputs in argument order, read or not; for any other, those it read
+        with the ones it was given first (``Scope.given_first``)."""
+        given = self.model_inputs() if scope.parent is None else []
+        return given or scope.given_first(read)
 
     def users(self) -> dict[str, list[str]]:
         """Node id -> ids of the nodes that read it, in execution order."""

@@ -101,7 +101,7 @@ def _conv(ir: GraphIR, node: Node, name: str, _params: tuple[Any, ...], transpos
     transposed = transposed or (name in ("convolution", "_convolution") and raw_arg(node, 6, "transposed") is True)
     # The weight is (C_out, C_in/groups, *k) or, transposed, (C_in, C_out/groups, *k): each
     # element of the non-channel side meets prod(w.shape[1:]) weights.
-    per_position = math.prod(_int(s) for s in w.shape[1:])
+    per_position = math.prod(w.shape[1:])
     side = x.numel() if transposed else node.outputs[0].numel()
     return _contraction("conv", side * per_position)
 
@@ -114,7 +114,7 @@ def _linear(ir: GraphIR, node: Node, _name: str, _params: tuple[Any, ...]) -> Co
     w = operand(ir, node, 1, "weight")
     if w is None or not node.outputs:
         return _UNKNOWN
-    return _contraction("matmul", node.outputs[0].numel() * _int(w.shape[-1]))
+    return _contraction("matmul", node.outputs[0].numel() * w.shape[-1])
 
 
 def _matmul_operands(ir: GraphIR, node: Node, skip: int = 0) -> list[Any]:
@@ -126,7 +126,7 @@ def _matmul(ir: GraphIR, node: Node, _name: str, _params: tuple[Any, ...], skip:
     tensors = _matmul_operands(ir, node, skip)
     if not tensors or not node.outputs:
         return _UNKNOWN
-    return _contraction("matmul", node.outputs[0].numel() * _int(tensors[0].shape[-1]))
+    return _contraction("matmul", node.outputs[0].numel() * tensors[0].shape[-1])
 
 
 def _addmm(ir: GraphIR, node: Node, name: str, params: tuple[Any, ...]) -> Cost:
@@ -138,7 +138,7 @@ def _addbmm(ir: GraphIR, node: Node, _name: str, _params: tuple[Any, ...]) -> Co
     tensors = tensor_operands(ir, node)[1:]
     if len(tensors) < 2:
         return _UNKNOWN
-    return _contraction("matmul", tensors[0].numel() * _int(tensors[1].shape[-1]))
+    return _contraction("matmul", tensors[0].numel() * tensors[1].shape[-1])
 
 
 def _dot(ir: GraphIR, node: Node, name: str, params: tuple[Any, ...]) -> Cost:
@@ -168,13 +168,13 @@ def _einsum(ir: GraphIR, node: Node, _name: str, _params: tuple[Any, ...]) -> Co
         ell = dims[len(head): len(head) + ellipsis_dims]
         named = dims[: len(head)] + dims[len(head) + ellipsis_dims:]
         for letter, size in zip(letters, named):
-            sizes[letter] = max(sizes.get(letter, 1), _int(size))
+            sizes[letter] = max(sizes.get(letter, 1), size)
         # Broadcast ellipsis dimensions, aligned from the right.
         for k, size in enumerate(reversed(ell)):
             if k < len(batch):
-                batch[k] = max(batch[k], _int(size))
+                batch[k] = max(batch[k], size)
             else:
-                batch.append(_int(size))
+                batch.append(size)
     product = math.prod(sizes.values()) * math.prod(batch)
     if len(tensors) == 1:
         return "reduction", product, 0
@@ -185,19 +185,19 @@ def _attention(ir: GraphIR, node: Node, _name: str, _params: tuple[Any, ...]) ->
     q, k, v = (operand(ir, node, i, n) for i, n in enumerate(("query", "key", "value")))
     if q is None or k is None or v is None or len(q.shape) < 2:
         return _UNKNOWN
-    batch = math.prod(_int(s) for s in q.shape[:-2])
-    length, dim = _int(q.shape[-2]), _int(q.shape[-1])
+    batch = math.prod(q.shape[:-2])
+    length, dim = q.shape[-2], q.shape[-1]
     # scores = q @ k^T (L x S x E), then scores @ v (L x S x Ev), per batch and head
-    return _contraction("attention", batch * length * _int(k.shape[-2]) * (dim + _int(v.shape[-1])))
+    return _contraction("attention", batch * length * k.shape[-2] * (dim + v.shape[-1]))
 
 
 def _multi_head_attention(ir: GraphIR, node: Node, _name: str, _params: tuple[Any, ...]) -> Cost:
     q, k, v = (operand(ir, node, i, n) for i, n in enumerate(("query", "key", "value")))
     if q is None or k is None or v is None:
         return _UNKNOWN
-    embed = _int(q.shape[-1])
-    queries, keys = q.numel() // embed, k.numel() // _int(k.shape[-1])  # (L x N) and (S x N) positions
-    batch = _int(q.shape[1]) if len(q.shape) == 3 else 1
+    embed = q.shape[-1]
+    queries, keys = q.numel() // embed, k.numel() // k.shape[-1]  # (L x N) and (S x N) positions
+    batch = q.shape[1] if len(q.shape) == 3 else 1
     projections = (q.numel() + k.numel() + v.numel()) * embed + queries * embed * embed  # q, k, v in; out
     # scores and weighted sum, summed over heads: L x S x E each, per batch element
     attention = 2 * (queries // batch) * (keys // batch) * embed * batch
@@ -212,7 +212,7 @@ def _recurrent(ir: GraphIR, node: Node, _name: str, _params: tuple[Any, ...]) ->
     weights = raw_arg(node, 3 if packed else 2, "params")
     if x is None or not isinstance(weights, list):
         return _UNKNOWN
-    steps = x.numel() // _int(x.shape[-1])  # time steps x batch
+    steps = x.numel() // x.shape[-1]  # time steps x batch
     metas = [tensor_of(ir, node, w) for w in weights]
     # each 2-D weight (input-hidden, hidden-hidden, projection) multiplies one vector per step
     per_step = sum(m.numel() for m in metas if m is not None and len(m.shape) == 2)
@@ -311,11 +311,6 @@ def _symbolic(ir: GraphIR, node: Node) -> bool:
 
 def _is_tensor(raw: Any) -> bool:
     return isinstance(raw, dict) and "tensor" in raw
-
-
-def _int(size: Any) -> int:
-    """A size as an int (symbolic sizes never reach the rules: see ``_symbolic``)."""
-    return size if isinstance(size, int) else 1
 
 
 PASS = Pass(

@@ -1,9 +1,9 @@
 """Input and output shapes of every module call.
 
-A call's inputs are the tensors it was given, in argument order (``scope.inputs``),
-then the other values its forward ops (at any depth) read that were produced outside
-it, parameters and buffers excepted; its outputs are ``scope.outputs``. Backward ops recorded in a call (``backward=True``) read
-gradients, which are not what the call was given.
+A call's inputs are the values its forward ops (at any depth) read that were produced
+outside it, parameters and buffers excepted, those it was given first in argument order
+(``GraphIR.call_inputs``); its outputs are ``scope.outputs``. Backward ops recorded in a
+call (``backward=True``) read gradients, which are not what the call was given.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ _STATE_KINDS = frozenset({"param", "buffer"})
 
 
 def scope_inputs(ir: GraphIR) -> dict[str, list[Ref]]:
-    """Scope id -> what the call was given, in argument order (read or not), then the other
-    values it read from outside it in first-read order; for the model's own call, its inputs
-    in argument order (``GraphIR.model_inputs``)."""
+    """Scope id -> the values read from outside it, as ``GraphIR.call_inputs`` orders them."""
     position = {s.id: i for i, s in enumerate(ir.scopes)}
     ends = subtree_ends(ir)
     found: dict[str, dict[Ref, None]] = {s.id: {} for s in ir.scopes}
@@ -37,12 +35,7 @@ def scope_inputs(ir: GraphIR) -> dict[str, list[Ref]]:
             while cur is not None and not position[cur] <= where <= ends[cur]:
                 found[cur].setdefault(ref, None)
                 cur = ir.scope(cur).parent
-    given = ir.model_inputs()
-    return {
-        sid: given if ir.scope(sid).parent is None and given else ir.scope(sid).given_first(list(refs), unread=True)
-        for sid, refs in found.items()
-    }
-
+    return {sid: ir.call_inputs(ir.scope(sid), list(refs)) for sid, refs in found.items()}
 
 
 def io_shapes(ir: GraphIR) -> GraphIR:

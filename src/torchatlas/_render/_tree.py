@@ -107,7 +107,6 @@ class _TreeBuilder:
             p for flow in self.flows.values() for p, _ in flow.references.get(SINK, ()) if flow.edges.get(p)
         }
         self.dead = unused_ops(ir)
-        self.model_inputs = ir.model_inputs()  # the root's line: in argument order, read or not
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
 
@@ -129,7 +128,7 @@ class _TreeBuilder:
             last = self.ir.scope(run[-1])
             label = fold_label(scope.path, last.path, scope.class_name, len(run))
             outs = last.outputs
-        ins = (self.model_inputs or flow.inputs) if scope.parent is None else flow.inputs
+        ins = self.ir.call_inputs(scope, flow.inputs)
         io = ""
         if ins or outs:
             io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(outs) if outs else '()'}"
