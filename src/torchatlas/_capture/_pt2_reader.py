@@ -55,8 +55,8 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
             layout = _read(archive, infos, root + "archive_format", 64, where)
             if layout is None or layout.strip() != b"pt2":
                 raise UnsafeArchiveError(
-                    f"{where}: not a torch.export archive: no {root}archive_format saying pt2 (an older layout is read "
-                    "only with trust_pickle=True)"
+                    f"{where}: not a torch.export program of the current layout: no {root}archive_format saying pt2 "
+                    "(an older layout is read only by torch.export.load, with trust=True)"
                 )
             member = root + "models/" + _program_name(infos, root, where) + ".json"
             data = _read(archive, infos, member, MAX_PROGRAM_BYTES, where)
@@ -84,7 +84,7 @@ def _open_archive(file: Any, where: str) -> zipfile.ZipFile:
     except OSError:
         end = None
     if end is None:
-        raise UnsafeArchiveError(f"{where}: not a zip archive (no end of central directory)")
+        raise UnsafeArchiveError(f"{where}: not a torch.export program: not a zip archive (no end of central directory)")
     if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS or end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:
         raise UnsafeArchiveError(
             f"{where}: the archive declares {end[zipfile._ECD_ENTRIES_TOTAL]} members in "
@@ -93,7 +93,7 @@ def _open_archive(file: Any, where: str) -> zipfile.ZipFile:
     try:
         archive = zipfile.ZipFile(file)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:
-        raise UnsafeArchiveError(f"{where}: not a readable zip archive: {str(e)[:120]}") from None
+        raise UnsafeArchiveError(f"{where}: not a torch.export program: not a readable zip archive: {str(e)[:120]}") from None
     infos = archive.infolist()
     file.seek(0)
     # Python shifts every offset by the bytes before the directory it did not expect (a
