@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from _capture_helpers import load_coolcnn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_differential_export import bert, llama, t5, vit
+from test_import_fx import Nested, nested_inputs
 
 import torchatlas
 from torchatlas._capture._pt2_reader import MAX_PROGRAM_BYTES
@@ -42,6 +44,23 @@ def test_a_saved_transformer_reads_as_the_program_in_memory(make, tmp_path: Path
     graph = _same_graph_both_ways(torch.export.export(model, args, kwargs), tmp_path)
     assert graph["meta"]["model"].startswith("transformers.")
     assert sum(n["kind"] == "param" for n in graph["nodes"]) > 10
+
+
+@pytest.mark.parametrize("decomposed", [False, True])
+def test_a_saved_cnn_reads_as_the_program_in_memory(decomposed: bool, tmp_path: Path) -> None:
+    """CoolCNN: a module called three times, two branches; decomposed, core ATen ops with
+    several results of which one is read (max_pool2d_with_indices)."""
+    coolcnn = load_coolcnn()
+    program = torch.export.export(coolcnn.CoolCNN(), (coolcnn.example_input(),))
+    graph = _same_graph_both_ways(program.run_decompositions() if decomposed else program, tmp_path)
+    assert graph["meta"]["level"] == "aten"
+
+
+def test_a_saved_nested_model_reads_as_the_program_in_memory(tmp_path: Path) -> None:
+    """tests/test_import_fx.py's Nested: a kwarg input, a module called twice, max.dim's two results."""
+    args, kwargs = nested_inputs()
+    graph = _same_graph_both_ways(torch.export.export(Nested(), args, kwargs), tmp_path)
+    assert {n["path"] for n in graph["nodes"] if n["kind"] == "input"} == {"args[0]", "kwargs['y']"}
 
 
 class _Everything(torch.nn.Module):
@@ -297,3 +316,52 @@ def test_a_huge_member_is_refused_before_or_while_reading_within_bounded_memory(
     assert done.returncode == 0, done.stderr
     assert "declares" in refusals[0] and ("cannot be read" in refusals[1] or "inflates" in refusals[1]), refusals
     assert int(grown_mib) < 48  # neither member was inflated whole
+
+
+# -- symbolic sizes ---------------------------------------------------------------------
+
+_SYMBOLS = st.sampled_from(["s0", "s1", "s77", "u0"])
+
+
+def _expressions() -> st.SearchStrategy:
+    import sympy
+
+    leaves = st.one_of(
+        _SYMBOLS.map(lambda n: sympy.Symbol(n, integer=True, positive=True)),
+        st.integers(-20, 20).map(sympy.Integer),
+    )
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.tuples(inner, inner).map(lambda ab: ab[0] + ab[1]),
+            st.tuples(inner, inner).map(lambda ab: ab[0] * ab[1]),
+            st.tuples(inner, inner).map(lambda ab: ab[0] - ab[1]),
+            st.tuples(inner, st.integers(0, 3)).map(lambda ab: ab[0] ** ab[1]),
+        ),
+        max_leaves=8,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(_expressions())
+def test_a_symbolic_size_reads_as_text_that_means_the_same_expression(expression) -> None:
+    """The text of ``srepr`` (what a ``.pt2`` holds), read by sympy here in the test only, is the
+    same expression: the reader never evaluates it, but shows it faithfully."""
+    import sympy
+
+    from torchatlas._capture._export_graph import size_text
+
+    text = size_text(sympy.srepr(expression))
+    names = {s.name: s for s in expression.free_symbols}
+    assert sympy.simplify(sympy.sympify(text, locals=names) - expression) == 0, text
+
+
+@pytest.mark.parametrize("text", [
+    "__import__('os').system('true')", "Symbol('s0').__class__", "(lambda: 1)()", "[x for x in ()]",
+    "Symbol(s0=open('/etc/passwd'))", "f" * 5000, "Add(" * 200 + ")" * 200,
+])
+def test_a_symbolic_size_that_is_not_an_expression_is_refused(text: str) -> None:
+    from torchatlas._capture._export_graph import SizeExpressionError, size_text
+
+    with pytest.raises(SizeExpressionError):
+        size_text(text)

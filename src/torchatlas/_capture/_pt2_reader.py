@@ -17,6 +17,7 @@ line naming the member.
 
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import os
@@ -70,7 +71,7 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
         return _ProgramReader(document).program()
     except SizeExpressionError as e:
         raise UnsafeArchiveError(f"{where}: member {member!r} has {e}; it is read as text, never evaluated") from None
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError, RuntimeError) as e:
         raise UnsafeArchiveError(
             f"{where}: member {member!r} is not a torch.export program: {type(e).__name__}: {str(e)[:120]}"
         ) from None
@@ -447,23 +448,20 @@ def _target(target: str) -> str:
     return target
 
 
-_WRITES: dict[str, bool] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _writes(target: str) -> bool:
-    """Whether the op's registered schema writes one of its arguments in place (``add_``)."""
-    if target not in _WRITES:
-        _WRITES[target] = False
-        if _is_op_overload(target):
-            import torch
+    """Whether the op's registered schema writes one of its arguments in place (``add_``): looked
+    up by name among the ops this process registered, never loaded."""
+    if not _is_op_overload(target):
+        return False
+    import torch
 
-            namespace, op, overload = target.removeprefix("torch.ops.").split(".")
-            try:
-                schema = torch._C._get_schema(f"{namespace}::{op}", "" if overload == "default" else overload)
-            except RuntimeError:  # an op this process has not registered: its schema is unknown
-                return False
-            _WRITES[target] = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
-    return _WRITES[target]
+    namespace, op, overload = target.removeprefix("torch.ops.").split(".")
+    try:
+        schema = torch._C._get_schema(f"{namespace}::{op}", "" if overload == "default" else overload)
+    except RuntimeError:  # an op this process has not registered: its schema is unknown
+        return False
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
 _MAX_SPEC_DEPTH = 64
