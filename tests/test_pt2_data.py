@@ -22,7 +22,6 @@ from _capture_helpers import load_coolcnn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_differential_export import bert, llama, t5, vit
-from test_import_fx import Nested, nested_inputs
 
 import torchatlas
 from torchatlas._capture._pt2_reader import MAX_PROGRAM_BYTES
@@ -54,13 +53,6 @@ def test_a_saved_cnn_reads_as_the_program_in_memory(decomposed: bool, tmp_path: 
     program = torch.export.export(coolcnn.CoolCNN(), (coolcnn.example_input(),))
     graph = _same_graph_both_ways(program.run_decompositions() if decomposed else program, tmp_path)
     assert graph["meta"]["level"] == "aten"
-
-
-def test_a_saved_nested_model_reads_as_the_program_in_memory(tmp_path: Path) -> None:
-    """tests/test_import_fx.py's Nested: a kwarg input, a module called twice, max.dim's two results."""
-    args, kwargs = nested_inputs()
-    graph = _same_graph_both_ways(torch.export.export(Nested(), args, kwargs), tmp_path)
-    assert {n["path"] for n in graph["nodes"] if n["kind"] == "input"} == {"args[0]", "kwargs['y']"}
 
 
 class _Everything(torch.nn.Module):
