@@ -357,3 +357,52 @@ def test_a_symbolic_size_that_is_not_an_expression_is_refused(text: str) -> None
 
     with pytest.raises(SizeExpressionError):
         size_text(text)
+
+
+# -- a mutated program ------------------------------------------------------------------
+
+_JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=6,
+)
+
+
+def _places(value: object, path: tuple = ()) -> list[tuple]:
+    found = [path]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += _places(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += _places(item, (*path, i))
+    return found
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_program_with_any_field_replaced_reads_or_is_refused_in_one_line(
+    clean: tuple[Members, dict], tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
+) -> None:
+    members = dict(clean[0])
+    program = json.loads(members[_model_name(members)])
+    places = [p for p in _places(program) if p]
+    for _ in range(data.draw(st.integers(1, 3))):
+        place = data.draw(st.sampled_from(places))
+        holder = program
+        try:
+            for key in place[:-1]:
+                holder = holder[key]
+            holder[place[-1]] = data.draw(_JSON_VALUES)
+        except (KeyError, IndexError, TypeError):  # an earlier replacement took this place away
+            continue
+    members[_model_name(members)] = json.dumps(program).encode()
+    path = tmp_path_factory.mktemp("mutated") / "m.pt2"
+    _write(members, path, False)
+    try:
+        graph = torchatlas.from_export(path)
+    except torchatlas.UnsafeArchiveError as e:
+        assert "\n" not in str(e)
+    else:
+        graph.tree()
+        graph.to_json()
