@@ -55,6 +55,25 @@ def test_a_saved_cnn_reads_as_the_program_in_memory(decomposed: bool, tmp_path: 
     assert graph["meta"]["level"] == "aten"
 
 
+class _Branches(torch.nn.Module):
+    """Higher-order ops: ``torch.cond`` with two subgraphs, and a ``no_grad`` region."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            y = x * 2
+        return torch.cond(x.sum() > 0, lambda x: self.fc(x).relu(), lambda x: x * 2, (x,)), y + 1
+
+
+def test_a_program_with_higher_order_ops_reads_as_in_memory(tmp_path: Path) -> None:
+    graph = _same_graph_both_ways(torch.export.export(_Branches(), (torch.randn(4, 3),)), tmp_path)
+    cond = next(n for n in graph["nodes"] if n.get("target") == "torch.ops.higher_order.cond")
+    assert {"repr": "true_graph_0"} in cond["args"]  # a subgraph is an argument, not an op of its own
+
+
 class _Everything(torch.nn.Module):
     """Several outputs per op, an in-place buffer update, kwargs, dtypes, memory formats, a
     dict of outputs and a symbolic batch size."""
