@@ -117,10 +117,11 @@ def _check_name(name: str, where: str) -> None:
 
 
 def _program_name(infos: list[zipfile.ZipInfo], root: str, where: str) -> str:
-    folder = (root + "models/").casefold()
-    names = {i.filename[len(folder):-len(".json")] for i in infos
-             if i.filename.casefold().startswith(folder) and i.filename.casefold().endswith(".json")}
-    if any(name.casefold() == _PROGRAM for name in names) or not names:
+    """``model``, what ``torch.export.save`` writes, unless another is the archive's one program
+    (a name only in another case is refused when read, by :func:`_read`)."""
+    folder = root + "models/"
+    names = {i.filename[len(folder):-len(".json")] for i in infos if i.filename.startswith(folder) and i.filename.endswith(".json")}
+    if not names or any(name.casefold() == _PROGRAM for name in names):
         return _PROGRAM
     if len(names) > 1:
         raise UnsafeArchiveError(
