@@ -232,19 +232,13 @@ def _forbidden(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return called
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    mutations=st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=4, unique=True),
-    prefix=st.sampled_from([b"", b"", b"", b"MZ" + b"\0" * 62]),
-    second_directory=st.sampled_from([False, False, False, True]),
-    duplicate=st.sampled_from([False, False, False, True]),
-)
-def test_a_crafted_archive_is_refused_in_one_line_or_read_as_data(
-    clean: tuple[Members, dict], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+def _craft_and_read(
+    clean: tuple[Members, dict], folder: Path, monkeypatch: pytest.MonkeyPatch,
     mutations: list[str], prefix: bytes, second_directory: bool, duplicate: bool,
 ) -> None:
+    """Craft an archive and read it: refused in one line exactly when a mutation calls for it,
+    else the clean program; with nothing loaded, run, extracted or written."""
     members, clean_graph = dict(clean[0]), clean[1]
-    folder = tmp_path_factory.mktemp("fuzz")
     canary = folder / "canary"
     for mutation in mutations:
         MUTATIONS[mutation][0](members, canary)
@@ -273,6 +267,35 @@ def test_a_crafted_archive_is_refused_in_one_line_or_read_as_data(
     assert called == []
     assert sorted(p.name for p in folder.iterdir()) == ["evil.pt2"]  # no canary, nothing extracted
     assert not Path("/tmp/torchatlas-absolute-member").exists()
+
+
+ALONE = [([m], b"", False, False) for m in sorted(MUTATIONS)] + [
+    ([], b"MZ" + b"\0" * 62, False, False), ([], b"", True, False), ([], b"", False, True),
+]
+
+
+@pytest.mark.parametrize(("mutations", "prefix", "second_directory", "duplicate"), ALONE,
+                         ids=[" ".join(a[0]) or ("prepended" if a[1] else "two directories" if a[2] else "duplicate") for a in ALONE])
+def test_each_crafted_archive_alone_is_refused_in_one_line_or_read_as_data(
+    clean: tuple[Members, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    mutations: list[str], prefix: bytes, second_directory: bool, duplicate: bool,
+) -> None:
+    _craft_and_read(clean, tmp_path, monkeypatch, mutations, prefix, second_directory, duplicate)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    mutations=st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=4, unique=True),
+    prefix=st.sampled_from([b"", b"", b"", b"MZ" + b"\0" * 62]),
+    second_directory=st.sampled_from([False, False, False, True]),
+    duplicate=st.sampled_from([False, False, False, True]),
+)
+def test_a_crafted_archive_is_refused_in_one_line_or_read_as_data(
+    clean: tuple[Members, dict], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+    mutations: list[str], prefix: bytes, second_directory: bool, duplicate: bool,
+) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    _craft_and_read(clean, folder, monkeypatch, mutations, prefix, second_directory, duplicate)
 
 
 # -- sizes ------------------------------------------------------------------------------
