@@ -26,7 +26,7 @@ from torchatlas._ops import CATEGORIES, LEGEND, category
 from torchatlas._render import _dot
 from torchatlas._render._dot import DotOptions, diagram_size, image_format, render, to_dot
 from torchatlas._render._graphviz import GraphvizNotFoundError
-from torchatlas._render._palette import PALETTES
+from torchatlas._view import PALETTES
 
 # pydot's parser calls pyparsing names that newer pyparsing deprecates
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

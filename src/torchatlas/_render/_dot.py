@@ -16,29 +16,34 @@ from pathlib import PurePath
 
 from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, op_name
-from torchatlas._render._backward import BACKWARD_SCOPE, backward_apart
-from torchatlas._render._breaks import break_anchors, short_reason
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
-from torchatlas._render._labels import (
-    dominant_dtype,
-    fold_name,
-    input_label,
-    model_title,
-    relative_name,
-    scope_name,
-    shape_text,
-)
-from torchatlas._render._palette import (
+from torchatlas._text import format_compact
+from torchatlas._view import (
     BACKWARD,
+    BACKWARD_SCOPE,
     COMPILE_REGIONS,
     EAGER_REGION,
     GRAPH_BREAK,
     PALETTES,
+    DotOptions,
+    Edge,
+    Layout,
     Palette,
+    Unit,
+    backward_apart,
+    break_anchors,
+    build_layout,
+    dominant_dtype,
+    fold_name,
+    input_label,
     leaf_module_category,
+    model_title,
+    rank_pins,
+    relative_name,
+    scope_name,
+    shape_text,
+    short_reason,
 )
-from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout, rank_pins
-from torchatlas._text import format_compact
 
 FONT = "Helvetica,Arial,sans-serif"
 

@@ -25,10 +25,17 @@ from typing import Any
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
-from torchatlas._render._breaks import short_reason
-from torchatlas._render._labels import arguments_text, model_title
-from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._text import visible
+from torchatlas._view import (
+    COMPILE_REGIONS,
+    EAGER_REGION,
+    GRAPH_BREAK,
+    PALETTES,
+    arguments_text,
+    leaf_module_category,
+    model_title,
+    short_reason,
+)
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 

@@ -31,9 +31,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-
-from ._labels import LINE_LIMIT, relative_name
-from ._view import fold_runs
+from torchatlas._view import LINE_LIMIT, fold_runs, relative_name
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 

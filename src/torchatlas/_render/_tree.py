@@ -13,12 +13,21 @@ from dataclasses import dataclass, field
 from torchatlas._ir import GraphIR, Node, Ref, Source
 from torchatlas._ops import op_name
 from torchatlas._text import count_runs, fold_label, to_ascii, visible
+from torchatlas._view import (
+    LINE_LIMIT,
+    backward_groups,
+    break_anchors,
+    break_label,
+    dominant_dtype,
+    fold_runs,
+    forward_part,
+    input_label,
+    op_display,
+    relative_name,
+    shape_text,
+)
 
-from ._backward import backward_groups, forward_part
-from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
-from ._labels import LINE_LIMIT, dominant_dtype, input_label, op_display, relative_name, shape_text
-from ._view import fold_runs
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
-from torchatlas._render._palette import PALETTES
+from torchatlas._view._palette import PALETTES
 
 _HIDDEN_KINDS = ("param", "buffer")
 # A value read inside this many different module calls (Llama's rotary cos/sin,
