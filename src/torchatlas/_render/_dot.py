@@ -30,7 +30,6 @@ from torchatlas._view import (
     Layout,
     Palette,
     Unit,
-    backward_apart,
     break_anchors,
     build_layout,
     dominant_dtype,
@@ -394,14 +393,14 @@ class _Writer:
 def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     """The graph as Graphviz DOT text (deterministic; needs no Graphviz install)."""
     options = options or DotOptions()
-    ir = backward_apart(ir)
-    return _Writer(ir, options, build_layout(ir, options)).write()
+    layout = build_layout(ir, options)
+    return _Writer(layout.ir, options, layout).write()
 
 
 def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
     """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
     options = options or DotOptions()
-    return build_layout(backward_apart(ir), options).element_count(options.show_tensors)
+    return build_layout(ir, options).element_count(options.show_tensors)
 
 
 def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:
@@ -431,7 +430,7 @@ def render(ir: GraphIR, options: DotOptions | None = None, fmt: str = "svg") -> 
     if fmt != "dot" and fmt not in FORMATS:
         raise ValueError(f"unknown image format {fmt!r}; expected one of {', '.join(FORMATS)} or 'dot'")
     layout = build_layout(ir, options)
-    source = _Writer(ir, options, layout).write()
+    source = _Writer(layout.ir, options, layout).write()
     if fmt == "dot":
         return source.encode("utf-8")
     size = layout.element_count(options.show_tensors)

@@ -27,11 +27,14 @@ from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._text import visible
 from torchatlas._view import (
+    BACKWARD,
+    BACKWARD_SCOPE,
     COMPILE_REGIONS,
     EAGER_REGION,
     GRAPH_BREAK,
     PALETTES,
     arguments_text,
+    backward_apart,
     leaf_module_category,
     model_title,
     short_reason,
@@ -142,7 +145,11 @@ def _run_time_fields(meta: dict[str, Any], bytes_key: str) -> dict[str, Any]:
 
 
 def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
-    """The compact JSON document the viewer reads: indices instead of ids, shared strings interned."""
+    """The compact JSON document the viewer reads: indices instead of ids, shared strings interned.
+
+    A ``backward=True`` graph's backward ops sit apart, in a ``backward`` call after the
+    forward ones (``backward_apart``), as in the diagram."""
+    ir = backward_apart(ir)
     scopes = list(ir.scopes)
     roots = [s for s in scopes if s.parent is None]
     if len(roots) != 1 or scopes[0].parent is not None:
@@ -229,6 +236,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["err"] = 1
         if s.meta.get("graph_breaks"):
             d["gb"] = s.meta["graph_breaks"]
+        if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
+            d["bw"] = 1
         out_scopes.append(d)
 
     return {
@@ -282,6 +291,7 @@ def palette_css() -> str:
             "--edge": p.edge,
             "--cluster-border": p.cluster_border,
             "--badge": p.badge,
+            "--backward": BACKWARD,
             **{f"--cluster-{i}": p.cluster_fills[i % len(p.cluster_fills)] for i in range(4)},
             **{f"--overlay-{i}": colour for i, colour in enumerate(p.overlay)},
             **{f"--fill-{c}": p.fill[c] for c in CATEGORIES},

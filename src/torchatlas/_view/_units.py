@@ -3,7 +3,8 @@
 Each drawn box is a unit: an IR node, a module call collapsed into one box, a
 folded run of repeated blocks, or a small reference box standing in for a value
 read far from where it was made. Scopes that are not boxed become clusters.
-Edges gather every value flowing between two units. ``_dot`` turns this view
+Edges gather every value flowing between two units; the backward part of a
+``backward=True`` graph is set apart first. ``_dot`` turns this view
 into DOT text; the web page's viewer is given its decisions (folds, far values)
 as data, so both draw the same picture.
 """
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
+from torchatlas._view._backward import backward_apart
 from torchatlas._view._palette import PALETTES
 
 _HIDDEN_KINDS = ("param", "buffer")
@@ -88,6 +90,8 @@ class Layout:
     units: dict[str, Unit]
     edges: dict[tuple[str, str], Edge]
     root: str | None
+    ir: GraphIR
+    """The graph the units are drawn from: the analysed one with its backward part set apart."""
 
     def element_count(self, show_tensors: bool) -> int:
         """Nodes plus edges once written out: what ``dot``'s layout time grows with."""
@@ -187,7 +191,11 @@ def _repeated_layers_holding(ir: GraphIR, reader_chains: dict[str, list[str]]) -
 
 
 def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
-    """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding."""
+    """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding.
+
+    A ``backward=True`` graph's backward ops are drawn apart (``backward_apart``), whatever
+    the output: ``Layout.ir`` is the graph they are drawn from."""
+    ir = backward_apart(ir)
     children = ir.children()
     runs = fold_runs(ir, children) if options.fold_repeats else {}
     fold_of = {m: first for first, members in runs.items() for m in members}
@@ -273,7 +281,7 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             edge.values.append(Ref(src_id, slot))
     units.update(refs)
 
-    return Layout(units, edges, root)
+    return Layout(units, edges, root, ir)
 
 
 def rank_pins(ir: GraphIR, layout: Layout) -> list[tuple[str, str]]:
