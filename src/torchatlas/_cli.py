@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
     parser.add_argument(
         "--no-fold", dest="fold", action="store_false",
-        help="tree and summary: list every call of a run of identical layers (default: one 'layers.0–79 ×80' line)",
+        help="list or draw every call of a run of identical layers (default: one 'layers.0–79 ×80', as its first member)",
     )
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
     parser.add_argument(

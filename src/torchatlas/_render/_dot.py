@@ -163,8 +163,12 @@ class _Writer:
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
         border = BACKWARD if scope_id.startswith(BACKWARD_SCOPE) else p.cluster_border
         style = "rounded,filled,dashed" if scope_id.startswith(BACKWARD_SCOPE) else "rounded,filled"
-        name, cls = html_text(scope_name(scope, self.model)), html_text(f"({scope.class_name})")
-        label = f"<B>{name}</B> {_font(cls, p.muted)}"
+        members = self.layout.folds.get(scope_id)
+        name = fold_name(members) if members else scope_name(scope, self.model)
+        label = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
+        if members:  # a run drawn open, as its first member
+            label += f" <B>×{len(members)}</B>"
+            border, style = p.badge, style.replace("filled", "filled,bold")
         self.lines += [
             f"{pad}subgraph {quoted('cluster_' + scope_id)} {{",
             f'{pad}  graph [label=<{label}>, labeljust=l, style="{style}", fillcolor="{fill}",'

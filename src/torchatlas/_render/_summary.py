@@ -31,7 +31,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-from torchatlas._view import LINE_LIMIT, fold_runs, relative_name
+from torchatlas._view import LINE_LIMIT, ViewOptions, fold_runs, relative_name
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -304,11 +304,12 @@ def summary_table(ir: GraphIR, options: SummaryOptions) -> Table:
 
 
 @dataclass(frozen=True)
-class SummaryOptions:
-    """What the summary table shows and how; every field is also a keyword of ``Graph.summary``."""
+class SummaryOptions(ViewOptions):
+    """What the summary table shows and how; every field is also a keyword of ``Graph.summary``.
 
-    depth: int | None = None
-    """Module nesting to list (the model is depth 0); deeper calls are left out. None: all."""
+    ``depth``: deeper calls are left out; ``fold_repeats``: a run of identical sibling calls
+    (``layers.0–79 ×80``) is one row, with per-call and total params and FLOPs, its inside shown once."""
+
     format: SummaryFormat = "text"
     """``"rich"`` (a box table), ``"text"`` (aligned plain columns) or ``"markdown"``."""
     width: int | None = None
@@ -316,17 +317,13 @@ class SummaryOptions:
     params, FLOPs, ...), the module names cut with ``…``, nothing wrapped. None: every column."""
     color: bool = False
     """ANSI styles in ``"rich"``."""
-    fold_repeats: bool = True
-    """A run of identical sibling calls (``layers.0–79 ×80``) is one row, with per-call and
-    total params and FLOPs, its inside shown once."""
     sort: Literal["time"] | None = None
     """``"time"``: every call as one flat list, full names, hottest first (``profile=True`` graphs)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.format not in ("rich", "text", "markdown"):
             raise ValueError(f"unknown summary format {self.format!r}; use 'rich', 'text' or 'markdown'")
-        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
-            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
         if self.width is not None and (type(self.width) is not int or self.width < 20):
             raise ValueError(f"width must be None or an integer >= 20, not {self.width!r}")
         if self.sort not in (None, "time"):

@@ -15,6 +15,7 @@ from torchatlas._ops import op_name
 from torchatlas._text import count_runs, fold_label, to_ascii, visible
 from torchatlas._view import (
     LINE_LIMIT,
+    ViewOptions,
     backward_groups,
     break_anchors,
     break_label,
@@ -44,21 +45,16 @@ class Line:
 
 
 @dataclass(frozen=True)
-class TreeOptions:
-    """What the text tree shows; every field is also a keyword of ``Graph.tree``."""
+class TreeOptions(ViewOptions):
+    """What the text tree shows; every field is also a keyword of ``Graph.tree``.
 
-    depth: int | None = None
-    """Module nesting to expand (the model is depth 0); deeper calls are one line each. None: all."""
+    ``depth``: deeper calls are one line each; ``fold_repeats``: a run of identical sibling
+    calls (``layers.0–79 ×80``) is shown once, expanded as its first member."""
+
     ascii: bool = False
     """Draw with ``|--`` and spell arrows and marks in ASCII."""
     source: bool = False
     """Append the user file:line of each op and module call."""
-    fold_repeats: bool = True
-    """Show a run of identical sibling calls (``layers.0–79 ×80``) once, expanded as its first member."""
-
-    def __post_init__(self) -> None:
-        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
-            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
 
 
 def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:

@@ -23,6 +23,7 @@ from ._labels import (
     scope_name,
     shape_text,
 )
+from ._options import ViewOptions
 from ._palette import (
     BACKWARD,
     COMPILE_REGIONS,
@@ -48,6 +49,7 @@ __all__ = [
     "Layout",
     "Palette",
     "Unit",
+    "ViewOptions",
     "arguments_text",
     "backward_apart",
     "backward_groups",
