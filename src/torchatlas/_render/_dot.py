@@ -40,6 +40,7 @@ from torchatlas._view import (
     rank_pins,
     relative_name,
     scope_name,
+    shape_list,
     shape_text,
     short_reason,
 )
@@ -57,8 +58,8 @@ _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 
 
 def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int = 3) -> list[str]:
-    texts = list(dict.fromkeys(shape_text(ir.value_meta(v), dominant) for v in values))
-    return texts[:most] + (["…"] if len(texts) > most else [])
+    """One shape per tensor, in the tree's spelling (``2×10×96, 4×2×48, 4×2×48``; three alike ``×3``)."""
+    return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
 
 
 def _param_count(ir: GraphIR, unit: Unit) -> int:

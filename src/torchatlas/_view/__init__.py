@@ -21,6 +21,7 @@ from ._labels import (
     op_display,
     relative_name,
     scope_name,
+    shape_list,
     shape_text,
 )
 from ._options import ViewOptions
@@ -70,6 +71,7 @@ __all__ = [
     "rank_pins",
     "relative_name",
     "scope_name",
+    "shape_list",
     "shape_text",
     "short_reason",
 ]
