@@ -316,18 +316,26 @@ def from_fx(graph_module: torch.fx.GraphModule) -> Graph:
 
 
 def from_export(
-    program: torch.export.ExportedProgram | str | os.PathLike[str], *, trust_pickle: bool = False
+    program: torch.export.ExportedProgram | str | os.PathLike[str],
+    *,
+    trust: bool = False,
+    trust_pickle: bool = False,
 ) -> Graph:
     """The graph of a ``torch.export.ExportedProgram`` (or a ``.pt2`` file saved by
     ``torch.export.save``), with one scope per module call from ``nn_module_stack``.
 
-    A ``.pt2`` file is inspected before torch loads it: a payload that loading would
-    unpickle or evaluate (``use_pickle`` weights, pickled objects, legacy pickles, code in
-    a symbolic size) raises :class:`UnsafeArchiveError` naming the member. Pass
-    ``trust_pickle=True`` only for files you trust as you would trust running their code.
+    A ``.pt2`` file is read as data: the graph comes from its program's JSON, and nothing
+    in the file is unpickled, evaluated, extracted or loaded (weights are not needed). It
+    gives the same graph as the program in memory. An archive laid out to be read
+    differently by another zip reader, or past a size cap, raises :class:`UnsafeArchiveError`
+    naming the member. ``trust=True`` (or ``trust_pickle=True``) hands the file to
+    ``torch.export.load`` instead, which unpickles and runs code from it: only for files you
+    trust as you would trust running them.
     """
     if isinstance(program, (str, os.PathLike)):
-        program = _capture.load_exported(program, trust_pickle=trust_pickle)
+        if not (trust or trust_pickle):
+            return Graph(_capture.read_exported(program))
+        program = _capture.load_exported(program)
     return Graph(_capture.from_export(program))
 
 

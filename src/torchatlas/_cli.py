@@ -66,10 +66,12 @@ def _common_output_options(parser: argparse.ArgumentParser) -> None:
         "-o", "--output", metavar="FILE", help="write here instead of stdout (atomically for files; - is stdout)"
     )
     parser.add_argument(
+        "--trust",
         "--trust-pickle",
+        dest="trust_pickle",
         action="store_true",
-        help="open a .pt2 even if loading it unpickles or evaluates payloads (runs code from the file: "
-        "only for files you trust)",
+        help="open a .pt2 with torch.export.load, which unpickles, evaluates and loads code from the file "
+        "(only for files you trust as code); without it a .pt2 is read as data",
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
