@@ -27,7 +27,7 @@ from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._breaks import short_reason
 from torchatlas._render._labels import arguments_text, model_title
-from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
+from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category, legend_graphs
 from torchatlas._text import visible
 
 BUNDLE_DIR = Path(__file__).parent / "web"
@@ -368,7 +368,8 @@ def _breaks_legend(ir: GraphIR) -> str:
     if "graph_breaks" not in ir.meta:
         return ""
     graphs = int(ir.meta.get("compile_graphs") or 0)
-    swatches = "".join(f'<span class="graph g{g % len(COMPILE_REGIONS)}">graph {g}</span>' for g in range(graphs))
+    shown, more = legend_graphs(graphs)
+    swatches = "".join(f'<span class="graph g{g}">graph {g}</span>' for g, _ in shown) + (f"… {more:,} more" if more else "")
     items = "".join(
         f"<li><b>{_plain_text(b.kind)}</b> {_plain_text(short_reason(b))}"
         + (f" <code>{_plain_text(Path(b.source.file).name)}:{b.source.line}</code>" if b.source else "")
