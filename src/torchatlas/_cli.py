@@ -415,9 +415,10 @@ def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Nam
     if renderer.text and output in (None, "-"):
         _print(sys.stdout, _with_newline(_text(graph, fmt, opts)))
         return
-    if output == "-":  # a picture to a pipe: `torchatlas m --format png -o - | display`
+    if output == "-":  # a picture or a page to a pipe: `torchatlas m --format png -o - | display`
+        made = graph.view(fmt, **_view_options(fmt, opts))
         sys.stdout.flush()
-        sys.stdout.buffer.write(graph.view(fmt, **_view_options(fmt, opts)))
+        sys.stdout.buffer.write(made.encode("utf-8") if isinstance(made, str) else made)
         sys.stdout.buffer.flush()
         return
     path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
@@ -468,7 +469,7 @@ def _file_stem(graph: Graph) -> str:
 
 
 def _wrote(path: Path) -> None:
-    _say(f"torchatlas: wrote {path}")
+    _say(f"torchatlas: wrote {visible(str(path))}")  # a path may hold a newline or ESC
 
 
 # -- torchatlas diff A B ----------------------------------------------------------

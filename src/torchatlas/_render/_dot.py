@@ -36,6 +36,7 @@ from torchatlas._view import (
     fold_name,
     input_label,
     leaf_module_category,
+    legend_graphs,
     model_title,
     rank_pins,
     relative_name,
@@ -378,14 +379,16 @@ class _Writer:
         )
 
     def _region_legend(self) -> str:
-        """compile_report: a border swatch per compiled graph, eager, and the break edges."""
+        """compile_report: a border swatch per compiled graph (the first few), eager, and the break edges."""
         if not self.compiled:
             return ""
-        graphs = int(self.ir.meta.get("compile_graphs") or 0)
-        swatches = [(COMPILE_REGIONS[g % len(COMPILE_REGIONS)], f"graph {g}") for g in range(graphs)]
+        shown, more = legend_graphs(int(self.ir.meta.get("compile_graphs") or 0))
+        swatches = [(color, f"graph {g}") for g, color in shown]
+        swatches += [(None, f"… {more:,} more")] if more else []
         swatches += [(EAGER_REGION, "eager"), (GRAPH_BREAK, "✂ graph break")]
         cells = "".join(
-            f'<TD COLOR="{color}" BORDER="2" STYLE="rounded"> </TD><TD ALIGN="LEFT">{_font(html_text(text), self.palette.muted, 9)}</TD>'
+            (f'<TD COLOR="{color}" BORDER="2" STYLE="rounded"> </TD>' if color else "")
+            + f'<TD ALIGN="LEFT">{_font(html_text(text), self.palette.muted, 9)}</TD>'
             for color, text in swatches
         )
         return f"<TR>{cells}</TR>"

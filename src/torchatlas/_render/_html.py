@@ -36,6 +36,7 @@ from torchatlas._view import (
     arguments_text,
     backward_apart,
     leaf_module_category,
+    legend_graphs,
     model_title,
     short_reason,
 )
@@ -385,7 +386,8 @@ def _breaks_legend(ir: GraphIR) -> str:
     if "graph_breaks" not in ir.meta:
         return ""
     graphs = int(ir.meta.get("compile_graphs") or 0)
-    swatches = "".join(f'<span class="graph g{g % len(COMPILE_REGIONS)}">graph {g}</span>' for g in range(graphs))
+    shown, more = legend_graphs(graphs)
+    swatches = "".join(f'<span class="graph g{g}">graph {g}</span>' for g, _ in shown) + (f"… {more:,} more" if more else "")
     items = "".join(
         f"<li><b>{_plain_text(b.kind)}</b> {_plain_text(short_reason(b))}"
         + (f" <code>{_plain_text(Path(b.source.file).name)}:{b.source.line}</code>" if b.source else "")

@@ -33,6 +33,7 @@ from ._palette import (
     PALETTES,
     Palette,
     leaf_module_category,
+    legend_graphs,
 )
 from ._units import BROADCAST_CALLS, DotOptions, Edge, Layout, Unit, build_layout, call_holding, fold_runs, rank_pins
 
@@ -66,6 +67,7 @@ __all__ = [
     "forward_part",
     "input_label",
     "leaf_module_category",
+    "legend_graphs",
     "model_title",
     "op_display",
     "rank_pins",
