@@ -239,3 +239,22 @@ def test_a_corrupt_archive_prints_no_traceback(clean_archive: Path, tmp_path: Pa
     assert code == 2
     assert "Traceback" not in err
     assert len(error_lines(err)) == 1
+
+
+def test_the_program_read_is_model_or_the_one_program(clean_archive: Path, clean_graph: dict, tmp_path: Path) -> None:
+    """torch.export.save writes ``models/model.json``; an archive of several other programs is ambiguous."""
+
+    def rename(new_names: list[str]) -> Callable[[Members, bytes], None]:
+        def change(members: Members, _payload: bytes) -> None:
+            program = members.pop(_member(members, "models/model.json"))
+            root = next(iter(members)).split("/", 1)[0]
+            for name in new_names:
+                members[f"{root}/models/{name}.json"] = program
+
+        return change
+
+    one = _craft(clean_archive, tmp_path / "one.pt2", rename(["forward"]), tmp_path / "unused")
+    assert torchatlas.from_export(one).to_dict() == clean_graph
+    several = _craft(clean_archive, tmp_path / "several.pt2", rename(["forward", "backward"]), tmp_path / "unused")
+    with pytest.raises(torchatlas.UnsafeArchiveError, match="several programs"):
+        torchatlas.from_export(several)

@@ -10,6 +10,7 @@ or the text :func:`size_text` makes of a symbolic size.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,6 +144,7 @@ class SizeExpressionError(ValueError):
     """A symbolic size that is not a sympy expression of names, numbers and calls."""
 
 
+@functools.lru_cache(maxsize=4096)  # a program repeats a few sizes on every node
 def size_text(expression: str) -> str:
     """The text of a symbolic size written as sympy's ``srepr`` (``Add(Symbol('s0', integer=True),
     Integer(1))`` -> ``s0 + 1``). The text is parsed, never evaluated: ``Pow(10, Pow(10, 9))``

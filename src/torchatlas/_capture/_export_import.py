@@ -56,6 +56,8 @@ def program_of(ep: Any) -> ExportProgram:
             for i, value in enumerate(returned):
                 path = paths[i] if i < len(paths) else (f"output[{i}]" if len(returned) > 1 else "output")
                 program.outputs.append((value.name if isinstance(value, torch.fx.Node) else None, path))
+        elif fx_node.op == "get_attr":
+            continue  # a subgraph a higher-order op (cond, a grad-mode region) takes: an argument, no computation
         elif not _picks_slot(fx_node, owner):
             op = _op(fx_node, gm)
             owner[fx_node] = op
@@ -92,7 +94,7 @@ def _op(fx_node: torch.fx.Node, gm: torch.nn.Module) -> ExportOp:
 
 def _plain(value: Any) -> Any:
     if isinstance(value, torch.fx.Node):
-        return Use(value.name)
+        return Use(str(value.target) if value.op == "get_attr" else value.name)  # a subgraph by its attribute
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

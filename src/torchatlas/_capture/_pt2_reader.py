@@ -17,6 +17,7 @@ line naming the member.
 
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import os
@@ -55,8 +56,8 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
             layout = _read(archive, infos, root + "archive_format", 64, where)
             if layout is None or layout.strip() != b"pt2":
                 raise UnsafeArchiveError(
-                    f"{where}: not a torch.export archive: no {root}archive_format saying pt2 (an older layout is read "
-                    "only with trust_pickle=True)"
+                    f"{where}: not a torch.export program of the current layout: no {root}archive_format saying pt2 "
+                    "(an older layout is read only by torch.export.load, with trust=True)"
                 )
             member = root + "models/" + _program_name(infos, root, where) + ".json"
             data = _read(archive, infos, member, MAX_PROGRAM_BYTES, where)
@@ -70,7 +71,7 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
         return _ProgramReader(document).program()
     except SizeExpressionError as e:
         raise UnsafeArchiveError(f"{where}: member {member!r} has {e}; it is read as text, never evaluated") from None
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError, RuntimeError) as e:
         raise UnsafeArchiveError(
             f"{where}: member {member!r} is not a torch.export program: {type(e).__name__}: {str(e)[:120]}"
         ) from None
@@ -84,7 +85,7 @@ def _open_archive(file: Any, where: str) -> zipfile.ZipFile:
     except OSError:
         end = None
     if end is None:
-        raise UnsafeArchiveError(f"{where}: not a zip archive (no end of central directory)")
+        raise UnsafeArchiveError(f"{where}: not a torch.export program: not a zip archive (no end of central directory)")
     if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_MEMBERS or end[zipfile._ECD_SIZE] > MAX_DIRECTORY_BYTES:
         raise UnsafeArchiveError(
             f"{where}: the archive declares {end[zipfile._ECD_ENTRIES_TOTAL]} members in "
@@ -93,7 +94,7 @@ def _open_archive(file: Any, where: str) -> zipfile.ZipFile:
     try:
         archive = zipfile.ZipFile(file)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:
-        raise UnsafeArchiveError(f"{where}: not a readable zip archive: {str(e)[:120]}") from None
+        raise UnsafeArchiveError(f"{where}: not a torch.export program: not a readable zip archive: {str(e)[:120]}") from None
     infos = archive.infolist()
     file.seek(0)
     # Python shifts every offset by the bytes before the directory it did not expect (a
@@ -116,10 +117,11 @@ def _check_name(name: str, where: str) -> None:
 
 
 def _program_name(infos: list[zipfile.ZipInfo], root: str, where: str) -> str:
-    folder = (root + "models/").casefold()
-    names = {i.filename[len(folder):-len(".json")] for i in infos
-             if i.filename.casefold().startswith(folder) and i.filename.casefold().endswith(".json")}
-    if any(name.casefold() == _PROGRAM for name in names) or not names:
+    """``model``, what ``torch.export.save`` writes, unless another is the archive's one program
+    (a name only in another case is refused when read, by :func:`_read`)."""
+    folder = root + "models/"
+    names = {i.filename[len(folder):-len(".json")] for i in infos if i.filename.startswith(folder) and i.filename.endswith(".json")}
+    if not names or any(name.casefold() == _PROGRAM for name in names):
         return _PROGRAM
     if len(names) > 1:
         raise UnsafeArchiveError(
@@ -447,23 +449,20 @@ def _target(target: str) -> str:
     return target
 
 
-_WRITES: dict[str, bool] = {}
-
-
+@functools.lru_cache(maxsize=4096)
 def _writes(target: str) -> bool:
-    """Whether the op's registered schema writes one of its arguments in place (``add_``)."""
-    if target not in _WRITES:
-        _WRITES[target] = False
-        if _is_op_overload(target):
-            import torch
+    """Whether the op's registered schema writes one of its arguments in place (``add_``): looked
+    up by name among the ops this process registered, never loaded."""
+    if not _is_op_overload(target):
+        return False
+    import torch
 
-            namespace, op, overload = target.removeprefix("torch.ops.").split(".")
-            try:
-                schema = torch._C._get_schema(f"{namespace}::{op}", "" if overload == "default" else overload)
-            except RuntimeError:  # an op this process has not registered: its schema is unknown
-                return False
-            _WRITES[target] = any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
-    return _WRITES[target]
+    namespace, op, overload = target.removeprefix("torch.ops.").split(".")
+    try:
+        schema = torch._C._get_schema(f"{namespace}::{op}", "" if overload == "default" else overload)
+    except RuntimeError:  # an op this process has not registered: its schema is unknown
+        return False
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
 _MAX_SPEC_DEPTH = 64
