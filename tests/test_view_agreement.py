@@ -69,3 +69,71 @@ def test_a_box_lists_every_tensor_it_makes() -> None:
     [box] = [line for line in graph.to_dot().splitlines() if "(LSTM)" in line and "label=" in line]
     assert "2×10×32 → 2×10×96, 4×2×48, 4×2×48 ·" in box  # out, h and c
     assert "(LSTM)  2×10×32 → (2×10×96, 4×2×48, 4×2×48)" in graph.tree()  # spelled as in the tree
+
+
+def _dangling(tree: str) -> list[str]:
+    """Lines that end a level on a lone ``┬`` fork: the next line is shallower or there is none."""
+    lines = tree.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        text = line.lstrip("│├└─ ")
+        if not text.startswith("┬ ") or text.startswith("┬ ("):
+            continue
+        indent = len(line) - len(text)
+        after = lines[i + 1] if i + 1 < len(lines) else ""
+        before = lines[i - 1].lstrip("│├└─ ") if i else ""
+        if line.lstrip("│ ").startswith("└") and not before.startswith("┬ "):
+            out.append(line)
+        elif after and len(after) - len(after.lstrip("│├└─ ")) < indent and not before.startswith("┬ "):
+            out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["resnet", "vit"])
+def test_no_tree_ends_on_a_dangling_fork(kind: str) -> None:
+    torch.manual_seed(0)
+    if kind == "resnet":
+        cfg = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")
+        model, last = transformers.ResNetModel(cfg), "└── pooler (AdaptiveAvgPool2d)  1×16×4×4 → 1×16×1×1  (returned)"
+    else:
+        cfg = transformers.ViTConfig(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=8
+        )
+        model, last = transformers.ViTModel(cfg), "└── pooler (ViTPooler)  1×17×32 → 1×32  (returned)"
+    tree = torchatlas.trace(model.eval(), torch.randn(1, 3, 32, 32)).tree(ascii=False)
+    assert last in tree.splitlines()
+    assert _dangling(tree) == []
+
+
+def test_the_summary_keeps_dtypes_and_its_root_row_agrees_with_the_total() -> None:
+    class Embed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(10, 8)
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, ids):
+            return self.fc(self.emb(ids)).cummax(-1).values  # cummax: an op of unknown cost
+
+    graph = torchatlas.trace(Embed(), torch.zeros(1, 16, dtype=torch.long))
+    rows = {line.split()[0]: line for line in graph.summary(format="text", wide=True).splitlines()[2:]}
+    assert "1×16 int64" in rows["<root>"] and "1×16 int64" in rows["emb"]  # ids keep their dtype
+    flops = [cell for cell in rows["<root>"].split() if cell.endswith("+?")]
+    assert flops and all(cell in rows["Total"].split() for cell in flops)
+
+
+def test_the_summary_fits_columns_off_a_terminal(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = gpt2(2).save(tmp_path / "g.json")
+    env = {**os.environ, "COLUMNS": "80"}
+    out = subprocess.run(
+        [sys.executable, "-m", "torchatlas", str(path), "-f", "summary"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() and max(len(line) for line in out.splitlines()) <= 80
+    wide = subprocess.run(
+        [sys.executable, "-m", "torchatlas", str(path), "-f", "summary", "--wide"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert max(len(line) for line in wide.splitlines()) > 80

@@ -42,6 +42,8 @@ class Line:
     children: list[Line] = field(default_factory=list)
     before: list[str] = field(default_factory=list)
     """Sibling lines drawn just before this one (graph breaks)."""
+    returned: bool = False
+    """A ``┬`` branch whose result the call returns."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,26 @@ def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:
     """The whole tree as text."""
     options = options or TreeOptions()
     root = _TreeBuilder(ir, options.depth, options.source, options.fold_repeats).build()
+    _close_trailing_forks(root)
     text = "\n".join(_draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
     return to_ascii(text) if options.ascii else text
+
+
+def _close_trailing_forks(line: Line) -> None:
+    """No level ends on a ``┬`` fork that nothing joins (ResNet's ``pooler``, ViT's
+    ``pooled_output``): such a branch feeds only the call's outputs, so its steps are the
+    level's last steps, marked ``(returned)``."""
+    for child in line.children:
+        _close_trailing_forks(child)
+    kids = line.children
+    if not kids or not kids[-1].returned or (len(kids) > 1 and kids[-2].text.startswith("┬ ")):
+        return  # parallel outputs stay sibling branches (``┬ cos``, ``┬ sin``)
+    fork = kids.pop()
+    tail = fork.children or [Line(fork.text[2:])]
+    tail[0].before = fork.before + tail[0].before
+    kids.extend(tail)
+    if "(also returned)" not in kids[-1].text:
+        kids[-1].text += "  (returned)"
 
 
 def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
@@ -437,9 +457,11 @@ class _TreeBuilder:
 
     def branch(self, flow: ScopeFlow, items: list[Item], level: int) -> Line:
         body = self.sequence(flow, items, level)
+        end = items[-1]
+        returned = SINK in flow.edges.get(end, ()) or any(p == end for p, _ in flow.references.get(SINK, ()))
         if len(body) == 1 and not body[0].children:
-            return Line("┬ " + body[0].text, before=body[0].before)
-        return Line("┬ " + visible(self.item_name(items[-1]) or self.short_name(items[-1]), LINE_LIMIT), body)
+            return Line("┬ " + body[0].text, before=body[0].before, returned=returned)
+        return Line("┬ " + visible(self.item_name(end) or self.short_name(end), LINE_LIMIT), body, returned=returned)
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""
