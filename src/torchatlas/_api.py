@@ -153,16 +153,18 @@ class Graph:
         """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
 
         ``format``: "rich" (the default on a terminal that can draw its box), "text" or "markdown".
-        On a terminal the columns that fit its width are shown (module, output shapes,
-        params, FLOPs first) and long names are cut, never wrapped; ``wide=True``, a pipe
-        or a file get every column. ``fold_repeats=False`` lists every call of a run of
+        On a terminal, or where ``COLUMNS`` is set (a pipe, Jupyter), the columns that fit
+        its width are shown (module, output shapes, params, FLOPs first) and long names are
+        cut, never wrapped; ``wide=True``, a file, or a pipe without ``COLUMNS`` get every column. ``fold_repeats=False`` lists every call of a run of
         identical layers instead of one ``layers.0–79 ×80`` row. Graphs traced with
         ``profile=True`` add ``Time`` and ``% Time`` (``sort="time"``: every call, hottest
         first), with ``stats=True`` each call's output range and NaN/Inf op count.
         """
         tty = sys.stdout.isatty() and path is None and _can_encode(sys.stdout, "━─│")
         format = format or ("rich" if tty else "text")
-        width = shutil.get_terminal_size((160, 24)).columns if tty and not wide else None
+        # COLUMNS says how wide the reader's screen is where stdout is no terminal (a pipe, Jupyter)
+        fit = (tty or os.environ.get("COLUMNS", "").isdigit()) and path is None and not wide
+        width = max(20, shutil.get_terminal_size((160, 24)).columns) if fit else None
         options = SummaryOptions(
             depth=depth, format=format, width=width, color=tty and format == "rich", fold_repeats=fold_repeats,  # type: ignore[arg-type]
             sort=sort,  # type: ignore[arg-type]

@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
     parser.add_argument(
         "--no-fold", dest="fold", action="store_false",
-        help="tree and summary: list every call of a run of identical layers (default: one 'layers.0–79 ×80' line)",
+        help="list or draw every call of a run of identical layers (default: one 'layers.0–79 ×80', as its first member)",
     )
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
     parser.add_argument(
@@ -415,9 +415,10 @@ def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Nam
     if renderer.text and output in (None, "-"):
         _print(sys.stdout, _with_newline(_text(graph, fmt, opts)))
         return
-    if output == "-":  # a picture to a pipe: `torchatlas m --format png -o - | display`
+    if output == "-":  # a picture or a page to a pipe: `torchatlas m --format png -o - | display`
+        made = graph.view(fmt, **_view_options(fmt, opts))
         sys.stdout.flush()
-        sys.stdout.buffer.write(graph.view(fmt, **_view_options(fmt, opts)))
+        sys.stdout.buffer.write(made.encode("utf-8") if isinstance(made, str) else made)
         sys.stdout.buffer.flush()
         return
     path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
@@ -468,7 +469,7 @@ def _file_stem(graph: Graph) -> str:
 
 
 def _wrote(path: Path) -> None:
-    _say(f"torchatlas: wrote {path}")
+    _say(f"torchatlas: wrote {visible(str(path))}")  # a path may hold a newline or ESC
 
 
 # -- torchatlas diff A B ----------------------------------------------------------

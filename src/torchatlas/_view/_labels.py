@@ -9,9 +9,9 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
 from torchatlas._ops import op_name, operator_symbol
+from torchatlas._text import count_runs, format_shape, visible
 from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
-from torchatlas._text import format_shape, visible
 
 LINE_LIMIT = 2_000
 """Characters of one line of the tree or one summary cell at most: a name of megabytes is
@@ -34,6 +34,13 @@ def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
     if meta.dtype and meta.dtype != dominant:
         text += f" {meta.dtype}"
     return text
+
+
+def shape_list(metas: list[TensorMeta | None], dominant: str | None = None, most: int | None = None) -> list[str]:
+    """Every tensor's shape, in order (``2×10×96, 4×2×48, 4×2×48``), three or more alike in a
+    row counted once (``1×8×32 ×3``); past ``most`` entries, ``…``."""
+    texts = count_runs(shape_text(meta, dominant) for meta in metas)
+    return texts if most is None or len(texts) <= most else [*texts[:most], "…"]
 
 
 def op_display(node: Node) -> str:
