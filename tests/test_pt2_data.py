@@ -331,12 +331,14 @@ _MEASURE = textwrap.dedent(
 )
 
 
-def test_a_huge_member_is_refused_before_or_while_reading_within_bounded_memory(
+def test_a_huge_member_is_refused_before_or_while_reading_or_parsing_within_bounded_memory(
     clean: tuple[Members, dict], tmp_path: Path
 ) -> None:
     members = dict(clean[0])
     huge = MAX_PROGRAM_BYTES + (8 << 20)  # JSON whitespace past the cap: a few hundred KiB deflated
     declared, lying, clean_copy = tmp_path / "declared.pt2", tmp_path / "lying.pt2", tmp_path / "clean.pt2"
+    many = tmp_path / "many.pt2"  # 27 MB of empty lists, under the size cap: 9 million lists if parsed
+    _write({**members, _model_name(members): b"[" + b"[]," * 9_000_000 + b"[]]"}, many, False)
     _write(members, clean_copy, False)
     padded = dict(members)
     padded[_model_name(members)] = members[_model_name(members)] + b" " * huge
@@ -344,12 +346,13 @@ def test_a_huge_member_is_refused_before_or_while_reading_within_bounded_memory(
     _write(padded, lying, False)
     _lie_about_size(lying, _model_name(members), len(members[_model_name(members)]))
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(clean_copy), str(declared), str(lying)], capture_output=True, text=True, timeout=240,
+        [sys.executable, "-c", _MEASURE, str(clean_copy), str(declared), str(lying), str(many)], capture_output=True, text=True, timeout=240,
         env={**os.environ, "PYTHONPATH": str(Path(torchatlas.__file__).parents[1])},
     )
     *refusals, grown_mib = done.stdout.split("\n")[:-1]
     assert done.returncode == 0, done.stderr
     assert "declares" in refusals[0] and ("cannot be read" in refusals[1] or "inflates" in refusals[1]), refusals
+    assert "JSON v" in refusals[2], refusals
     assert int(grown_mib) < 48  # neither member was inflated whole
 
 
