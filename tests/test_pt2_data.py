@@ -156,12 +156,13 @@ def _model_name(members: Members) -> str:
 
 
 def _size_expression(text: str) -> Callable[[Members, Path], None]:
+    """Put ``text`` in the first symbolic size still as torch wrote it (so two such changes both show)."""
+
     def change(members: Members, canary: Path) -> None:
         program = json.loads(members[_model_name(members)])
-        for meta in program["graph_module"]["graph"]["tensor_values"].values():
-            for i, size in enumerate(meta["sizes"]):
-                if "as_expr" in size:
-                    meta["sizes"][i] = {"as_expr": {"expr_str": text.replace("CANARY", str(canary)), "hint": {"as_int": 4}}}
+        sizes = [size for meta in program["graph_module"]["graph"]["tensor_values"].values() for size in meta["sizes"]]
+        size = next(s for s in sizes if s.get("as_expr", {}).get("expr_str", "").startswith("Symbol("))
+        size["as_expr"]["expr_str"] = text.replace("CANARY", str(canary))
         members[_model_name(members)] = json.dumps(program).encode()
 
     return change
