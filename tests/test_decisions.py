@@ -170,3 +170,19 @@ def test_dead_code_keeps_what_fed_a_decision_and_sizes_apart():
     assert meta == {norm: (False, False), gt: (False, False), feeds_size: (False, True), sized: (False, True),
                     nothing: (True, False)}
     assert ir.meta["dead_op_count"] == 1
+
+
+def test_the_diagram_draws_a_diamond_joined_to_each_decision():
+    model, x = early_exit()
+    graph = torchatlas.trace(model, (x,))
+    dot = graph.to_dot(depth=1)
+    deciders = [n.id for n in graph.ir.ops() if n.python_reads]
+    for node_id in deciders:
+        assert f'"d_{node_id}" [label=' in dot and f'"{node_id}" -> "d_{node_id}" [style=dotted' in dot
+    assert dot.count("shape=diamond") == len(deciders)
+    assert "break: broke" in dot and "unused" not in dot
+    # the page's data carries the same marks
+    from torchatlas._render._html import to_html
+
+    page = to_html(graph.ir)
+    assert '"dm":"break: broke"' in page

@@ -26,7 +26,7 @@ from typing import Any
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._breaks import short_reason
-from torchatlas._render._labels import arguments_text, model_title
+from torchatlas._render._labels import arguments_text, decisions, model_title, read_label, read_mark
 from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._text import visible
 
@@ -169,6 +169,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["ip"] = 1
         if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
             d["dead"] = 1
+        if reads := decisions(n):  # Python read it to decide: a diamond mark, never faded
+            d["dm"] = visible(read_mark(reads[-1]))
+            d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
+        if n.meta.get("size_only"):
+            d["so"] = 1
         if n.source is not None:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:

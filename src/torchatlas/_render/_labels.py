@@ -135,6 +135,18 @@ def read_outcome(read: PythonRead) -> str:
     return ""
 
 
+def read_mark(read: PythonRead) -> str:
+    """The short text of a decision mark on a diagram: ``if: taken``, ``.item() = 4``."""
+    what = read.statement or (_READ_WORDS.get(read.how) if read.how != "bool" else None) or "bool"
+    outcome = read_outcome(read)
+    return f"{what}: {outcome}" if outcome and not outcome.startswith("=") else f"{what} {outcome}".strip()
+
+
+def decisions(node: Node) -> list[PythonRead]:
+    """The reads of ``node``'s value into Python that decided something (sizes left out)."""
+    return [r for r in node.python_reads if r.decision] if "reads" in node.meta else []
+
+
 def read_label(read: PythonRead) -> str:
     """``if @ refiner.py:17 (taken)``, ``.item() @ loss.py:9 (= 0.25)``,
     ``read into Python @ m.py:4 (True)`` where the line alone does not say which statement."""
@@ -147,7 +159,7 @@ def read_label(read: PythonRead) -> str:
 def decision_text(node: Node) -> str:
     """``⇢ if @ refiner.py:17 (taken)`` for each place the node's value decided something in
     Python, ``(size only)`` for a value only its size was read of; empty otherwise."""
-    reads = [r for r in node.python_reads if r.decision]
+    reads = decisions(node)
     if reads:
         shown = count_runs(read_label(r) for r in reads)
         return "  ⇢ " + ", ".join(shown)
