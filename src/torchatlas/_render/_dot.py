@@ -17,7 +17,7 @@ from pathlib import PurePath
 from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, op_name
 from torchatlas._render._backward import BACKWARD_SCOPE, backward_apart
-from torchatlas._render._breaks import break_anchors, short_reason
+from torchatlas._render._breaks import break_anchors, plain_reason
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._render._labels import (
     decisions,
@@ -311,7 +311,7 @@ class _Writer:
         unit = self.layout.units[dst]
         for node in [unit.node] if unit.node else unit.nodes:
             if node is not None and node.id in self.break_at:
-                return short_reason(self.break_at[node.id])
+                return plain_reason(self.break_at[node.id])
         return None
 
     def _box_category(self, unit: Unit) -> str:
