@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -186,3 +187,24 @@ def test_the_diagram_draws_a_diamond_joined_to_each_decision():
 
     page = to_html(graph.ir)
     assert '"dm":"break: broke"' in page
+
+
+def test_cli_decisions_lists_each_decision_point_with_its_line_and_outcomes(capsys):
+    from torchatlas._cli import main
+
+    spec = f"{Path(__file__).parent / HERE}:EarlyExit"
+    torch.manual_seed(0)
+    assert main([spec, "--input", "2,8", "--decisions"]) == 0
+    out = capsys.readouterr().out
+    tree, _, table = out.partition("\ndecisions: ")
+    brk, cond = line_of(EarlyExit, "if delta.abs()"), line_of(EarlyExit, "if h.norm()")
+    assert f"⇢ break @ {HERE}:{brk} (broke)" in tree
+    rows = [line.split() for line in table.splitlines()[2:]]
+    assert [row[:2] for row in rows] == [[f"{HERE}:{brk}", "break"], [f"{HERE}:{cond}", "if"]]
+    assert "broke" in table.splitlines()[2] and table.startswith("2 place(s)")
+
+
+def test_decisions_table_without_any_decision_says_so():
+    graph = torchatlas.trace(SizeOnly(), (torch.randn(2, 4),))
+    assert graph.decisions() == "decisions: no tensor value was read into Python (size only: 1 op(s))\n"
+    assert "=>" in torchatlas.trace(NormGate(), (torch.randn(2, 4),)).tree(ascii=True)
