@@ -208,3 +208,30 @@ def test_decisions_table_without_any_decision_says_so():
     graph = torchatlas.trace(SizeOnly(), (torch.randn(2, 4),))
     assert graph.decisions() == "decisions: no tensor value was read into Python (size only: 1 op(s))\n"
     assert "=>" in torchatlas.trace(NormGate(), (torch.randn(2, 4),)).tree(ascii=True)
+
+
+def test_llamas_packed_position_check_is_a_decision_not_a_faded_column():
+    """transformers checks whether position ids are packed (diff, ne, cumsum, eq, all, then a
+    Python ``if``): those ops decided which mask ran, so the page draws none of them faded."""
+    transformers = pytest.importorskip("transformers")
+    from torchatlas._render._html import viewer_document
+
+    config = transformers.LlamaConfig(
+        num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=100,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    graph = torchatlas.trace(model, (), {"input_ids": torch.randint(0, 100, (1, 8)), "use_cache": False})
+    ops = {n.id: n for n in graph.ir.ops()}
+    (decider,) = [n for n in ops.values() if n.python_reads]
+    (read,) = decider.python_reads
+    assert (decider.target, read.how, read.statement, read.value) == ("torch.Tensor.all", "bool", "if", True)
+    assert read.source.file.endswith("masking_utils.py")
+    upstream = {"diff", "__ne__", "cumsum", "__eq__"}
+    assert upstream <= {n.target.rsplit(".", 1)[-1] for n in ops.values()}
+    assert graph.ir.meta["dead_op_count"] == 0
+    page = viewer_document(graph.ir)
+    drawn = [d for n, d in zip(graph.ir.nodes, page["nodes"]) if n.kind == "op"]
+    assert not any(d.get("dead") for d in drawn)
+    assert [d["dm"] for d in drawn if "dm" in d] == ["if: taken"]
