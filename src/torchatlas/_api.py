@@ -19,6 +19,7 @@ from ._passes import GraphDiff as _GraphDiff
 from ._passes import diff as diff_graphs
 from ._passes import ensure_analyzed, first_nonfinite, median_times, strip_analyses
 from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
+from ._render._decisions import decision_table
 from ._render._diff_page import diff_page
 from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
@@ -78,6 +79,13 @@ class Graph:
         """The first op, in execution order, with a NaN or Inf in an output (needs ``stats=True``);
         None when there is none. It carries ``target``, ``source`` (file, line) and ``scope``."""
         return first_nonfinite(self.ir)
+
+    def decisions(self, ascii: bool | None = None) -> str:
+        """Each place Python read a tensor's value (an ``if``, a ``while``, a ``break``,
+        ``.item()``), with its line, which ways it went and the op it read: a short table."""
+        if ascii is None:
+            ascii = not _can_encode(sys.stdout, "×")
+        return decision_table(self.ir, ascii)
 
     def activation(self, key: str) -> Any:
         """An output ``save`` kept: a module path (``"fc"``; ``"fc#1"`` for its second call) or a node id."""

@@ -160,6 +160,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and the statistics of that op's inputs",
     )
     parser.add_argument(
+        "--decisions",
+        action="store_true",
+        help="after the tree, list every place Python read a tensor's value (if, while, break, .item()) "
+        "with its line and which ways it went",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -272,6 +278,8 @@ def _trace(opts: argparse.Namespace) -> int:
     _write_format(graph, fmt, opts.output, opts)
     if opts.compile_breaks and fmt == "tree" and not opts.output:
         sys.stdout.write(_breaks_by_kind(graph))
+    if opts.decisions:  # after the tree on stdout; beside a written file, the table alone
+        _print(sys.stdout, ("\n" if fmt == "tree" and not opts.output else "") + graph.decisions(ascii=opts.ascii))
     return found
 
 
