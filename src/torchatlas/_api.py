@@ -252,7 +252,7 @@ def trace(
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
     partial: bool = False,
     progress: bool | None = None,
-    stats: bool = False,
+    stats: bool | str = False,
     save: str | Sequence[str] | Callable[[str], bool] | None = None,
     save_device: str | torch.device | None = None,
     profile: bool = False,
@@ -271,7 +271,10 @@ def trace(
       the failing op (marked in ``node.meta["error"]``) and ``graph.error``.
     * ``stats=True``: each op's outputs get ``node.meta["stats"]`` (min, max, mean, std,
       absmax, NaN and Inf counts, fraction of zeros), computed as the op runs; see
-      ``graph.first_nonfinite()``.
+      ``graph.first_nonfinite()``. Only dense float and integer tensors are measured; the
+      reason any other output was not is in ``node.meta["stats_skipped"]``.
+      ``stats="sample"`` measures outputs over 65,536 elements on a strided sample of about
+      as many (``stats["sampled"]`` says how many were read).
     * ``save="layers.0.*"`` (a glob, a list of globs, or a callable on paths) keeps detached
       copies of the outputs of matching module calls, and with a ``:`` of ops
       (``"layers.0.mlp:relu"``, ``"*:softmax"``), on ``save_device`` if given:
@@ -282,6 +285,8 @@ def trace(
     """
     if level not in _capture.LEVELS or level == "backward":
         raise ValueError(f"torchatlas: level must be 'python' or 'aten', not {level!r}")
+    if stats not in (True, False, "sample"):
+        raise ValueError(f"torchatlas: stats must be True, False or 'sample', not {stats!r}")
     if backward and partial:
         raise ValueError("torchatlas: partial=True records a failing forward pass; it cannot run backward")
     args = _normalize_args(args)

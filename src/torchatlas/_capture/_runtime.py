@@ -1,11 +1,8 @@
 """What the model did at run time, recorded beside the graph: numbers of each op's outputs,
 the outputs the user asked to keep, and time.
 
-* :class:`OutputStats` computes each floating output's ``min max mean std absmax`` and its
-  NaN, Inf and zero counts as the op runs, in a few cheap passes (min/max, sum, L2 norm,
-  non-zero count; NaN and Inf are counted only when those say there are any). On an
-  accelerator nothing waits for the device per op: the small results are collected once
-  the forward pass is over. Only numbers are kept, never an activation.
+* ``_stats.OutputStats`` computes each output's ``min max mean std absmax`` and its NaN, Inf
+  and zero counts as the op runs. Only numbers are kept, never an activation.
 * :class:`Keeper` keeps (detached copies of) the outputs of the module calls and ops whose
   path matches, and nothing else.
 * :class:`Timer` wraps each op and module call in a ``torch.profiler`` range named after its
@@ -15,7 +12,6 @@ the outputs the user asked to keep, and time.
 from __future__ import annotations
 
 import fnmatch
-import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -27,122 +23,6 @@ from ._records import Recording
 from ._values import iter_tensors
 
 Tensor = torch.Tensor
-
-
-def _measurable(t: Tensor) -> bool:
-    return t.device.type != "meta" and type(t) in (torch.Tensor, torch.nn.Parameter) and t.numel() > 0
-
-
-class OutputStats:
-    """Per op output: a few numbers on the tensor's device now, a dict at :meth:`finish`."""
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-        # (record, slot, numbers, floating): numbers read already (CPU) or still on the device
-        self._pending: list[tuple[int, int, list[float] | Tensor, bool]] = []
-        self.skipped = False
-        """An output could not be measured (meta device, fake or subclass tensors)."""
-
-    def op_recorded(self, index: int, outs: list[Tensor]) -> None:
-        with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
-            for slot, t in enumerate(outs):
-                if not _measurable(t):
-                    self.skipped = self.skipped or t.numel() > 0
-                elif t.is_floating_point():
-                    self._pending.append((index, slot, _float_numbers(t), True))
-                elif not t.is_complex():
-                    self._pending.append((index, slot, _int_numbers(t), False))
-
-    def finish(self) -> None:
-        """Copy the numbers to the host (one copy per device and kind) and write them into the records."""
-        on_device: dict[tuple[Any, bool], list[tuple[int, int, Tensor]]] = {}
-        read: list[tuple[int, int, list[float], bool]] = []
-        for index, slot, numbers, floating in self._pending:
-            if isinstance(numbers, Tensor):
-                on_device.setdefault((numbers.device, floating), []).append((index, slot, numbers))
-            else:
-                read.append((index, slot, numbers, floating))
-        with torch._C.DisableTorchFunction(), _disable_current_modes():
-            for (_, floating), entries in on_device.items():
-                rows = torch.stack([numbers for _, _, numbers in entries]).tolist()
-                read += [(index, slot, row, floating) for (index, slot, _), row in zip(entries, rows)]
-        nodes = self.recording.nodes
-        for index, slot, row, floating in read:
-            record = nodes[index]
-            if record.extra is None or "stats" not in record.extra:
-                record.extra = {**(record.extra or {}), "stats": [None] * len(record.outputs)}
-            numel = _numel(record.outputs[slot][0])
-            record.extra["stats"][slot] = _float_stats(row, numel) if floating else _int_stats(row)
-        if self.skipped:
-            self.recording.meta["stats_note"] = (
-                "no statistics for outputs on the meta device or of fake or subclass tensors: they hold no numbers"
-            )
-        self._pending = []
-
-
-def _numel(shape: Any) -> int:
-    n = 1
-    for size in shape:
-        n *= int(size)
-    return n
-
-
-_ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
-
-
-def _float_numbers(t: Tensor) -> list[float] | Tensor:
-    """``[min, max, sum, sum of squares, nan, inf, nonzero]`` of a float tensor: read at once on a
-    CPU (where reading costs nothing), else a small tensor left on its device.
-
-    Mean and std come from the sum and the sum of squares (the L2 norm): one pass each,
-    where ``std_mean`` takes fifty times longer on a CPU. A NaN or Inf shows in min, max
-    or sum, so on a CPU they are counted only then.
-    """
-    x = t.detach()
-    wide = _ACCUMULATE.get(x.dtype)
-    low, high = torch.aminmax(x)
-    total = x.sum(dtype=wide)
-    norm = torch.linalg.vector_norm(x, dtype=wide)
-    nonzero = torch.count_nonzero(x)
-    if x.device.type == "cpu":
-        row = [low.item(), high.item(), total.item(), norm.item() ** 2, 0, 0, nonzero.item()]
-        if not all(math.isfinite(v) for v in row[:3]):
-            row[4], row[5] = torch.isnan(x).sum().item(), torch.isinf(x).sum().item()
-        return row
-    parts = (low, high, total, norm * norm, torch.isnan(x).sum(), torch.isinf(x).sum(), nonzero)
-    return torch.stack([p.to(torch.float64) for p in parts])
-
-
-def _float_stats(row: list[float], numel: int) -> dict[str, Any]:
-    low, high, total, squares, nan, inf, nonzero = row
-
-    def finite(v: float) -> float | None:
-        return v if v == v and abs(v) != float("inf") else None  # JSON has no NaN: not a number is null
-
-    low, high = finite(low), finite(high)
-    mean = finite(total / numel) if numel else None
-    # torch.std's: with Bessel's correction, as a user checking it against torch reads it
-    variance = (squares - numel * mean * mean) / (numel - 1) if mean is not None and numel > 1 else None
-    std = finite(max(variance, 0.0) ** 0.5) if variance is not None and variance == variance else None
-    absmax = max(abs(low), abs(high)) if low is not None and high is not None else None
-    return {
-        "min": low, "max": high, "mean": mean, "std": std, "absmax": absmax,
-        "nan": int(nan), "inf": int(inf), "zeros": (numel - nonzero) / numel if numel else None,
-    }
-
-
-def _int_numbers(t: Tensor) -> list[float] | Tensor:
-    x = t.detach()
-    if x.dtype == torch.bool:
-        x = x.to(torch.uint8)
-    low, high = torch.aminmax(x)
-    if x.device.type == "cpu":
-        return [low.item(), high.item()]
-    return torch.stack([low.long(), high.long()])
-
-
-def _int_stats(row: list[float]) -> dict[str, Any]:
-    return {"min": int(row[0]), "max": int(row[1])}
 
 
 # -- keeping activations ---------------------------------------------------------------------------

@@ -26,8 +26,9 @@ from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
 from ._python import PythonLevel
 from ._records import Failure, NodeRecord, Recording
-from ._runtime import Keeper, OutputStats, Timer
+from ._runtime import Keeper, Timer
 from ._scopes import ModelIndex, ScopeTracker, is_compiled_wrapper
+from ._stats import OutputStats
 from ._values import iter_tensors, tensor_table
 
 _tls = threading.local()
@@ -109,11 +110,12 @@ class Session:
         self.recordings: list[Recording] = [self.python.recording]
         """Every level's recording, cleared once the graph is built."""
 
-    def watch_run_time(self, stats: bool, keep: Keeper | None, profile: bool) -> None:
-        """Statistics of every op output, kept activations, profiler times."""
+    def watch_run_time(self, stats: bool | str, keep: Keeper | None, profile: bool) -> None:
+        """Statistics of every op output (``"sample"``: of a strided sample of big ones), kept
+        activations, profiler times."""
         recording = self.result[0]
         if stats:
-            numbers = OutputStats(recording)
+            numbers = OutputStats(recording, sample=stats == "sample")
             self.recorder.watchers.append(numbers)
             self.finishers.append(numbers.finish)
         if keep is not None:

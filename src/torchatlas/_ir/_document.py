@@ -415,6 +415,7 @@ NODE_FACTS: dict[str, Check] = {
     "python_op": _of(lambda v, w: _obj(v, w)),
     "requires_grad": _of(_bool),
     "stats": _of(lambda v, w: [_numbers(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
+    "stats_skipped": _of(lambda v, w: [_string(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
     "time_us": _of(_number),
     "cuda_time_us": _of(_number),
     "compile_region": _of(_opt_int),
