@@ -105,3 +105,69 @@ def test_a_sample_measures_a_strided_view_of_big_outputs_and_says_so() -> None:
     assert "sampled" not in next(small.ir.ops()).meta["stats"][0]
     with pytest.raises(ValueError, match="stats must be"):
         torchatlas.trace(nn.Linear(2, 2), torch.randn(1, 2), stats="all")
+
+
+# -- save= ---------------------------------------------------------------------------------------
+
+
+class Broadcasts(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bias = nn.Identity()
+
+    def forward(self, x):
+        return self.bias(x.expand(1 << 20, 1 << 20, 4))  # 4 numbers shown 2**40 times
+
+
+def test_an_expanded_view_is_kept_as_its_few_numbers() -> None:
+    x = torch.randn(1, 1, 4)
+    kept = torchatlas.trace(Broadcasts(), x, save="bias").activation("bias")
+    assert kept.shape == (1 << 20, 1 << 20, 4) and kept.untyped_storage().nbytes() == 16
+    assert torch.equal(kept[123, 456], x[0, 0])
+    moved = torchatlas.trace(Broadcasts(), x, save="bias", save_device="cpu").activation("bias")
+    assert moved.untyped_storage().nbytes() == 16
+
+
+def test_module_names_with_a_colon_are_kept() -> None:
+    model = nn.ModuleDict({"expert:0": nn.Linear(2, 2), "expert:1": nn.Linear(2, 2)})
+    wrapper = Returns(lambda h: model["expert:1"](model["expert:0"](h)))
+    wrapper.experts = model
+    graph = torchatlas.trace(wrapper, torch.randn(1, 2), save="experts.*")
+    assert sorted(graph.activations()) == ["experts.expert:0", "experts.expert:1"]
+    assert sorted(torchatlas.trace(wrapper, torch.randn(1, 2), save="*").activations()) == [
+        "experts.expert:0", "experts.expert:1"]  # the ModuleDict itself is never called
+    ops = torchatlas.trace(wrapper, torch.randn(1, 2), save="experts.expert:0:linear").activations()
+    assert len(ops) == 1 and next(iter(ops)).startswith("n")
+
+
+class FailsLate(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.big = nn.Linear(8, 1 << 14)
+
+    def forward(self, x):
+        h = self.big(x)
+        raise KeyError("late")
+
+
+def test_a_failed_forward_keeps_no_saved_copy_alive(monkeypatch) -> None:
+    import gc
+    import weakref
+
+    from torchatlas._capture import _runtime
+
+    copies: list[weakref.ref] = []
+    real = _runtime.Keeper._copy_tensor
+
+    def watched(self, value):
+        kept = real(self, value)
+        if isinstance(kept, torch.Tensor):
+            copies.append(weakref.ref(kept))
+        return kept
+
+    monkeypatch.setattr(_runtime.Keeper, "_copy_tensor", watched)
+    with pytest.raises(KeyError) as caught:
+        torchatlas.trace(FailsLate(), torch.randn(64, 8), save="*")
+    gc.collect()
+    assert copies and all(ref() is None for ref in copies)
+    assert caught.value is not None  # the exception and its traceback are still alive here

@@ -134,7 +134,12 @@ def capture(
     LEVELS[level](session, **options)
     keep = Keeper(save, save_device, session.result[0]) if save is not None else None
     session.watch_run_time(stats, keep, profile)
-    ir, output, error = session.run(partial)
+    try:
+        ir, output, error = session.run(partial)
+    except BaseException:
+        if keep is not None:  # the traceback's frames still reach the keeper: free the copies now
+            keep.kept.clear()
+        raise
     return Capture(ir, output, error, keep.kept if keep is not None else {})
 
 

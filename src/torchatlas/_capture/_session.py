@@ -121,6 +121,7 @@ class Session:
         if keep is not None:
             self.recorder.watchers.append(keep)
             self.tracker.listeners.append(keep)
+            self.finishers.append(keep.finish)
         if profile:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")

@@ -442,6 +442,7 @@ GRAPH_FACTS: dict[str, Check] = {
     "saved_activations": _sizes_by_scope,
     "saved_activation_bytes": _of(_count),
     "stats_note": _of(_string),
+    "save_note": _of(_string),
     "profile_runs": _of(_count),
     "time_measure": _of(_string),
     "compile_graphs": _of(_count),
