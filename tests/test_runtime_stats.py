@@ -146,7 +146,7 @@ class FailsLate(nn.Module):
         self.big = nn.Linear(8, 1 << 14)
 
     def forward(self, x):
-        h = self.big(x)
+        self.big(x)
         raise KeyError("late")
 
 
