@@ -5,8 +5,7 @@ the outputs the user asked to keep, and time.
   and zero counts as the op runs. Only numbers are kept, never an activation.
 * :class:`Keeper` keeps (detached copies of) the outputs of the module calls and ops whose
   path matches, and nothing else.
-* :class:`Timer` wraps each op and module call in a ``torch.profiler`` range named after its
-  record, so times are matched to nodes by record order, never by op names.
+* ``_timing.Timer`` times ops and module calls in untraced passes of their own.
 """
 
 from __future__ import annotations
@@ -94,79 +93,3 @@ class Keeper:
         scope = self.recording.scopes[index]
         if scope.parent is not None and self.matches(scope.path, False) and any(True for _ in iter_tensors(output, "")):
             self._keep(scope.path + (f"#{scope.call}" if scope.call else ""), output)
-
-
-# -- time ----------------------------------------------------------------------------------------------
-
-_PREFIX = "torchatlas:"
-
-
-class Timer:
-    """``torch.profiler`` ranges around each torch call and module call, read back per record."""
-
-    def __init__(self, recording: Recording) -> None:
-        self.recording = recording
-        self._calls = 0
-        self._call_record: dict[int, int] = {}  # call number -> record index
-        self._scope_ranges: dict[int, Any] = {}
-        self._profiler: Any = None
-
-    def __enter__(self) -> Timer:
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_available():
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self._profiler = torch.profiler.profile(activities=activities)
-        self._profiler.__enter__()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._profiler.__exit__(*exc)
-
-    def call_range(self) -> tuple[int, Any]:
-        """A range for the next torch call; :meth:`assign` names the record it made."""
-        self._calls += 1
-        with torch._C.DisableTorchFunction(), _disable_current_modes():
-            return self._calls, torch.autograd.profiler.record_function(f"{_PREFIX}c{self._calls}")
-
-    def assign(self, call: int, record: int) -> None:
-        self._call_record[call] = record
-
-    def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
-        with torch._C.DisableTorchFunction(), _disable_current_modes():
-            handle = torch.autograd.profiler.record_function(f"{_PREFIX}s{index}")
-            handle.__enter__()
-        self._scope_ranges[index] = handle
-
-    def scope_exited(self, index: int, module: Any, output: Any) -> None:
-        handle = self._scope_ranges.pop(index, None)
-        if handle is not None:
-            with torch._C.DisableTorchFunction(), _disable_current_modes():
-                handle.__exit__(None, None, None)
-
-    def finish(self) -> None:
-        """Write ``time_us`` (and ``cuda_time_us``) into op and scope records."""
-        node_times: dict[int, list[float]] = {}
-        scope_times: dict[int, list[float]] = {}
-        for event in self._profiler.events():
-            name = event.name
-            if not name.startswith(_PREFIX):
-                continue
-            times = [event.cpu_time_total, getattr(event, "device_time_total", 0.0)]
-            if name[len(_PREFIX)] == "c":
-                record = self._call_record.get(int(name[len(_PREFIX) + 1:]))
-                if record is not None:
-                    node_times[record] = times
-            else:
-                scope_times[int(name[len(_PREFIX) + 1:])] = times
-        cuda = torch.cuda.is_available()
-        for record, (cpu, device) in node_times.items():
-            node = self.recording.nodes[record]
-            node.extra = {**(node.extra or {}), "time_us": round(cpu, 3), **({"cuda_time_us": round(device, 3)} if cuda else {})}
-        for index, (cpu, device) in scope_times.items():
-            scope = self.recording.scopes[index]
-            scope.extra = {**(scope.extra or {}), "time_us": round(cpu, 3), **({"cuda_time_us": round(device, 3)} if cuda else {})}
-        self.recording.meta["time_measure"] = (
-            "CPU wall time of each op's dispatch (and, on CUDA, the kernel time it launched), measured by "
-            "torch.profiler around the op in the one traced pass"
-        )
-
