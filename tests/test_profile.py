@@ -26,20 +26,30 @@ def _vit_tiny() -> nn.Module:
         return transformers.ViTModel(config).eval()
 
 
-def test_the_profiled_root_is_close_to_a_plain_forward_and_a_no_op_is_nearly_free() -> None:
-    model, x = _vit_tiny(), torch.randn(1, 3, 32, 32)
-    for _ in range(3):
-        model(x)
-    rounds = []
-    for _ in range(21):
+def _plain_forward_us(model: nn.Module, x: torch.Tensor, rounds: int = 21) -> float:
+    times = []
+    for _ in range(rounds):
         started = time.perf_counter()
         model(x)
-        rounds.append(time.perf_counter() - started)
-    plain_us = statistics.median(rounds) * 1e6
-    graph = torchatlas.profile(model, x, repeat=5)
-    root = graph.ir.scopes[0].meta["time_us"]
-    # Issue 32's target is 2x (+0.3 ms); asserted loosely so a busy machine cannot fail it.
-    assert root <= 3 * plain_us + 1000, (root, plain_us)
+        times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1e6
+
+
+def test_the_profiled_root_is_close_to_a_plain_forward_and_a_no_op_is_nearly_free() -> None:
+    model, x = _vit_tiny(), torch.randn(1, 3, 32, 32)
+    _plain_forward_us(model, x, 3)
+    seen = []
+    for _ in range(3):  # a machine busy with other work slows one attempt, rarely three
+        before = _plain_forward_us(model, x)
+        graph = torchatlas.profile(model, x, repeat=5)
+        plain_us = max(before, _plain_forward_us(model, x))
+        root = graph.ir.scopes[0].meta["time_us"]
+        seen.append((root, plain_us))
+        # Issue 32's target is 2x (+0.3 ms); asserted loosely so a busy machine cannot fail it.
+        if root <= 3 * plain_us + 1000:
+            break
+    else:
+        raise AssertionError(f"profiled root against plain forward (µs): {seen}")
     dropouts = [s.meta["time_us"] for s in graph.ir.scopes if s.cls.endswith(".Dropout")]
     assert dropouts and max(dropouts) < 0.05 * root
     layers = {s.path: s.meta["time_us"] for s in graph.ir.scopes}
@@ -124,3 +134,33 @@ def test_a_users_range_named_like_ours_cannot_take_an_ops_place() -> None:
     timer.calls, timer._call_record = len(clock.times), {k: k - 1 for k in range(1, len(clock.times) + 1)}
     times = timer._time_ops_on_device(cuda=False)
     assert set(times) == set(timer._call_record) and all(cpu > 0 for cpu, _ in times.values())
+
+
+class Repeats(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().split("  ") if c.strip()]
+
+
+def test_device_times_get_their_columns_sort_first_and_fold_as_sums() -> None:
+    graph = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
+    device = {"": 1000.0, "blocks.0": 100.0, "blocks.1": 200.0, "blocks.2": 300.0, "head": 700.0}
+    for scope in graph.ir.scopes:  # as a CUDA run gives them: each call's kernels' time
+        scope.meta["cuda_time_us"] = device[scope.path]
+    header = _cells(graph.summary(format="text", wide=True).splitlines()[0])
+    assert header[-4:] == ["Time", "% Time", "CUDA time", "% CUDA"]
+    folded = next(line for line in graph.summary(format="text", wide=True).splitlines() if "blocks" in line)
+    assert _cells(folded)[-2:] == ["600 µs", "60.0%"]  # the three members' sum
+    hot = graph.summary(format="text", sort="time").splitlines()
+    rows = [line for line in hot[2:] if line and not line.startswith(("-", "Total"))]
+    assert [r.split()[0] for r in rows] == ["<root>", "head", "blocks.0–2"]  # by device time, not CPU time
