@@ -107,6 +107,7 @@ class Session:
         """Runs on what forward returned, still inside the modes (backward computes its loss here)."""
         self.after_recording: Callable[[], None] | None = None
         """Runs once the modes and hooks are gone (backward runs autograd here, under its own mode)."""
+        self._returned = False
         self.after_release: Callable[[], None] | None = None
         """Runs once the trace is over and nothing of it is installed, before the graph is built
         (the timing passes of ``profile=True`` run the model again here, untraced)."""
@@ -160,7 +161,7 @@ class Session:
                 self.python.settle_failures(exc)
                 note = self._describe_failure(exc)
                 if not partial:
-                    if not isinstance(exc, LossError):  # forward ran: no note says it failed
+                    if not self._returned:  # forward ran (a loss failed after it): no note says it failed
                         _add_note(exc, note)
                     raise
                 if self.python.recording.failure is None:
@@ -199,6 +200,7 @@ class Session:
                     name = f"{cls.__module__}.{getattr(self.model, '__qualname__', cls.__qualname__)}"
                     self.tracker.open_root(name, self.args, self.kwargs)
                 self._output = self.model(*self.args, **self.kwargs)
+                self._returned = True  # what follows (the loss of backward=True) is not forward failing
                 if self.after_forward is not None:
                     self.after_forward(self._output)
         finally:
