@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
     parser.add_argument(
         "--profile", action="store_true",
-        help="time each op with torch.profiler: the summary gets Time and %% Time columns",
+        help="time each op and module call in untraced passes after the trace: the summary gets Time and %% Time columns (on CUDA also CUDA time)",
     )
     parser.add_argument(
         "--stats", action="store_true",
