@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
     parser.add_argument(
         "--profile", action="store_true",
-        help="time each op with torch.profiler: the summary gets Time and %% Time columns",
+        help="time each op and module call in untraced passes after the trace: the summary gets Time and %% Time columns (on CUDA also CUDA time)",
     )
     parser.add_argument(
         "--stats", action="store_true",
@@ -158,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="trace with value statistics and print where the first NaN or Inf appeared (op, module, file:line) "
         "and the statistics of that op's inputs",
+    )
+    parser.add_argument(
+        "--decisions",
+        action="store_true",
+        help="after the tree, list every place Python read a tensor's value (if, while, break, .item()) "
+        "with its line and which ways it went",
     )
     parser.add_argument(
         "--progress",
@@ -272,6 +278,8 @@ def _trace(opts: argparse.Namespace) -> int:
     _write_format(graph, fmt, opts.output, opts)
     if opts.compile_breaks and fmt == "tree" and not opts.output:
         sys.stdout.write(_breaks_by_kind(graph))
+    if opts.decisions:  # after the tree on stdout; beside a written file, the table alone
+        _print(sys.stdout, ("\n" if fmt == "tree" and not opts.output else "") + graph.decisions(ascii=opts.ascii))
     return found
 
 

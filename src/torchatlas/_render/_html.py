@@ -35,9 +35,12 @@ from torchatlas._view import (
     PALETTES,
     arguments_text,
     backward_apart,
+    decisions,
     leaf_module_category,
     legend_graphs,
     model_title,
+    read_label,
+    read_mark,
     short_reason,
 )
 
@@ -184,6 +187,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["ip"] = 1
         if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
             d["dead"] = 1
+        if reads := decisions(n):  # Python read it to decide: a diamond mark, never faded
+            d["dm"] = visible(read_mark(reads[-1]))
+            d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
+        if n.meta.get("size_only"):
+            d["so"] = 1
         if n.source is not None:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:

@@ -9,25 +9,38 @@ the words and numbers of every label, and the palettes.
 from __future__ import annotations
 
 from ._backward import BACKWARD_SCOPE, backward_apart, backward_groups, backward_ids, forward_part
-from ._breaks import break_anchors, break_label, short_reason
+from ._breaks import (
+    break_anchors,
+    break_label,
+    plain_reason,
+    short_reason,
+)
 from ._labels import (
     LINE_LIMIT,
     arguments_text,
+    decision_text,
+    decisions,
     dominant_dtype,
     fold_label,
     fold_name,
     input_label,
     model_title,
     op_display,
+    read_label,
+    read_mark,
+    read_outcome,
     relative_name,
     scope_name,
     shape_list,
     shape_text,
+    short_source,
 )
 from ._options import ViewOptions
 from ._palette import (
     BACKWARD,
     COMPILE_REGIONS,
+    DECISION,
+    DECISION_BORDER,
     EAGER_REGION,
     GRAPH_BREAK,
     PALETTES,
@@ -42,6 +55,8 @@ __all__ = [
     "BACKWARD_SCOPE",
     "BROADCAST_CALLS",
     "COMPILE_REGIONS",
+    "DECISION",
+    "DECISION_BORDER",
     "EAGER_REGION",
     "GRAPH_BREAK",
     "LINE_LIMIT",
@@ -60,6 +75,8 @@ __all__ = [
     "break_label",
     "build_layout",
     "call_holding",
+    "decision_text",
+    "decisions",
     "dominant_dtype",
     "fold_label",
     "fold_name",
@@ -70,10 +87,15 @@ __all__ = [
     "legend_graphs",
     "model_title",
     "op_display",
+    "plain_reason",
     "rank_pins",
+    "read_label",
+    "read_mark",
+    "read_outcome",
     "relative_name",
     "scope_name",
     "shape_list",
     "shape_text",
     "short_reason",
+    "short_source",
 ]
