@@ -27,7 +27,14 @@ from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._breaks import short_reason
 from torchatlas._render._labels import arguments_text, model_title
-from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category, legend_graphs
+from torchatlas._render._palette import (
+    COMPILE_REGIONS,
+    EAGER_REGION,
+    GRAPH_BREAK,
+    PALETTES,
+    leaf_module_category,
+    legend_graphs,
+)
 from torchatlas._text import visible
 
 BUNDLE_DIR = Path(__file__).parent / "web"
