@@ -159,16 +159,25 @@ def _archive(tmp_path: Path, name: str, change) -> Path:
     return path
 
 
-@pytest.mark.parametrize("drop, expected", [
-    ("sample_inputs", "PytorchStreamReader failed locating file"),  # torch logs a traceback, then raises
-    ("model.json", "holds no exported program"),  # torch says "check the warnings above"
+@pytest.mark.parametrize("drop, trust, expected", [
+    ("model.json", [], "is missing"),  # read as data: the program's JSON is the one member needed
+    ("sample_inputs", ["--trust-pickle"], "PytorchStreamReader failed locating file"),  # torch logs, then raises
+    ("model.json", ["--trust"], "holds no exported program"),  # torch says "check the warnings above"
 ])
 def test_cli_corrupt_pt2_is_one_line_without_torch_warnings(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, drop: str, expected: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, drop: str, trust: list[str], expected: str
 ) -> None:
     path = _archive(tmp_path, "corrupt.pt2", lambda member, data: None if drop in member else data)
-    code, lines = run_cli(capsys, str(path))
+    code, lines = run_cli(capsys, *trust, str(path))
     assert code == 2 and len(lines) == 1 and expected in lines[0] and str(path) in lines[0]
+
+
+def test_cli_reads_a_pt2_without_sample_inputs_as_data(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Read as data, a program needs neither its sample inputs nor its weights."""
+    path = _archive(tmp_path, "light.pt2", lambda member, data: None if "/data/" in member else data)
+    code = cli.main([str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and "relu" in out
 
 
 def test_cli_trusted_legacy_pt2_is_one_line_without_torch_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -205,7 +205,7 @@ def draw_mutation(data: st.DataObject, doc: dict[str, Any]) -> dict[str, Any]:
         if owner == "graph":
             path: tuple[Any, ...] = ("meta", key)
         else:
-            items = doc["nodes" if owner == "node" else "scopes"]
+            items = doc.get("nodes" if owner == "node" else "scopes")  # an earlier mutation may have deleted it
             if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
                 return doc  # an earlier mutation took the list away
             path = ("nodes" if owner == "node" else "scopes", data.draw(st.integers(0, len(items) - 1)), "meta", key)

@@ -463,7 +463,7 @@ def is_saved_graph(spec: str) -> bool:
 def open_saved(spec: str, *, trust_pickle: bool = False) -> Graph:
     """A graph saved by ``Graph.save`` (``.json``) or a ``torch.export`` program (``.pt2``).
 
-    A ``.pt2`` holding pickled or evaluated payloads is refused unless ``trust_pickle``."""
+    A ``.pt2`` is read as data; ``trust_pickle`` hands it to ``torch.export.load`` (runs its code)."""
     import torchatlas
 
     path = Path(spec)

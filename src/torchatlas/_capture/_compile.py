@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .._ops import op_name
 from . import _patches
 from ._regions import CompiledGraph, CompileFacts, GuardFailure, Key
 from ._session import TraceError
@@ -41,6 +42,14 @@ def _user_key(stack_trace: str | None) -> Key | None:
     frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace or "")]
     user = [f for f in frames if is_user_file(f[0])]
     return user[-1] if user else None
+
+
+def _op_name(node: Any) -> str:
+    """The op a graph node runs, named as the eager graph's op names are (``_ops.op_name``):
+    ``operator.mul`` and ``Tensor.__mul__`` are both ``mul``, ``torch._C._nn.linear`` is ``linear``."""
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
+    return op_name(name.rsplit(".", 1)[-1])
 
 
 def _user_frames(stack: Sequence[Any]) -> list[tuple[str, int, str]]:
@@ -61,6 +70,7 @@ class _Recorder:
         self.facts.graphs.append(
             CompiledGraph(
                 keys=[_user_key(n.meta.get("stack_trace")) for n in gm.graph.nodes if n.op in _GRAPH_OPS],
+                names=[_op_name(n) for n in gm.graph.nodes if n.op in _GRAPH_OPS],
                 reason=str(getattr(reason, "reason", "")),
                 graph_break=bool(getattr(reason, "graph_break", False)),
                 stack=_user_frames(getattr(reason, "user_stack", None) or []),
