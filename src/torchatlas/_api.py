@@ -373,8 +373,9 @@ def compile_report(
     inputs or a single tensor, with the same ``kwargs``), run after the first, whose guard
     failures and recompiles are reported too. The facts are dynamo's own: the model runs
     under ``torch._dynamo.optimize`` with ``backend`` and ``dynamic`` once per input set.
-    Dynamo's caches are cleared before and after (``torch._dynamo.reset()``, as
-    ``torch._dynamo.explain`` does); its config and the model are left as they were.
+    It compiles in a dynamo cache region of its own and drops only what it compiled, so
+    compiled code in other threads runs on (``docs/compile.md`` says what may run beside
+    it); dynamo's config and the model are left as they were.
     """
     args, kwargs = _normalize_args(args), dict(kwargs or {})
     graph = trace(model, args, kwargs)  # first: a model that fails, fails as it does in trace
