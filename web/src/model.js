@@ -126,9 +126,14 @@ export class Model {
         // What leaves an open fold comes from its last, hidden member: the edge starts at the fold's frame.
         if (u[0] === "c" && (!containers.has(Number(u.slice(1))) || chainOf(v).has(Number(u.slice(1))))) continue;
         const key = u + ">" + v;
+        const slot = n.sl ? n.sl[j] : 0;
         const e = edges.get(key);
-        if (e) e.count++;
-        else edges.set(key, { id: key, source: u, target: v, node: src.idx, slot: n.sl ? n.sl[j] : 0, count: 1 });
+        if (!e) edges.set(key, { id: key, source: u, target: v, node: src.idx, slot, count: 1, values: [[src.idx, slot]] });
+        else {
+          e.count++;
+          // every tensor the edge carries, once: its label names each (an LSTM's h and c)
+          if (!e.values.some(([i, s]) => i === src.idx && s === slot)) e.values.push([src.idx, slot]);
+        }
       }
     }
     const all = [...edges.values()];
