@@ -5,8 +5,8 @@ folded run of repeated blocks, or a small reference box standing in for a value
 read far from where it was made. Scopes that are not boxed become clusters.
 Edges gather every value flowing between two units; the backward part of a
 ``backward=True`` graph is set apart first. ``_dot`` turns this view
-into DOT text; the web page's viewer is given its decisions (folds, far values)
-as data, so both draw the same picture.
+into DOT text. The web page gets the same folds (``fold_runs``) and the same
+backward part as data (``_page``); it still picks its own far values (its hubs).
 """
 
 from __future__ import annotations
