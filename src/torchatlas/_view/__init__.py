@@ -24,6 +24,7 @@ from ._labels import (
     shape_list,
     shape_text,
 )
+from ._names import ReadingNames, assigned_names, operand_names
 from ._options import ViewOptions
 from ._page import (
     GraphCounts,
@@ -62,11 +63,13 @@ __all__ = [
     "GraphCounts",
     "Layout",
     "PageFold",
+    "ReadingNames",
     "Palette",
     "ShapeWords",
     "Unit",
     "ViewOptions",
     "arguments_text",
+    "assigned_names",
     "backward_apart",
     "backward_groups",
     "backward_ids",
@@ -87,6 +90,7 @@ __all__ = [
     "model_title",
     "nonfinite_words",
     "op_display",
+    "operand_names",
     "page_folds",
     "params_text",
     "rank_pins",
