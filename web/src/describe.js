@@ -94,7 +94,7 @@ export class Describer {
     let lines;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
-      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => metaLine(m.doc.metas[o])).join(", "), n.nf && `⚠ ${n.nfw}`];
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => metaLine(m.doc.metas[o])).join(", "), n.nf && `⚠ ${n.nfw}`, ...(n.dc || []).map((t) => `◆ ${t}`)];
     } else {
       const s = m.scopes[Model.unitScope(id)];
       lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
@@ -120,6 +120,8 @@ export class Describer {
         if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
         if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${n.nfw}`, category: cat, nonfinite: true };
         if (n.dead) return { title: this.opName(n), subtitle: "unused", category: cat, dead: true };
+        if (n.dm) return { title: this.opName(n), subtitle: `◆ ${n.dm}`, category: cat, decision: true };
+        if (n.so) return { title: this.opName(n), subtitle: "size only", category: cat };
         return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
       }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);

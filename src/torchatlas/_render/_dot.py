@@ -22,6 +22,8 @@ from torchatlas._view import (
     BACKWARD,
     BACKWARD_SCOPE,
     COMPILE_REGIONS,
+    DECISION,
+    DECISION_BORDER,
     EAGER_REGION,
     GRAPH_BREAK,
     PALETTES,
@@ -32,17 +34,21 @@ from torchatlas._view import (
     Unit,
     break_anchors,
     build_layout,
+    decisions,
     dominant_dtype,
     fold_name,
     input_label,
     leaf_module_category,
+    legend_graphs,
     model_title,
+    plain_reason,
     rank_pins,
+    read_label,
+    read_mark,
     relative_name,
     scope_name,
     shape_list,
     shape_text,
-    short_reason,
 )
 
 FONT = "Helvetica,Arial,sans-serif"
@@ -188,6 +194,8 @@ class _Writer:
         else:
             attrs = self._box_attrs(unit)
         self.lines.append(f"{pad}{quoted(unit.id)} [{attrs}{self._region_attrs(unit)}];")
+        if unit.kind == "node" and "reads" in unit.node.meta:
+            self._decision(unit.id, unit.node, pad)
         if self.options.show_tensors:
             for node_id, slot in dict.fromkeys(self.out_values.get(unit.id, [])):
                 label = html_text(shape_text(self.ir.value_meta(Ref(node_id, slot)), self.dominant))
@@ -195,6 +203,21 @@ class _Writer:
                     f'{pad}{quoted(f"t_{node_id}_{slot}")} [label=<{label}>, shape=box, style="rounded,dashed",'
                     f' color="{self.palette.edge}", fontcolor="{self.palette.muted}", fontsize=9, height=0.2];'
                 )
+
+    def _decision(self, unit_id: str, node: Node, pad: str) -> None:
+        """A small diamond beside an op whose value Python read to decide (``if``, ``break``,
+        ``.item()``), joined by a dotted line: it is used, though no tensor reads it."""
+        reads = decisions(node)
+        if not reads:
+            return
+        mark = quoted(f"d_{unit_id}")
+        text = "<BR/>".join(dict.fromkeys(html_text(read_mark(r)) for r in reads[:3]))
+        tip = tooltip(*dict.fromkeys(read_label(r) for r in reads))
+        self.lines.append(
+            f'{pad}{mark} [label=<{_font(text, self.palette.muted, 8)}>, shape=diamond, style=filled,'
+            f' fillcolor="{DECISION}", color="{DECISION_BORDER}", margin="0.02,0.01", height=0.3, tooltip={tip}];'
+        )
+        self.lines.append(f'{pad}{quoted(unit_id)} -> {mark} [style=dotted, arrowhead=none, color="{DECISION_BORDER}"];')
 
     def _colors(self, cat: str) -> str:
         self.used_categories.add(cat)
@@ -298,7 +321,7 @@ class _Writer:
         unit = self.layout.units[dst]
         for node in [unit.node] if unit.node else unit.nodes:
             if node is not None and node.id in self.break_at:
-                return short_reason(self.break_at[node.id])
+                return plain_reason(self.break_at[node.id])
         return None
 
     def _box_category(self, unit: Unit) -> str:
@@ -378,14 +401,16 @@ class _Writer:
         )
 
     def _region_legend(self) -> str:
-        """compile_report: a border swatch per compiled graph, eager, and the break edges."""
+        """compile_report: a border swatch per compiled graph (the first few), eager, and the break edges."""
         if not self.compiled:
             return ""
-        graphs = int(self.ir.meta.get("compile_graphs") or 0)
-        swatches = [(COMPILE_REGIONS[g % len(COMPILE_REGIONS)], f"graph {g}") for g in range(graphs)]
+        shown, more = legend_graphs(int(self.ir.meta.get("compile_graphs") or 0))
+        swatches = [(color, f"graph {g}") for g, color in shown]
+        swatches += [(None, f"… {more:,} more")] if more else []
         swatches += [(EAGER_REGION, "eager"), (GRAPH_BREAK, "✂ graph break")]
         cells = "".join(
-            f'<TD COLOR="{color}" BORDER="2" STYLE="rounded"> </TD><TD ALIGN="LEFT">{_font(html_text(text), self.palette.muted, 9)}</TD>'
+            (f'<TD COLOR="{color}" BORDER="2" STYLE="rounded"> </TD>' if color else "")
+            + f'<TD ALIGN="LEFT">{_font(html_text(text), self.palette.muted, 9)}</TD>'
             for color, text in swatches
         )
         return f"<TR>{cells}</TR>"

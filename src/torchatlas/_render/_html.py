@@ -36,14 +36,18 @@ from torchatlas._view import (
     arguments_text,
     backward_apart,
     call_name,
+    decisions,
     dominant_dtype,
     graph_counts,
     leaf_module_category,
+    legend_graphs,
     metric_words,
     model_title,
     nonfinite_words,
     page_folds,
     params_text,
+    read_label,
+    read_mark,
     shape_words,
     short_reason,
 )
@@ -216,6 +220,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["ip"] = 1
         if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
             d["dead"] = 1
+        if reads := decisions(n):  # Python read it to decide: a diamond mark, never faded
+            d["dm"] = visible(read_mark(reads[-1]))
+            d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
+        if n.meta.get("size_only"):
+            d["so"] = 1
         if n.source is not None:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:
@@ -427,7 +436,8 @@ def _breaks_legend(ir: GraphIR) -> str:
     if "graph_breaks" not in ir.meta:
         return ""
     graphs = int(ir.meta.get("compile_graphs") or 0)
-    swatches = "".join(f'<span class="graph g{g % len(COMPILE_REGIONS)}">graph {g}</span>' for g in range(graphs))
+    shown, more = legend_graphs(graphs)
+    swatches = "".join(f'<span class="graph g{g}">graph {g}</span>' for g, _ in shown) + (f"… {more:,} more" if more else "")
     items = "".join(
         f"<li><b>{_plain_text(b.kind)}</b> {_plain_text(short_reason(b))}"
         + (f" <code>{_plain_text(Path(b.source.file).name)}:{b.source.line}</code>" if b.source else "")

@@ -50,14 +50,17 @@ COLUMNS: tuple[str, ...] = (
 BREAKS_COLUMN = "Graph breaks"
 """On graphs from ``compile_report``: breaks inside each call."""
 TIME_COLUMNS = ("Time", "% Time")
-"""On graphs traced with ``profile=True``: each call's inclusive time and its share of the model's."""
+"""On graphs traced with ``profile=True``: each call's inclusive CPU time and its share of the model's."""
+DEVICE_TIME_COLUMNS = ("CUDA time", "% CUDA")
+"""On graphs profiled on CUDA: each call's inclusive device time (its kernels') and its share."""
+_TIME_KEYS = {"Time": "time_us", "% Time": "time_us", "CUDA time": "cuda_time_us", "% CUDA": "cuda_time_us"}
 NUMERICS_COLUMNS = ("Output range", "NaN/Inf ops")
 """On graphs traced with ``stats=True``: the min and max of each call's (first) output, and
 how many of its ops made a NaN or Inf."""
-_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, NUMERICS_COLUMNS[1]))
+_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, *DEVICE_TIME_COLUMNS, NUMERICS_COLUMNS[1]))
 # Which columns a narrow terminal keeps, most wanted first; the first group before longer names.
-_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Time", "NaN/Inf ops")
-_THEN = ("Input shapes", "% FLOPs", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes")
+_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "CUDA time", "Time", "NaN/Inf ops")
+_THEN = ("Input shapes", "% FLOPs", "% CUDA", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes")
 _MIN_MODULE = 24
 _WANT_MODULE = 40
 _CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
@@ -70,9 +73,15 @@ def summary_columns(ir: GraphIR) -> tuple[str, ...]:
         extra.append(BREAKS_COLUMN)
     if any(isinstance(s.meta.get("time_us"), (int, float)) for s in ir.scopes):
         extra += TIME_COLUMNS
+    if _device_timed(ir):
+        extra += DEVICE_TIME_COLUMNS
     if any("output_stats" in s.meta for s in ir.scopes):
         extra += NUMERICS_COLUMNS
     return (*COLUMNS, *extra)
+
+
+def _device_timed(ir: GraphIR) -> bool:
+    return any(isinstance(s.meta.get("cuda_time_us"), (int, float)) for s in ir.scopes)
 
 
 @dataclass(frozen=True)
@@ -81,7 +90,7 @@ class Row:
     cells: tuple[str, ...]
     """Cell texts in :func:`summary_columns` order; the module cell is not yet escaped or indented."""
     time_us: float = 0.0
-    """The call's inclusive time, for ``sort="time"``."""
+    """The call's inclusive time, for ``sort="time"``: the device time where the graph has one."""
 
 
 def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
@@ -103,7 +112,8 @@ def summary_rows(
 ) -> tuple[list[Row], Row]:
     """The module-call rows (calls deeper than ``depth`` left out; a run of identical calls
     one row when ``fold_repeats``) and the totals row; ``ir`` is analysed. ``sort="time"``:
-    every call, flat, with its full name, hottest first. ``narrow``: for a terminal too
+    every call, flat, with its full name, hottest first (by device time on a graph profiled on
+    CUDA). ``narrow``: for a terminal too
     small for every column: counts compact (``70.6B``), folded runs per call only, no
     notes beside the totals."""
 
@@ -115,6 +125,7 @@ def summary_rows(
     dominant = dominant_dtype(ir)
     total_flops = ir.meta.get("flops") or 0
     columns = summary_columns(ir)
+    time_key = "cuda_time_us" if _device_timed(ir) else "time_us"
     runs = fold_runs(ir) if fold_repeats else {}
     hidden = {sid for run in runs.values() for sid in run[1:]}
     rows: list[Row] = []
@@ -151,7 +162,7 @@ def summary_rows(
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
         members = [ir.scope(sid) for sid in runs.get(s.id, [s.id])]
-        time_us = sum(t for m in members if isinstance(t := m.meta.get("time_us"), (int, float)))
+        time_us = sum(t for m in members if isinstance(t := m.meta.get(time_key), (int, float)))
         rows.append(
             Row(
                 0 if sort else d,
@@ -215,7 +226,6 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
     """The cells after :data:`COLUMNS` for a call (the members of a folded run: summed,
     the range over all) or, with ``members`` None, for the totals."""
     root = next((s for s in ir.scopes if s.parent is None), None)
-    model_time = root.meta.get("time_us") if root is not None else None
     cells: list[str] = []
     for name in columns[len(COLUMNS) :]:
         if name == BREAKS_COLUMN:
@@ -223,11 +233,13 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
                 1 for b in ir.graph_breaks if b.kind != "recompile"
             )
             cells.append(str(count))
-        elif name in TIME_COLUMNS:
-            times = [m.meta.get("time_us") for m in members] if members is not None else [model_time]
+        elif name in _TIME_KEYS:
+            key = _TIME_KEYS[name]
+            model_time = root.meta.get(key) if root is not None else None
+            times = [m.meta.get(key) for m in members] if members is not None else [model_time]
             known = [t for t in times if isinstance(t, (int, float))]
-            total = sum(known) if known else None
-            if name == "Time":
+            total = sum(known) if known else None  # a folded run: every member's time
+            if not name.startswith("%"):
                 cells.append(format_duration(total))
             else:
                 cells.append(f"{100 * total / model_time:.1f}%" if total is not None and model_time else "-")

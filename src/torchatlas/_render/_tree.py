@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from torchatlas._ir import GraphIR, Node, Ref, Source
+from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import op_name
 from torchatlas._text import count_runs, fold_label, to_ascii, visible
 from torchatlas._view import (
@@ -20,6 +20,7 @@ from torchatlas._view import (
     backward_groups,
     break_anchors,
     break_label,
+    decision_text,
     dominant_dtype,
     fold_runs,
     forward_part,
@@ -27,6 +28,7 @@ from torchatlas._view import (
     op_display,
     relative_name,
     shape_text,
+    short_source,
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
@@ -108,10 +110,6 @@ def _nonfinite_mark(node: Node) -> str:
     return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
 
 
-def _short_source(src: Source) -> str:
-    return f"{src.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{src.line}"
-
-
 class _TreeBuilder:
     def __init__(self, ir: GraphIR, depth: int | None, source: bool = False, fold: bool = True) -> None:
         self.ir = ir
@@ -159,7 +157,7 @@ class _TreeBuilder:
         io = ""
         if ins or outs:
             io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(outs) if outs else '()'}"
-        where = f"  @ {_short_source(scope.source)}" if self.show_source and scope.source else ""
+        where = f"  @ {short_source(scope.source)}" if self.show_source and scope.source else ""
         return visible(label + io + where, LINE_LIMIT)
 
     def names_operands(self, node: Node) -> list[str]:
@@ -187,11 +185,12 @@ class _TreeBuilder:
             text = f"{node.name} = {text}"
         if node.meta.get("dead"):
             text += "  (unused)"
+        text += decision_text(node)
         text += _nonfinite_mark(node)
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"
         if self.show_source and node.source:
-            text += f"  @ {_short_source(node.source)}"
+            text += f"  @ {short_source(node.source)}"
         return visible(text, LINE_LIMIT)
 
     def item_label(self, item: Item) -> str:

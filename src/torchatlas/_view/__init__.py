@@ -9,20 +9,31 @@ the words and numbers of every label, and the palettes.
 from __future__ import annotations
 
 from ._backward import BACKWARD_SCOPE, backward_apart, backward_groups, backward_ids, forward_part
-from ._breaks import break_anchors, break_label, short_reason
+from ._breaks import (
+    break_anchors,
+    break_label,
+    plain_reason,
+    short_reason,
+)
 from ._labels import (
     LINE_LIMIT,
     arguments_text,
+    decision_text,
+    decisions,
     dominant_dtype,
     fold_label,
     fold_name,
     input_label,
     model_title,
     op_display,
+    read_label,
+    read_mark,
+    read_outcome,
     relative_name,
     scope_name,
     shape_list,
     shape_text,
+    short_source,
 )
 from ._names import ReadingNames, assigned_names, operand_names
 from ._options import ViewOptions
@@ -41,11 +52,14 @@ from ._page import (
 from ._palette import (
     BACKWARD,
     COMPILE_REGIONS,
+    DECISION,
+    DECISION_BORDER,
     EAGER_REGION,
     GRAPH_BREAK,
     PALETTES,
     Palette,
     leaf_module_category,
+    legend_graphs,
 )
 from ._units import BROADCAST_CALLS, DotOptions, Edge, Layout, Unit, build_layout, call_holding, fold_runs, rank_pins
 
@@ -54,6 +68,8 @@ __all__ = [
     "BACKWARD_SCOPE",
     "BROADCAST_CALLS",
     "COMPILE_REGIONS",
+    "DECISION",
+    "DECISION_BORDER",
     "EAGER_REGION",
     "GRAPH_BREAK",
     "LINE_LIMIT",
@@ -78,6 +94,8 @@ __all__ = [
     "build_layout",
     "call_name",
     "call_holding",
+    "decision_text",
+    "decisions",
     "dominant_dtype",
     "fold_label",
     "fold_name",
@@ -86,6 +104,7 @@ __all__ = [
     "graph_counts",
     "input_label",
     "leaf_module_category",
+    "legend_graphs",
     "metric_words",
     "model_title",
     "nonfinite_words",
@@ -93,11 +112,16 @@ __all__ = [
     "operand_names",
     "page_folds",
     "params_text",
+    "plain_reason",
     "rank_pins",
+    "read_label",
+    "read_mark",
+    "read_outcome",
     "relative_name",
     "scope_name",
     "shape_list",
     "shape_text",
     "shape_words",
     "short_reason",
+    "short_source",
 ]
