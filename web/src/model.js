@@ -10,8 +10,10 @@ export class Model {
   constructor(doc) {
     this.doc = doc;
     this.kinds = doc.kinds;
-    this.scopes = doc.scopes.map((s, i) => ({ ...s, idx: i, children: [], nodes: [], depth: 0 }));
-    this.nodes = doc.nodes.map((n, i) => ({ ...n, idx: i }));
+    // `w`: an index into the document's interned `words` (a box's numbers as every output writes them)
+    const words = (w) => (w == null ? undefined : doc.words[w]);
+    this.scopes = doc.scopes.map((s, i) => ({ ...s, idx: i, children: [], nodes: [], depth: 0, w: words(s.w) }));
+    this.nodes = doc.nodes.map((n, i) => ({ ...n, idx: i, w: words(n.w) }));
     for (const s of this.scopes) {
       if (s.p >= 0) {
         this.scopes[s.p].children.push(s.idx);

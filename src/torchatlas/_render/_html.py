@@ -189,7 +189,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         ]
     scope_index = {s.id: i for i, s in enumerate(scopes)}
     node_index = {n.id: i for i, n in enumerate(ir.nodes)}
-    files, metas, names = _Interner(), _Interner(), _Interner()
+    files, metas, names, words_of = _Interner(), _Interner(), _Interner(), _Interner()
     categories = list(CATEGORIES)
     repeats, folds = _fold_data(ir, scope_index)
 
@@ -239,7 +239,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if any(nf):  # NaN and Inf counts of its outputs (trace(stats=True))
             d["nf"], d["nfw"] = nf, nonfinite_words(*nf)
         if words := metric_words({k: d[k] for k in ("f", "ab", "tu", "ctu") if k in d}):
-            d["w"] = words
+            d["w"] = words_of(words)  # the 80 layers of a stack share their words
         if "error" in n.meta:  # the op a partial trace stopped at
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
@@ -284,7 +284,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
             d["bw"] = 1
         if words := metric_words({k: d[k] for k in ("params", "f", "ab", "tu", "ctu", "nf") if k in d}):
-            d["w"] = words
+            d["w"] = words_of(words)  # the 80 layers of a stack share their words
         if "params" in d:
             d["pw"] = params_text(d["params"])
         out_scopes.append(d)
@@ -303,6 +303,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         "files": files.items,
         "metas": metas.items,
         "names": names.items,
+        "words": words_of.items,
         **_compile_data(ir, node_index, scope_index, files),
     }
 
