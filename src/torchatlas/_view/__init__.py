@@ -15,6 +15,7 @@ from ._breaks import (
     plain_reason,
     short_reason,
 )
+from ._far import FAR_CALLS, CallDistance
 from ._labels import (
     LINE_LIMIT,
     arguments_text,
@@ -71,9 +72,11 @@ __all__ = [
     "DECISION",
     "DECISION_BORDER",
     "EAGER_REGION",
+    "FAR_CALLS",
     "GRAPH_BREAK",
     "LINE_LIMIT",
     "PALETTES",
+    "CallDistance",
     "DotOptions",
     "Edge",
     "GraphCounts",
