@@ -253,7 +253,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if n.kind == "op" and n.scope not in parents:
             op_categories.setdefault(n.scope, set()).add(category(n.target, n.kind))
     # Module calls holding the failing op show it even while collapsed.
-    failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+    failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
     out_scopes = []
     for s in scopes:
         d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": visible(s.path), "cls": visible(s.cls), "call": s.call}

@@ -132,7 +132,7 @@ class _TreeBuilder:
         }
         self.reading = ReadingNames(ir)
         self.dead = unused_ops(ir)
-        self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+        self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
 
     # -- labels -----------------------------------------------------------------
