@@ -25,6 +25,7 @@ from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
 from ._render._graphviz import GraphvizNotFoundError, responsive_svg
 from ._render._html import ViewerBundleMissing, notebook_html
+from ._view import graph_counts
 
 Shape = Sequence[int]
 PathLike = str | os.PathLike[str]
@@ -240,8 +241,8 @@ class Graph:
             return None
 
     def __repr__(self) -> str:
-        ops = sum(1 for _ in self.ir.ops())
-        return f"<torchatlas.Graph {self.ir.meta.get('model', '?')}: {len(self.ir.scopes)} module calls, {ops} ops>"
+        # the counts as the page's status line says them: one spelling
+        return f"<torchatlas.Graph {self.ir.meta.get('model', '?')}: {graph_counts(self.ir).text}>"
 
 
 def _can_encode(stream: Any, sample: str) -> bool:
