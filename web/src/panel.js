@@ -23,6 +23,7 @@ function statsText(st) {
   const num = (v) => (Number.isInteger(v) ? String(v) : Number(v).toPrecision(3));
   const parts = [["min", st.min], ["max", st.max], ["mean", st.mean], ["std", st.std], ["NaN", st.nan], ["Inf", st.inf]];
   if (st.zeros != null) parts.push(["zeros", `${(st.zeros * 100).toFixed(st.zeros > 0 && st.zeros < 0.01 ? 2 : 0)}%`]);
+  if (st.sampled != null) parts.push(["of a sample of", String(st.sampled)]); // stats="sample": counts are the sample's
   return parts.filter(([, v]) => v != null).map(([k, v]) => `${k} ${typeof v === "string" ? v : num(v)}`).join("  ");
 }
 

@@ -110,7 +110,7 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros")
+_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros", "sampled")
 
 
 def _stats(stats: Any) -> list[Any] | None:
