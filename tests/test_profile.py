@@ -164,3 +164,28 @@ def test_device_times_get_their_columns_sort_first_and_fold_as_sums() -> None:
     hot = graph.summary(format="text", sort="time").splitlines()
     rows = [line for line in hot[2:] if line and not line.startswith(("-", "Total"))]
     assert [r.split()[0] for r in rows] == ["<root>", "head", "blocks.0–2"]  # by device time, not CPU time
+
+
+def test_the_cuda_branch_writes_device_times_on_ops_and_inclusive_ones_on_calls(monkeypatch) -> None:
+    """The CUDA path end to end with its device calls stood in for (this machine may have none)."""
+    monkeypatch.setattr(_timing.Timer, "ran_on_cuda", lambda self: True)
+    # every op's kernels take 10 µs on the device
+    monkeypatch.setattr(_timing.Timer, "_time_ops_on_device", lambda self: {c: (1.0, 10.0) for c in self._call_record})
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: [])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: None)
+    graph = torchatlas.profile(Repeats(), torch.randn(2, 8), repeat=2)
+    assert all(isinstance(n.meta.get("cuda_time_us"), float) for n in graph.ir.ops())
+    assert all(n.meta["cuda_time_us"] == 10.0 for n in graph.ir.ops())
+    inside = {s.id: 0 for s in graph.ir.scopes}
+    for n in graph.ir.ops():
+        scope = graph.ir.scope(n.scope)
+        while scope is not None:
+            inside[scope.id] += 1
+            scope = graph.ir.scope(scope.parent) if scope.parent is not None else None
+    assert all(s.meta["cuda_time_us"] == 10.0 * inside[s.id] for s in graph.ir.scopes)  # inclusive: its ops'
+    assert "device time from torch.profiler" in graph.ir.meta["time_measure"]
+    assert _cells(graph.summary(format="text", wide=True).splitlines()[0])[-2:] == ["CUDA time", "% CUDA"]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+        busy = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
+    assert "no device times" in busy.ir.meta["time_measure"] and "cuda_time_us" not in busy.ir.scopes[0].meta

@@ -86,7 +86,7 @@ class Timer:
     def measure(self) -> None:
         """Run the timing passes and write ``time_us`` (and on CUDA ``cuda_time_us``) into the records."""
         recording = self.recording
-        cuda = any(str(meta[2]).startswith("cuda") for n in recording.nodes for meta in n.outputs if len(meta) > 2)
+        cuda = self.ran_on_cuda()
         profiler_busy = cuda and torch._C._autograd._profiler_enabled()
         device = cuda and not profiler_busy
         scope_rounds: list[list[float]] = []
@@ -111,6 +111,9 @@ class Timer:
             + ("; on CUDA each op's device time from torch.profiler (a module call's: its ops')" if device else "")
             + ("; no device times: a torch.profiler session of yours was running" if profiler_busy else "")
         )
+
+    def ran_on_cuda(self) -> bool:
+        return any(str(meta[2]).startswith("cuda") for n in self.recording.nodes for meta in n.outputs if len(meta) > 2)
 
     def _time_module_calls(self, cuda: bool) -> list[float] | None:
         """Each module call's time in µs, in call order, the root's first; None if the calls
