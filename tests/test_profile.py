@@ -189,3 +189,17 @@ def test_the_cuda_branch_writes_device_times_on_ops_and_inclusive_ones_on_calls(
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         busy = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
     assert "no device times" in busy.ir.meta["time_measure"] and "cuda_time_us" not in busy.ir.scopes[0].meta
+
+
+def test_the_tree_shows_each_calls_time_and_a_folded_runs_sum() -> None:
+    graph = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
+    device = {"": 1000.0, "blocks.0": 100.0, "blocks.1": 200.0, "blocks.2": 300.0, "head": 700.0}
+    for scope in graph.ir.scopes:
+        scope.meta["cuda_time_us"] = device[scope.path]
+    lines = graph.tree(ascii=False).splitlines()
+    blocks = next(line for line in lines if "blocks" in line)
+    cpu = sum(s.meta["time_us"] for s in graph.ir.scopes if s.path.startswith("blocks."))
+    assert blocks.endswith(f"time {torchatlas._text.format_duration(cpu)}, CUDA 600 µs")
+    assert lines[0].endswith(", CUDA 1.00 ms")  # the root: its own inclusive time
+    assert "CUDA 600 us" in graph.tree(ascii=True)
+    assert " time " not in torchatlas.trace(Repeats(), torch.randn(2, 8)).tree()
