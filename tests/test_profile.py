@@ -203,3 +203,13 @@ def test_the_tree_shows_each_calls_time_and_a_folded_runs_sum() -> None:
     assert lines[0].endswith(", CUDA 1.00 ms")  # the root: its own inclusive time
     assert "CUDA 600 us" in graph.tree(ascii=True)
     assert " time " not in torchatlas.trace(Repeats(), torch.randn(2, 8)).tree()
+
+
+def test_the_diagram_shows_time_on_module_boxes() -> None:
+    graph = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
+    for scope in graph.ir.scopes:
+        scope.meta["cuda_time_us"] = {"blocks.0": 100.0, "blocks.1": 200.0, "blocks.2": 300.0}.get(scope.path, 50.0)
+    dot = graph.to_dot(depth=1)
+    assert "CUDA 100 µs" in dot and "CUDA 50 µs" in dot
+    assert "CUDA 600 µs" in graph.to_dot(depth=1, fold_repeats=True)  # the folded blocks: every member's
+    assert "CUDA" not in torchatlas.trace(Repeats(), torch.randn(2, 8)).to_dot(depth=1)
