@@ -19,6 +19,7 @@ from ._passes import GraphDiff as _GraphDiff
 from ._passes import diff as diff_graphs
 from ._passes import ensure_analyzed, first_nonfinite, strip_analyses
 from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
+from ._render._decisions import decision_table
 from ._render._diff_page import diff_page
 from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
@@ -78,6 +79,13 @@ class Graph:
         """The first op, in execution order, with a NaN or Inf in an output (needs ``stats=True``);
         None when there is none. It carries ``target``, ``source`` (file, line) and ``scope``."""
         return first_nonfinite(self.ir)
+
+    def decisions(self, ascii: bool | None = None) -> str:
+        """Each place Python read a tensor's value (an ``if``, a ``while``, a ``break``,
+        ``.item()``), with its line, which ways it went and the op it read: a short table."""
+        if ascii is None:
+            ascii = not _can_encode(sys.stdout, "×")
+        return decision_table(self.ir, ascii)
 
     def activation(self, key: str) -> Any:
         """An output ``save`` kept: a module path (``"fc"``; ``"fc#1"`` for its second call) or a node id."""
@@ -153,16 +161,18 @@ class Graph:
         """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
 
         ``format``: "rich" (the default on a terminal that can draw its box), "text" or "markdown".
-        On a terminal the columns that fit its width are shown (module, output shapes,
-        params, FLOPs first) and long names are cut, never wrapped; ``wide=True``, a pipe
-        or a file get every column. ``fold_repeats=False`` lists every call of a run of
+        On a terminal, or where ``COLUMNS`` is set (a pipe, Jupyter), the columns that fit
+        its width are shown (module, output shapes, params, FLOPs first) and long names are
+        cut, never wrapped; ``wide=True``, a file, or a pipe without ``COLUMNS`` get every column. ``fold_repeats=False`` lists every call of a run of
         identical layers instead of one ``layers.0–79 ×80`` row. Graphs traced with
         ``profile=True`` add ``Time`` and ``% Time`` (``sort="time"``: every call, hottest
         first), with ``stats=True`` each call's output range and NaN/Inf op count.
         """
         tty = sys.stdout.isatty() and path is None and _can_encode(sys.stdout, "━─│")
         format = format or ("rich" if tty else "text")
-        width = shutil.get_terminal_size((160, 24)).columns if tty and not wide else None
+        # COLUMNS says how wide the reader's screen is where stdout is no terminal (a pipe, Jupyter)
+        fit = (tty or os.environ.get("COLUMNS", "").isdigit()) and path is None and not wide
+        width = max(20, shutil.get_terminal_size((160, 24)).columns) if fit else None
         options = SummaryOptions(
             depth=depth, format=format, width=width, color=tty and format == "rich", fold_repeats=fold_repeats,  # type: ignore[arg-type]
             sort=sort,  # type: ignore[arg-type]
@@ -323,18 +333,26 @@ def from_fx(graph_module: torch.fx.GraphModule) -> Graph:
 
 
 def from_export(
-    program: torch.export.ExportedProgram | str | os.PathLike[str], *, trust_pickle: bool = False
+    program: torch.export.ExportedProgram | str | os.PathLike[str],
+    *,
+    trust: bool = False,
+    trust_pickle: bool = False,
 ) -> Graph:
     """The graph of a ``torch.export.ExportedProgram`` (or a ``.pt2`` file saved by
     ``torch.export.save``), with one scope per module call from ``nn_module_stack``.
 
-    A ``.pt2`` file is inspected before torch loads it: a payload that loading would
-    unpickle or evaluate (``use_pickle`` weights, pickled objects, legacy pickles, code in
-    a symbolic size) raises :class:`UnsafeArchiveError` naming the member. Pass
-    ``trust_pickle=True`` only for files you trust as you would trust running their code.
+    A ``.pt2`` file is read as data: the graph comes from its program's JSON, and nothing
+    in the file is unpickled, evaluated, extracted or loaded (weights are not needed). It
+    gives the same graph as the program in memory. An archive laid out to be read
+    differently by another zip reader, or past a size cap, raises :class:`UnsafeArchiveError`
+    naming the member. ``trust=True`` (or ``trust_pickle=True``) hands the file to
+    ``torch.export.load`` instead, which unpickles and runs code from it: only for files you
+    trust as you would trust running them.
     """
     if isinstance(program, (str, os.PathLike)):
-        program = _capture.load_exported(program, trust_pickle=trust_pickle)
+        if not (trust or trust_pickle):
+            return Graph(_capture.read_exported(program))
+        program = _capture.load_exported(program)
     return Graph(_capture.from_export(program))
 
 

@@ -18,9 +18,10 @@ from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
-from ._fx_import import from_export, from_fx
+from ._export_import import from_export
+from ._fx_import import from_fx
 from ._patches import collection_paused
-from ._pt2 import UnsafeArchiveError, load_exported
+from ._pt2 import UnsafeArchiveError, load_exported, read_exported
 from ._records import Recording
 from ._regions import annotate as annotate_compile
 from ._runtime import Keeper, Selector
@@ -39,6 +40,7 @@ __all__ = [
     "from_export",
     "from_fx",
     "load_exported",
+    "read_exported",
     "unwrap_model",
     "user_location",
 ]

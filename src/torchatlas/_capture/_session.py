@@ -140,7 +140,8 @@ class Session:
         """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""
         if active_session() is not None:
             raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
-        with _patches.collection_paused():
+        busy = TraceError("torchatlas.trace cannot run inside torchatlas.compile_report's compiled run in the same thread")
+        with _patches.dynamo_shared(busy), _patches.collection_paused():
             return self._run(partial)
 
     def _run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
@@ -149,8 +150,10 @@ class Session:
         _tls.session, _tls.tracker = self, self.tracker
         try:
             try:
-                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER, _recording_modes), _patches.compiled_code_runs_eagerly(
-                    self.index.compiled_calls
+                # The stance first, the stand-ins after (and off first): dynamo, compiling in
+                # another thread, must never see our _call_impl and guard on it.
+                with _patches.compiled_code_runs_eagerly(self.index.compiled_calls), _patches.installed(
+                    _recording_python_level, _ACTIVE_TRACKER, _recording_modes
                 ):
                     self._forward_recorded()
                     output = self._output

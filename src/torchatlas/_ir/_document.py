@@ -15,7 +15,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ._graph import NODE_KINDS, GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
+from ._graph import (
+    NODE_KINDS,
+    READ_KINDS,
+    READ_STATEMENTS,
+    GraphFormatError,
+    GraphIR,
+    Node,
+    Ref,
+    Scope,
+    Source,
+    TensorMeta,
+)
 
 FORMAT = "torchatlas-graph"
 VERSION = 1
@@ -403,6 +414,20 @@ def _graph_breaks(value: Any, where: str, nodes: dict[str, Node], scopes: dict[s
         _count(item.get("call", 0), f"{at}.call")
 
 
+def _python_reads(value: Any, where: str) -> None:
+    """Node meta ``reads``: every field ``PythonRead`` reads."""
+    for i, item in enumerate(_list(value, where)):
+        at = f"{where}[{i}]"
+        item = _obj(item, at)
+        _require(item.get("as") in READ_KINDS, f"{at}.as must be one of {', '.join(READ_KINDS)}")
+        _count(item.get("slot", 0), f"{at}.slot")
+        value = item.get("value")
+        _require(value is None or isinstance(value, bool) or _number(value, f"{at}.value") is not None, f"{at}.value")
+        statement = item.get("statement")
+        _require(statement is None or statement in READ_STATEMENTS, f"{at}.statement must be null or one of {', '.join(READ_STATEMENTS)}")
+        _load_source(item.get("source"), at)
+
+
 _TENSOR_ENTRY = {"path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list}
 
 NODE_FACTS: dict[str, Check] = {
@@ -421,6 +446,7 @@ NODE_FACTS: dict[str, Check] = {
     "compile_region": _of(_opt_int),
     "opaque": _of(_string),
     "passthrough": _of(_bool),
+    "reads": _of(_python_reads),
 }
 """Node meta keys recorded at capture time, each with the check its value must pass."""
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from torchatlas._ir import GraphIR, Scope
+from torchatlas._ir import GraphIR, Scope, TensorMeta
 from torchatlas._text import (
     fold_label,
     format_bytes,
@@ -31,9 +31,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-
-from ._labels import LINE_LIMIT, relative_name
-from ._view import fold_runs
+from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, shape_list
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -124,6 +122,7 @@ def summary_rows(
         return format_compact(value) if narrow_int else format_count(value)  # type: ignore[arg-type]
 
     shapes_shown = 2 if narrow else 3  # a terminal too small for every column: the first two, then +N
+    dominant = dominant_dtype(ir)
     total_flops = ir.meta.get("flops") or 0
     columns = summary_columns(ir)
     time_key = "cuda_time_us" if _device_timed(ir) else "time_us"
@@ -169,8 +168,8 @@ def summary_rows(
                 0 if sort else d,
                 (
                     label,
-                    format_shapes(m.get("input_shapes", []), shapes_shown),
-                    format_shapes(m.get("output_shapes", []), shapes_shown),
+                    _shapes_cell(m, "input", dominant, shapes_shown),
+                    _shapes_cell(m, "output", dominant, shapes_shown),
                     params,
                     trainable,
                     param_bytes,
@@ -188,6 +187,7 @@ def summary_rows(
     # narrow: the note would widen the column
     params = count(g.get("param_count")) + (f" ({shared} shared, counted once)" if shared and not narrow else "")
     unknown_ops = g.get("flops_unknown_ops") or 0
+    unknown = "+?" if unknown_ops else ""  # as the model's own row spells it
     totals = Row(
         0,
         (
@@ -197,8 +197,8 @@ def summary_rows(
             params,
             count(g.get("trainable_param_count")),
             format_bytes(g.get("param_bytes")),
-            format_si(g.get("flops")),
-            format_si(g.get("macs")),
+            format_si(g.get("flops")) + unknown,
+            format_si(g.get("macs")) + unknown,
             f"peak {format_bytes(g.get('peak_activation_bytes'))}",
             "100.0%" if total_flops else "-",
             *_runtime_cells(ir, columns, None),
@@ -207,6 +207,19 @@ def summary_rows(
     if sort == "time":
         rows.sort(key=lambda row: -row.time_us)
     return rows, totals
+
+
+def _shapes_cell(meta: dict[str, Any], which: str, dominant: str | None, limit: int) -> str:
+    """``1×16 int64, 1×16×32``: a call's input or output shapes, each with its dtype where it is
+    not the graph's dominant one (as the tree and diagram write them); ``-`` for none."""
+    shapes, dtypes = meta.get(f"{which}_shapes", []), meta.get(f"{which}_dtypes")
+    if not isinstance(dtypes, list) or len(dtypes) != len(shapes):
+        return format_shapes(shapes, limit)
+    texts = shape_list([TensorMeta(tuple(s), str(d), "") for s, d in zip(shapes, dtypes, strict=True)], dominant)
+    if not texts:
+        return "-"
+    more = f" +{len(texts) - limit}" if len(texts) > limit else ""
+    return ", ".join(texts[:limit]) + more
 
 
 def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] | None) -> list[str]:
@@ -320,11 +333,12 @@ def summary_table(ir: GraphIR, options: SummaryOptions) -> Table:
 
 
 @dataclass(frozen=True)
-class SummaryOptions:
-    """What the summary table shows and how; every field is also a keyword of ``Graph.summary``."""
+class SummaryOptions(ViewOptions):
+    """What the summary table shows and how; every field is also a keyword of ``Graph.summary``.
 
-    depth: int | None = None
-    """Module nesting to list (the model is depth 0); deeper calls are left out. None: all."""
+    ``depth``: deeper calls are left out; ``fold_repeats``: a run of identical sibling calls
+    (``layers.0–79 ×80``) is one row, with per-call and total params and FLOPs, its inside shown once."""
+
     format: SummaryFormat = "text"
     """``"rich"`` (a box table), ``"text"`` (aligned plain columns) or ``"markdown"``."""
     width: int | None = None
@@ -332,17 +346,13 @@ class SummaryOptions:
     params, FLOPs, ...), the module names cut with ``…``, nothing wrapped. None: every column."""
     color: bool = False
     """ANSI styles in ``"rich"``."""
-    fold_repeats: bool = True
-    """A run of identical sibling calls (``layers.0–79 ×80``) is one row, with per-call and
-    total params and FLOPs, its inside shown once."""
     sort: Literal["time"] | None = None
     """``"time"``: every call as one flat list, full names, hottest first (``profile=True`` graphs)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.format not in ("rich", "text", "markdown"):
             raise ValueError(f"unknown summary format {self.format!r}; use 'rich', 'text' or 'markdown'")
-        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
-            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
         if self.width is not None and (type(self.width) is not int or self.width < 20):
             raise ValueError(f"width must be None or an integer >= 20, not {self.width!r}")
         if self.sort not in (None, "time"):
