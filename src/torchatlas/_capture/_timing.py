@@ -223,7 +223,8 @@ class _state_kept:
     def __exit__(self, *exc: Any) -> None:
         with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
             for buffer, saved in self.buffers:
-                buffer.copy_(saved)
+                with torch.inference_mode(buffer.is_inference()):  # an inference tensor is written only there
+                    buffer.copy_(saved)
         torch.random.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
