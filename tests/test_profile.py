@@ -227,3 +227,12 @@ def test_buffers_made_under_inference_mode_are_put_back_too() -> None:
     with torch.inference_mode():
         frozen.seen = torch.zeros(1)
     assert "time_us" in torchatlas.trace(frozen, x, profile=True).ir.scopes[0].meta
+
+
+def test_compiled_parts_are_timed_as_the_eager_code_the_trace_recorded() -> None:
+    model = Repeats()
+    model.blocks[1] = torch.compile(model.blocks[1], backend="eager")
+    model.head.compile(backend="eager")
+    graph = torchatlas.trace(model, torch.randn(2, 8), profile=True)
+    assert all(isinstance(n.meta.get("time_us"), float) for n in graph.ir.ops()), graph.ir.meta.get("time_measure")
+    assert "time_us" in next(s for s in graph.ir.scopes if s.path == "head").meta

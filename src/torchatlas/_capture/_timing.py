@@ -22,6 +22,7 @@ import secrets
 import statistics
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
+from . import _patches
 from ._records import Recording
+from ._scopes import is_compiled_wrapper
 
 _clock = time.perf_counter_ns
 
@@ -66,10 +69,15 @@ class _OpRanges(TorchFunctionMode):
 class Timer:
     """Numbers the torch calls of the trace; :meth:`measure` times them in untraced passes."""
 
-    def __init__(self, recording: Recording, run: Callable[[], Any], model: Any, repeat: int = 1, warmup: int = 0) -> None:
+    def __init__(
+        self, recording: Recording, run: Callable[[], Any], model: Any, repeat: int = 1, warmup: int = 0,
+        compiled_calls: list[Any] | None = None,
+    ) -> None:
         self.recording = recording
         self.run = run
         self.model = model
+        self.compiled_calls = compiled_calls or []
+        """``torch.compile``d parts run as the eager code the trace recorded, here too."""
         self.repeat, self.warmup = repeat, warmup
         self.calls = 0
         self._call_record: dict[int, int] = {}  # call number -> record index
@@ -91,7 +99,7 @@ class Timer:
         device = cuda and not profiler_busy
         scope_rounds: list[list[float]] = []
         op_rounds: list[dict[int, tuple[float, float]]] = []
-        with _state_kept(self.model, cuda):
+        with _state_kept(self.model, cuda), _patches.compiled_code_runs_eagerly(self.compiled_calls):
             for round_ in range(self.warmup + self.repeat):
                 scopes = self._time_module_calls(cuda)
                 ops = self._time_ops_on_device() if device else self._time_ops()
@@ -122,13 +130,14 @@ class Timer:
         calls: list[list[Any]] = []  # [class, start, duration]
         open_calls: list[int] = []
 
+        # torch.compile's wrapper module is no module call of the trace: the module it wraps is
         def started(module: Any, args: Any) -> None:
-            if threading.get_ident() == thread:
+            if threading.get_ident() == thread and not is_compiled_wrapper(module):
                 open_calls.append(len(calls))
                 calls.append([type(module), _clock(), 0])
 
         def ended(module: Any, args: Any, output: Any) -> None:
-            if threading.get_ident() == thread and open_calls:
+            if threading.get_ident() == thread and open_calls and not is_compiled_wrapper(module):
                 call = calls[open_calls.pop()]
                 call[2] = _clock() - call[1]
 
@@ -139,9 +148,12 @@ class Timer:
             torch.nn.modules.module.register_module_forward_hook(ended, always_call=True),
         ]
         try:
-            start = _clock()
-            self.run()
-            total = _clock() - start
+            with warnings.catch_warnings():
+                # torch warns that global hooks fire twice around torch.compile(module): not ours, skipped above
+                warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+                start = _clock()
+                self.run()
+                total = _clock() - start
         finally:
             for hook in hooks:
                 hook.remove()
