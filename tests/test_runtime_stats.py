@@ -185,3 +185,13 @@ def test_a_failed_forward_keeps_no_saved_copy_alive(monkeypatch) -> None:
     gc.collect()
     assert copies and all(ref() is None for ref in copies)
     assert caught.value is not None  # the exception and its traceback are still alive here
+
+
+def test_the_cli_samples_with_stats_sample(capsys) -> None:
+    from torchatlas._cli import main
+
+    assert main(["--stats-sample", "--input", "1,3,256,256", "-f", "summary", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "Output range" in out.splitlines()[0] and "≈[" in out  # CoolCNN's big outputs are sampled
+    assert main(["--stats", "-f", "summary", "--wide"]) == 0
+    assert "≈[" not in capsys.readouterr().out
