@@ -71,10 +71,25 @@ class Counter(nn.Module):
         return x
 
 
-def test_a_timing_pass_that_takes_another_path_gives_no_times() -> None:
+class FailsTheSecondTime(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 1:
+            raise RuntimeError("only once")
+        return x * 2
+
+
+def test_a_timing_pass_that_takes_another_path_or_fails_gives_no_times() -> None:
     graph = torchatlas.trace(Counter(), torch.randn(2, 4), profile=True)
     assert "different path" in graph.ir.meta["time_measure"]
     assert not any("time_us" in n.meta for n in graph.ir.ops())
+    graph = torchatlas.trace(FailsTheSecondTime(), torch.randn(2, 4), profile=True)
+    assert graph.ir.meta["time_measure"] == "no times: a timing pass of the model failed: RuntimeError: only once"
+    assert len(list(graph.ir.ops())) == 1
 
 
 class Noisy(nn.Module):
@@ -184,7 +199,7 @@ def test_the_cuda_branch_writes_device_times_on_ops_and_inclusive_ones_on_calls(
             inside[scope.id] += 1
             scope = graph.ir.scope(scope.parent) if scope.parent is not None else None
     assert all(s.meta["cuda_time_us"] == 10.0 * inside[s.id] for s in graph.ir.scopes)  # inclusive: its ops'
-    assert "device time from torch.profiler" in graph.ir.meta["time_measure"]
+    assert "device time from a torch.profiler range" in graph.ir.meta["time_measure"]
     assert _cells(graph.summary(format="text", wide=True).splitlines()[0])[-2:] == ["CUDA time", "% CUDA"]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         busy = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)

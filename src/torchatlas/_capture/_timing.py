@@ -30,6 +30,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .._text import error_text
 from . import _patches
 from ._records import Recording
 from ._scopes import is_compiled_wrapper
@@ -101,8 +102,12 @@ class Timer:
         op_rounds: list[dict[int, tuple[float, float]]] = []
         with _state_kept(self.model, cuda), _patches.compiled_code_runs_eagerly(self.compiled_calls):
             for round_ in range(self.warmup + self.repeat):
-                scopes = self._time_module_calls(cuda)
-                ops = self._time_ops_on_device() if device else self._time_ops()
+                try:
+                    scopes = self._time_module_calls(cuda)
+                    ops = self._time_ops_on_device() if device else self._time_ops()
+                except Exception as exc:  # the trace's graph stands; only its times are missing
+                    recording.meta["time_measure"] = f"no times: a timing pass of the model failed: {error_text(exc)}"
+                    return
                 if scopes is None or ops is None:
                     recording.meta["time_measure"] = (
                         "no times: the timing pass took a different path through the model than the trace"
@@ -115,8 +120,13 @@ class Timer:
         recording.meta["profile_runs"] = self.repeat
         recording.meta["time_measure"] = (
             "median over untraced timing passes: each module call's inclusive CPU wall time, read by module "
-            "hooks alone; each op's CPU wall time, read around the torch call alone"
-            + ("; on CUDA each op's device time from torch.profiler (a module call's: its ops')" if device else "")
+            "hooks alone; "
+            + (
+                "each op's CPU and device time from a torch.profiler range around the torch call alone "
+                "(a module call's device time: its ops')"
+                if device
+                else "each op's CPU wall time, read around the torch call alone"
+            )
             + ("; no device times: a torch.profiler session of yours was running" if profiler_busy else "")
         )
 
