@@ -136,7 +136,10 @@ class Session:
         if profile:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
-            timer = Timer(recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds)
+            timer = Timer(
+                recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds,
+                compiled_calls=self.index.compiled_calls,
+            )
             self.python.timer = timer
             self.after_release = timer.measure
 

@@ -130,7 +130,7 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros")
+_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros", "sampled")
 
 
 def _stats_words(stats: list[Any]) -> list[str | None]:
@@ -148,6 +148,8 @@ def _stats_words(stats: list[Any]) -> list[str | None]:
         if "zeros" in s:
             zeros = 100 * s["zeros"]
             parts.append(f"zeros {zeros:.{2 if 0 < zeros < 1 else 0}f}%")
+        if "sampled" in s:  # stats="sample": the numbers are a strided sample's
+            parts.append(f"of a sample of {s['sampled']}")
         words.append("  ".join(parts))
     return words
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import op_name
-from torchatlas._text import count_runs, fold_label, to_ascii, visible
+from torchatlas._text import count_runs, fold_label, format_duration, to_ascii, visible
 from torchatlas._view import (
     LINE_LIMIT,
     ReadingNames,
@@ -286,6 +286,15 @@ class _TreeBuilder:
         path = self.ir.scope(node.scope).path
         return f"{path}.{op_display(node)}" if path else op_display(node)
 
+    def time_mark(self, scope_id: str) -> str:
+        """``  time 1.2 ms`` (and ``, CUDA 0.8 ms``) on a profiled call; a folded run's members summed."""
+        members = [self.ir.scope(sid).meta for sid in self.runs.get(scope_id, [scope_id])]
+        cpu = [t for m in members if isinstance(t := m.get("time_us"), (int, float))]
+        if not cpu:
+            return ""
+        device = [t for m in members if isinstance(t := m.get("cuda_time_us"), (int, float))]
+        return f"  time {format_duration(sum(cpu))}" + (f", CUDA {format_duration(sum(device))}" if device else "")
+
     def item_line(self, item: Item, level: int) -> Line | None:
         """The item's line with what is inside it; None for a folded member of a run."""
         if item.is_scope and item.id in self.folded:
@@ -293,6 +302,7 @@ class _TreeBuilder:
         line = Line(self.item_label(item), before=self.breaks.get(item.id, []))
         if not item.is_scope:
             return line
+        line.text += self.time_mark(item.id)
         if self.depth is not None and level >= self.depth:
             if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"
