@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._ops import SHAPE_ONLY_ARGS, op_name
-from . import _naming, _source
+from . import _distributed, _naming, _source
 from ._writes import REPOINTS, Writes, writes_of
 
 
@@ -32,6 +32,9 @@ class CallInfo:
     shape_only: tuple[tuple[int, str], ...]
     code: Any
     """Its code object, when it is a Python function."""
+    role: str | None = None
+    """``"plumbing"`` (passes its argument on: DTensor's wrapping, a wait) or ``"collective"``
+    (a functional collective), else None."""
 
 
 _INFO: dict[Any, CallInfo] = {}
@@ -82,4 +85,13 @@ def _work_out(func: Callable[..., Any]) -> CallInfo:
         repoints=func in REPOINTS,
         shape_only=SHAPE_ONLY_ARGS.get(op_name(target), ()),
         code=getattr(func, "__code__", None),
+        role=_role(target),
     )
+
+
+def _role(target: str) -> str | None:
+    if target in _distributed.PLUMBING:
+        return "plumbing"
+    if target.startswith(_distributed.FUNCTIONAL_PREFIX):
+        return "collective"
+    return None

@@ -9,6 +9,8 @@
   the call becomes one opaque node that reads its tensor arguments.
 * ``Tensor.set_`` never reaches ``__torch_function__``: it is wrapped so the tensor it
   re-points reads from the call.
+* ``torch.distributed``'s collectives (``dist.all_reduce``...) run in C++: while a process group
+  exists they are wrapped so each call becomes an op node (``_distributed.stand_ins``).
 * ``torch.overrides.has_torch_function``, asked by ``MultiheadAttention`` and the
   ``TransformerEncoder`` layers whether they may take their fused fast path, answers as if
   no trace ran: any mode on the stack says yes, so traced they would compute another way
@@ -33,6 +35,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module_py
 
+from . import _distributed
 from ._scopes import is_compiled_wrapper
 
 _lock = threading.Lock()
@@ -55,6 +58,7 @@ _FAST_PATH_CHECKS = frozenset(
     for forward in (torch.nn.MultiheadAttention.forward, torch.nn.TransformerEncoderLayer.forward, torch.nn.TransformerEncoder.forward)
 )
 _SET = torch._C.TensorBase.set_
+_replaced: list[tuple[Any, str, Any]] = []  # (namespace, name, original) of the c10d stand-ins installed
 
 ActiveLevel = Callable[[], Any]
 """This thread's Python level when it records: its mode is on the stack (a call it is itself
@@ -158,6 +162,10 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
             torch.jit.ScriptFunction.__call__ = _script_call(active)
             torch.Tensor.set_ = _set(active)  # shadows the TensorBase method it inherits
             torch.overrides.has_torch_function = _fast_path_check(ours_of)
+            if _distributed.initialized():
+                for namespace, name, stand_in in list(_distributed.stand_ins(active)):
+                    _replaced.append((namespace, name, getattr(namespace, name)))
+                    setattr(namespace, name, stand_in)
         _users += 1
     try:
         yield
@@ -169,6 +177,9 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
                 torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
                 del torch.Tensor.set_
                 torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
+                while _replaced:
+                    namespace, name, original = _replaced.pop()
+                    setattr(namespace, name, original)
 
 
 @contextlib.contextmanager

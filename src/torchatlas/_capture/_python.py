@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .._ops import op_name
 from .._text import error_text
-from . import _naming, _source
+from . import _distributed, _naming, _source
 from ._boundaries import Boundaries
 from ._calls import CallInfo, call_info
 from ._dataflow import DataFlow, raw_meta
@@ -55,6 +56,8 @@ class PythonLevel(TorchFunctionMode):
         self._aliases: dict[int, dict[int, tuple[Any, tuple, dict]]] = {}
         self._opaque: dict[int, list[Tensor]] = {}  # scope index -> tensor arguments of a TorchScript call
         self._operators: dict[tuple[Any, int, Any], str | None] = {}  # (code, instruction, func) -> operator name
+        self.groups = _distributed.Groups()
+        """The process groups this trace's collectives ran over."""
         self.observer: Any = None
         """The ATen level, when it runs alongside: told where each Python call starts and ends."""
         self.watchers: list[Any] = []
@@ -138,6 +141,8 @@ class PythonLevel(TorchFunctionMode):
 
     def record_call(self, func: Any, args: tuple, kwargs: dict, result: Any, caller: Any) -> None:
         info = call_info(func)
+        if info.role is not None and self._distributed_call(info, args, kwargs, result, caller):
+            return
         if isinstance(result, Tensor):
             outs = [result]
         elif isinstance(result, (tuple, list)) and type(result) is not torch.Size:
@@ -162,6 +167,69 @@ class PythonLevel(TorchFunctionMode):
         with torch._C.DisableTorchFunction():  # our tensor queries reach no override (see _quietly)
             self._record_op(info, func, args, kwargs, outs, writes or (), caller)
 
+    def _distributed_call(self, info: CallInfo, args: tuple, kwargs: dict, result: Any, caller: Any) -> bool:
+        """Fold a wrapping call into the value it passes on; record a functional collective with
+        its facts and wait for it. True when the call is dealt with."""
+        with torch._C.DisableTorchFunction():
+            if info.role == "plumbing":
+                if not isinstance(result, Tensor) or not _distributed.is_plumbing(info.target, args):
+                    return False
+                if result is not args[0]:
+                    self.flow.alias(result, args[0])
+                return True
+            outs: list[Tensor] = []
+            tensors_flat(result, outs)
+            reads: list[Tensor] = []
+            tensors_flat([*args, *kwargs.values()], reads)
+            group = _distributed.functional_group(args, kwargs)
+            if not outs or group is None:
+                return False
+            self._record_op(info, None, args, kwargs, outs, (), caller)
+            name = op_name(info.target)
+            self.nodes[-1].extra = {"collective": _distributed.collective_facts(self.groups, name, group, reads, outs, caller)}
+            _distributed.wait_for(outs)
+        return True
+
+    def run_collective(self, call: _distributed.C10dCall, args: tuple, kwargs: dict, caller: Any) -> Any:
+        """Run a ``torch.distributed`` collective (C++, unseen by the mode), recording it as one
+        in-place op: it reads what it sends and writes what it receives."""
+        start = self.observer.python_call_started(caller) if self.observer is not None else 0
+        recorded = len(self.nodes)
+        try:
+            with torch._C.DisableTorchFunction():
+                reads, writes, group = call.tensors(args, kwargs)
+                refs = self.flow.refs(reads)
+            try:
+                with torch._C.DisableTorchFunction():
+                    result = call.original(*args, **kwargs)
+            except BaseException as exc:
+                if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    self._quietly(self.record_failure, call.target, None, tuple(reads), {}, exc, caller)
+                raise
+            self._quietly(self._record_collective, call, refs, reads, writes, group, caller)
+            return result
+        finally:
+            if self.observer is not None:
+                made = len(self.nodes) > recorded
+                self.observer.python_call_ended(start, call.target, len(self.nodes) - 1 if made else None)
+
+    def _record_collective(
+        self, call: _distributed.C10dCall, refs: list[Any], reads: list[Tensor], writes: list[Tensor], group: Any, caller: Any
+    ) -> None:
+        user, _ = _source.user_frame_and_entry(caller)
+        index = len(self.nodes)
+        self.nodes.append(
+            NodeRecord(
+                "op", self.tracker.current, refs, call.target, None, [raw_meta(t) for t in writes],
+                [TENSOR_ARGS[i] for i in range(len(refs))], None, bool(writes),
+                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0, False,
+                extra={"collective": _distributed.collective_facts(self.groups, call.name, group, reads, writes, caller)},
+            )
+        )
+        self.flow.produced(index, writes, writes)
+        for watcher in self.watchers:
+            watcher.op_recorded(index, writes)
+
     @staticmethod
     def _quietly(record: Callable[..., Any], *args: Any) -> Any:
         """Run bookkeeping out of sight of torch-function overrides: a user's own mode, and
@@ -182,18 +250,21 @@ class PythonLevel(TorchFunctionMode):
             target = written or target
         if info.repoints:  # x.data = y reads y only: x's old value flows nowhere
             args = args[1:]
-        shape_refs = None
+        shape_tensors: list[Tensor] = []
         if info.shape_only:
             tensors, template, kw_template, shape_tensors = _separate_shape_reads(args, kwargs, info.shape_only)
-            shape_refs = self.flow.refs(shape_tensors)
         else:
             tensors, template, kw_template = _split_call(args, kwargs)
+        if writes and "out" in kwargs:
+            # The buffer an out= call writes into is read for its shape: what allocated it is needed.
+            kw_template = {**(kw_template or {}), "out": _shape_reads(kwargs["out"], shape_tensors)}
+        shape_refs = self.flow.refs(shape_tensors) if shape_tensors else None
         refs = self.flow.refs(tensors)
         user, entry = _source.user_frame_and_entry(caller)
         index = len(self.nodes)
         stack = self.tracker.stack
         try:
-            metas = [(o.shape, o.dtype, o.device) for o in outs]
+            metas = [(o.shape, o.dtype, o.device) if type(o) is Tensor else raw_meta(o) for o in outs]
         except RuntimeError:  # a nested tensor, whose ragged dims have no size
             metas = [raw_meta(o) for o in outs]
         self.nodes.append(
@@ -317,6 +388,16 @@ def _split_call(args: tuple, kwargs: dict) -> tuple[list[Tensor], list[Any], dic
 
 
 _CONTAINERS = (list, tuple, dict)
+
+
+def _shape_reads(value: Any, shapes: list[Tensor]) -> Any:
+    """The template of an argument read for its shape only, each tensor a ``ShapeArg``."""
+    if isinstance(value, Tensor):
+        shapes.append(value)
+        return ShapeArg(len(shapes) - 1)
+    if isinstance(value, (list, tuple)):
+        return [_shape_reads(v, shapes) for v in value]
+    return value
 
 
 def _separate_shape_reads(

@@ -21,7 +21,7 @@ import torch
 
 from .._ir import GraphIR
 from .._text import error_text
-from . import _patches, _source
+from . import _distributed, _patches, _source
 from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
 from ._python import PythonLevel
@@ -93,6 +93,9 @@ class Session:
         self.inputs = list(iter_tensors(args, "args", attributes=True)) + list(iter_tensors(kwargs, "kwargs", attributes=True))
         self.python = PythonLevel(Recording("python", self.tracker.scopes), self.tracker, list(self.inputs), progress)
         self.tracker.listeners.append(self.python)
+        if _distributed.initialized():
+            self.python.flow.watch_views()
+            self.python.groups.saw_meshes_of([t for _, t in self.index.parameters])
         self.modes: list[Any] = [self.python]
         """Entered around forward, in order."""
         self.result: tuple[Recording, DataFlow] = (self.python.recording, self.python.flow)

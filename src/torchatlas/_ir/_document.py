@@ -51,7 +51,12 @@ def _source_to_dict(src: Source | None) -> dict[str, Any] | None:
 
 
 def _meta_to_dict(m: TensorMeta) -> dict[str, Any]:
-    return {"shape": list(m.shape), "dtype": m.dtype, "device": m.device}
+    d: dict[str, Any] = {"shape": list(m.shape), "dtype": m.dtype, "device": m.device}
+    if m.placements:  # a DTensor
+        d["placements"] = list(m.placements)
+        d["mesh"] = [[name, size] for name, size in m.mesh]
+        d["local_shape"] = None if m.local_shape is None else list(m.local_shape)
+    return d
 
 
 def _scope_to_dict(s: Scope) -> dict[str, Any]:
@@ -203,9 +208,23 @@ def _load_tensor_meta(raw: Any, where: str) -> TensorMeta:
     for i, size in enumerate(shape):
         if not isinstance(size, str):
             _count(size, f"{where}.shape[{i}]")
-    return TensorMeta(
-        tuple(shape), _string(raw.get("dtype", ""), f"{where}.dtype"), _string(raw.get("device", ""), f"{where}.device")
-    )
+    dtype, device = _string(raw.get("dtype", ""), f"{where}.dtype"), _string(raw.get("device", ""), f"{where}.device")
+    if "placements" not in raw:
+        return TensorMeta(tuple(shape), dtype, device)
+    placements = tuple(_string(p, f"{where}.placements[{i}]") for i, p in enumerate(_list(raw["placements"], f"{where}.placements")))
+    mesh = []
+    for i, dim in enumerate(_list(raw.get("mesh", []), f"{where}.mesh")):
+        pair = _list(dim, f"{where}.mesh[{i}]")
+        if len(pair) != 2:
+            raise GraphFormatError(f"{where}.mesh[{i}]: expected [name, size]")
+        mesh.append((_string(pair[0], f"{where}.mesh[{i}][0]"), _count(pair[1], f"{where}.mesh[{i}][1]")))
+    local = raw.get("local_shape")
+    if local is not None:
+        local = _list(local, f"{where}.local_shape")
+        for i, size in enumerate(local):
+            if not isinstance(size, str):
+                _count(size, f"{where}.local_shape[{i}]")
+    return TensorMeta(tuple(shape), dtype, device, placements, tuple(mesh), None if local is None else tuple(local))
 
 
 def _refs(

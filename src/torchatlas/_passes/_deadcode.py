@@ -4,8 +4,10 @@ Liveness flows backwards from the output nodes through ``inputs``. An in-place
 write is live when a later live op reads what it wrote (capture makes such reads
 point at the writing op). Writes into a parameter, buffer or model input are
 side effects on state that outlives the call (running statistics, caches), so
-they are live even when nothing reads them afterwards. A capture cut short by an
-exception has no outputs to reach, so nothing in it is judged dead.
+they are live even when nothing reads them afterwards. A value read for its shape
+(``zeros_like(x)``, the buffer an ``out=`` call writes into) is needed by its reader. A
+collective that sends without receiving (``send``) is live: its effect is on another rank.
+A capture cut short by an exception has no outputs to reach, so nothing in it is judged dead.
 """
 
 from __future__ import annotations
@@ -37,9 +39,13 @@ def dead_code_update(ir: GraphIR) -> MetaUpdate:
     for i, n in enumerate(nodes):
         if n.kind == "output" or (n.inplace and nodes[roots[i]].kind in _STATE_KINDS):
             live[i] = True
+        elif not n.outputs and "collective" in n.meta:
+            live[i] = True
     for i in range(len(nodes) - 1, -1, -1):
         if live[i]:
             for ref in nodes[i].inputs:
+                live[position[ref.node]] = True
+            for ref in nodes[i].shape_inputs:
                 live[position[ref.node]] = True
     node_meta: dict[str, dict[str, Any]] = {}
     dead = 0

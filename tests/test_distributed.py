@@ -1,0 +1,256 @@
+"""Distributed models on torch.distributed's fake process group: one process, any world size.
+
+Tensor parallelism (DTensor), FSDP2 and explicit redistributions trace with their
+collectives as op nodes on the data path, DTensor values keep their global and local
+shapes, and nothing real is unused. The collectives are checked against what
+``CommDebugMode`` (torch's own counter) sees on an untraced forward pass.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+import torchatlas
+from torchatlas._ops import collective_kind
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
+
+if dist.is_available():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+
+@pytest.fixture
+def world(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A fake process group of ``request.param`` ranks (default 4), destroyed afterwards."""
+    size = getattr(request, "param", 4)
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=size)
+    try:
+        yield size
+    finally:
+        dist.destroy_process_group()
+
+
+def mesh(size: int, name: str):
+    return init_device_mesh("cpu", (size,), mesh_dim_names=(name,))
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(16, 64)
+        self.w2 = nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.w2(torch.relu(self.w1(x)))
+
+
+def tiny_llama():
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, vocab_size=100,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+LLAMA_PLAN = {
+    "self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col", "self_attn.o_proj": "row",
+    "mlp.gate_proj": "col", "mlp.up_proj": "col", "mlp.down_proj": "row",
+}
+
+
+def tensor_parallel_llama(size: int):
+    model, tp = tiny_llama(), mesh(size, "tp")
+    for layer in model.model.layers:
+        parallelize_module(
+            layer, tp, {k: ColwiseParallel() if v == "col" else RowwiseParallel() for k, v in LLAMA_PLAN.items()}
+        )
+    return model
+
+
+def collectives(ir) -> list:
+    return [n for n in ir.ops() if collective_kind(n.target) is not None]
+
+
+def kinds(ir) -> collections.Counter:
+    return collections.Counter(collective_kind(n.target) for n in collectives(ir))
+
+
+def debug_mode_kinds(model, *args, **kwargs) -> collections.Counter:
+    """The collectives torch's own CommDebugMode counts on an untraced forward pass."""
+    with torch.no_grad(), CommDebugMode() as comm:
+        out = model(*args, **kwargs)
+    if hasattr(out, "wait"):  # an AsyncCollectiveTensor nothing read yet
+        out.wait()
+    counts: collections.Counter = collections.Counter()
+    for op, n in comm.get_comm_counts().items():
+        counts[collective_kind(f"c10d.{op._qualified_op_name.split('::')[1]}")] += n
+    return counts
+
+
+def reaches(ir, start: str, end: str) -> bool:
+    """Whether data flows from node ``start`` to node ``end``."""
+    readers = collections.defaultdict(list)
+    for n in ir.nodes:
+        for r in n.inputs:
+            readers[r.node].append(n.id)
+    todo, seen = [start], {start}
+    while todo:
+        for nxt in readers[todo.pop()]:
+            if nxt == end:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def scope_by_path(ir, path: str):
+    return next(s for s in ir.scopes if s.path == path)
+
+
+def dead(ir) -> list[str]:
+    return sorted(n.target for n in ir.ops() if n.meta.get("dead"))
+
+
+def no_pending_work() -> bool:
+    return torch._C._distributed_c10d._get_work_registry_size() == 0
+
+
+# -- tensor parallelism --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world", [2, 4, 8], indirect=True)
+def test_tensor_parallel_mlp_all_reduces_after_the_row_wise_matmul(world: int) -> None:
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    x = torch.randn(2, 16)
+    ir = torchatlas.trace(model, x).ir
+    assert no_pending_work()
+    assert kinds(ir) == {"all_reduce": 1} == debug_mode_kinds(model, x)
+    (reduce,) = collectives(ir)
+    assert ir.scope(reduce.scope).path == "w2"
+    linear = next(n for n in ir.ops() if n.target == "torch.nn.functional.linear" and ir.scope(n.scope).path == "w2")
+    assert ir.node(reduce.inputs[0]) is linear
+    assert ir.node(next(n for n in ir.nodes if n.kind == "output").inputs[0]) is reduce
+    facts = reduce.meta["collective"]
+    assert facts["group"] == "tp" and facts["group_size"] == world and facts["ranks"] == list(range(world))
+    assert facts["bytes"] == 2 * 16 * 4
+    assert facts["redistribute"] == "Partial(sum) → Replicate"
+    assert dead(ir) == []
+    # w1's result is a DTensor: 2×64 globally, split over the ranks on its last dim
+    out = ir.value_meta(scope_by_path(ir, "w1").outputs[0])
+    assert out.shape == (2, 64) and out.placements == ("Shard(1)",) and out.local_shape == (2, 64 // world)
+    assert out.mesh == (("tp", world),)
+    # ... and the relu that reads its local part reads the matmul itself
+    relu = next(n for n in ir.ops() if n.target == "torch.relu")
+    assert ir.node(relu.inputs[0]).target == "torch.nn.functional.linear"
+
+
+def test_an_explicit_redistribute_is_the_collective_it_runs(world: int) -> None:
+    tp = mesh(world, "tp")
+
+    class Gather(nn.Module):
+        def forward(self, x):
+            sharded = distribute_tensor(x, tp, [Shard(0)])
+            return (sharded * 2).redistribute(tp, [Replicate()]).to_local() + 1
+
+    x = torch.randn(8, 4)
+    ir = torchatlas.trace(Gather(), x).ir
+    assert no_pending_work()
+    assert kinds(ir) == {"all_gather": 1}
+    (gather,) = collectives(ir)
+    assert gather.meta["collective"]["redistribute"] == "Shard(0) → Replicate"
+    mul = next(n for n in ir.ops() if n.target == "torch.Tensor.__mul__")
+    add = next(n for n in ir.ops() if n.target == "torch.Tensor.__add__")
+    assert reaches(ir, mul.id, gather.id) and reaches(ir, gather.id, add.id)
+    assert mul.outputs[0].placements == ("Shard(0)",) and mul.outputs[0].local_shape == (8 // world, 4)
+    assert dead(ir) == []
+
+
+@pytest.mark.parametrize("world", [2, 4], indirect=True)
+def test_tensor_parallel_llama_all_reduces_twice_per_layer(world: int) -> None:
+    model = tensor_parallel_llama(world)
+    ids = torch.randint(0, 100, (1, 8))
+    plain = torchatlas.trace(tiny_llama(), ids, kwargs={"use_cache": False}).ir
+    ir = torchatlas.trace(model, ids, kwargs={"use_cache": False}).ir
+    assert no_pending_work()
+    assert kinds(ir) == {"all_reduce": 4} == debug_mode_kinds(model, ids, use_cache=False)
+    for reduce in collectives(ir):
+        path = ir.scope(reduce.scope).path
+        assert path.endswith(("self_attn.o_proj", "mlp.down_proj"))
+        assert ir.node(reduce.inputs[0]).target == "torch.nn.functional.linear"
+        layer = path.rsplit(".", 2)[0]
+        residual = next(n for n in ir.ops() if n.target == "torch.Tensor.__add__" and ir.scope(n.scope).path == layer
+                        and reaches(ir, reduce.id, n.id))
+        assert residual is not None
+    assert dead(ir) == dead(plain)  # the mask checks Llama reads into Python, nothing of TP
+    q = ir.value_meta(scope_by_path(ir, "model.layers.0.self_attn.q_proj").outputs[0])
+    assert q.shape == (1, 8, 64) and q.local_shape == (1, 8, 64 // world) and q.placements == ("Shard(2)",)
+
+
+# -- FSDP2 -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world", [2, 4, 8], indirect=True)
+def test_fsdp_gathers_each_layers_weights_into_its_matmul(world: int) -> None:
+    model = MLP()
+    dp = mesh(world, "dp")
+    fully_shard(model.w1, mesh=dp)
+    fully_shard(model.w2, mesh=dp)
+    fully_shard(model, mesh=dp)
+    x = torch.randn(2, 16)
+    ir = torchatlas.trace(model, x).ir
+    assert no_pending_work()
+    assert kinds(ir) == {"all_gather": 2} == debug_mode_kinds(model, x)
+    for gather in collectives(ir):
+        path = ir.scope(gather.scope).path
+        linear = next(n for n in ir.ops() if n.target == "torch.nn.functional.linear" and ir.scope(n.scope).path == path)
+        assert reaches(ir, gather.id, linear.id)
+        assert gather.meta["collective"]["group"] == "dp"
+    assert dead(ir) == []
+
+
+def test_fsdp_llama_gathers_once_per_unit(world: int) -> None:
+    model = tiny_llama()
+    dp = mesh(world, "dp")
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=dp)
+    fully_shard(model, mesh=dp)
+    ids = torch.randint(0, 100, (1, 8))
+    plain = torchatlas.trace(tiny_llama(), ids, kwargs={"use_cache": False}).ir
+    for _ in range(2):  # the first forward pass lays the unsharded parameters out; later ones reuse them
+        model.reshard()  # the root keeps its parameters gathered after forward
+        ir = torchatlas.trace(model, ids, kwargs={"use_cache": False}).ir
+        assert no_pending_work()
+        model.reshard()
+        assert kinds(ir) == {"all_gather": 3} == debug_mode_kinds(model, ids, use_cache=False)
+        assert dead(ir) == dead(plain)
+        for gather in collectives(ir):
+            path = ir.scope(gather.scope).path
+            assert path in ("", "model.layers.0", "model.layers.1")
+            assert any(reaches(ir, gather.id, n.id) for n in ir.ops() if n.target == "torch.nn.functional.linear")
+
+
+def test_no_process_group_means_nothing_changes() -> None:
+    assert not dist.is_initialized()
+    ir = torchatlas.trace(MLP(), torch.randn(2, 16)).ir
+    assert kinds(ir) == {} and all(not m.placements for n in ir.nodes for m in n.outputs)
+
+
+def test_the_collective_stand_ins_are_removed_after_a_trace(world: int) -> None:
+    before = dist.all_reduce, dist.distributed_c10d.all_gather_single
+    torchatlas.trace(MLP(), torch.randn(2, 16))
+    assert (dist.all_reduce, dist.distributed_c10d.all_gather_single) == before
