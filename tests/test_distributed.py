@@ -254,3 +254,67 @@ def test_the_collective_stand_ins_are_removed_after_a_trace(world: int) -> None:
     before = dist.all_reduce, dist.distributed_c10d.all_gather_single
     torchatlas.trace(MLP(), torch.randn(2, 16))
     assert (dist.all_reduce, dist.distributed_c10d.all_gather_single) == before
+
+
+# -- analyses and renderers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world", [2, 4, 8], indirect=True)
+def test_per_rank_parameters_are_the_plain_count_over_the_shards(world: int) -> None:
+    plain = sum(p.numel() for p in MLP().parameters())
+    model = MLP()
+    dp = mesh(world, "dp")
+    fully_shard(model.w1, mesh=dp)
+    fully_shard(model.w2, mesh=dp)
+    fully_shard(model, mesh=dp)
+    graph = torchatlas.trace(model, torch.randn(2, 16))
+    assert graph.ir.meta["param_count"] == plain
+    assert graph.ir.meta["param_count_per_rank"] == plain // world
+    assert scope_by_path(graph.ir, "w1").meta["params_per_rank"] == (64 * 16 + 64) // world
+
+
+def test_tensor_parallel_parameters_per_rank_keep_replicated_ones_whole(world: int) -> None:
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    ir = torchatlas.trace(model, torch.randn(2, 16)).ir
+    # w2's bias is replicated (added after the all-reduce); the rest is split
+    assert ir.meta["param_count_per_rank"] == (64 * 16 + 64 + 16 * 64) // world + 16
+    table = {e["path"]: e for e in ir.meta["parameters"]}
+    assert table["w1.weight"]["placements"] == ["Shard(0)"] and table["w1.weight"]["local_shape"] == [64 // world, 16]
+    assert table["w2.bias"]["placements"] == ["Replicate"]
+
+
+def test_communication_adds_up_per_call_and_per_mesh_dimension(world: int) -> None:
+    model = tensor_parallel_llama(world)
+    graph = torchatlas.trace(model, torch.randint(0, 100, (1, 8)), kwargs={"use_cache": False})
+    ir = graph.ir
+    per_reduce = 1 * 8 * 64 * 4  # the hidden states, float32, each rank's full copy
+    assert ir.meta["comm_bytes"] == 4 * per_reduce and ir.meta["comm_by_group"] == {"tp": 4 * per_reduce}
+    assert ir.meta["collective_count"] == 4 and ir.meta["collectives_by_kind"] == {"all_reduce": 4}
+    layer = scope_by_path(ir, "model.layers.0")
+    assert layer.meta["comm_bytes"] == 2 * per_reduce and layer.meta["collectives"] == 2
+    assert scope_by_path(ir, "model.layers.0.mlp.up_proj").meta["collectives"] == 0
+    summary = graph.summary(format="markdown", fold_repeats=False)
+    header = summary.splitlines()[0]
+    assert "Comm" in header and "Collectives" in header and "Params/rank" in header
+    row = next(line for line in summary.splitlines() if "layers.0 (LlamaDecoderLayer)" in line)
+    assert "4.00 KiB" in row
+
+
+def test_the_tree_marks_collectives_and_placements(world: int) -> None:
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    tree = torchatlas.trace(model, torch.randn(2, 16)).tree()
+    assert f"w1 (Linear)  2×16 → 2×64 [Shard(1) over tp:{world}, local 2×{64 // world}]" in tree
+    assert f"⇄ all_reduce over tp:{world}, 128 B (Partial(sum) → Replicate) → 2×16" in tree
+    assert "unused" not in tree and "view_as" not in tree and "default" not in tree
+
+
+def test_a_saved_graph_keeps_placements_and_collectives(world: int, tmp_path) -> None:
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    graph = torchatlas.trace(model, torch.randn(2, 16))
+    loaded = torchatlas.load(graph.save(tmp_path / "tp.json"))
+    assert loaded.tree() == graph.tree()
+    assert [n.outputs for n in loaded.ir.nodes] == [n.outputs for n in graph.ir.nodes]
+    assert loaded.ir.meta["comm_bytes"] == graph.ir.meta["comm_bytes"]

@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from . import _distributed
+
 Tensor = torch.Tensor
 _MAX_REPR = 120
 _MAX_ITEMS = 64
@@ -178,6 +180,9 @@ def tensor_table(named: list[tuple[str, Tensor]]) -> list[dict[str, Any]]:
                 "requires_grad": bool(t.requires_grad),
                 "shared_with": [],
             }
+            placed = _distributed.dist_meta(t)
+            if placed is not None:  # a DTensor parameter: this rank holds its local shard
+                by_id[id(t)].update(placements=list(placed[0]), local_shape=list(placed[2]))
         else:
             entry["shared_with"].append(path)
     return list(by_id.values())

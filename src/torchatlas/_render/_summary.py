@@ -56,10 +56,15 @@ TIME_COLUMNS = ("Time", "% Time")
 NUMERICS_COLUMNS = ("Output range", "NaN/Inf ops")
 """On graphs traced with ``stats=True``: the min and max of each call's (first) output, and
 how many of its ops made a NaN or Inf."""
-_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, NUMERICS_COLUMNS[1]))
+DISTRIBUTED_COLUMNS = ("Params/rank", "Comm", "Collectives")
+"""On distributed models: the parameters each rank holds, and what each call's collectives move."""
+_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, NUMERICS_COLUMNS[1], *DISTRIBUTED_COLUMNS))
 # Which columns a narrow terminal keeps, most wanted first; the first group before longer names.
-_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Time", "NaN/Inf ops")
-_THEN = ("Input shapes", "% FLOPs", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes")
+_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Time", "NaN/Inf ops", "Comm")
+_THEN = (
+    "Input shapes", "% FLOPs", "% Time", "Output range", "Params/rank", "Collectives", "Activations", "MACs",
+    "Trainable", "Param bytes",
+)
 _MIN_MODULE = 24
 _WANT_MODULE = 40
 _CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
@@ -74,6 +79,10 @@ def summary_columns(ir: GraphIR) -> tuple[str, ...]:
         extra += TIME_COLUMNS
     if any("output_stats" in s.meta for s in ir.scopes):
         extra += NUMERICS_COLUMNS
+    if "param_count_per_rank" in ir.meta:
+        extra.append(DISTRIBUTED_COLUMNS[0])
+    if "comm_bytes" in ir.meta:
+        extra += DISTRIBUTED_COLUMNS[1:]
     return (*COLUMNS, *extra)
 
 
@@ -220,12 +229,27 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
                 cells.append(f"{100 * total / model_time:.1f}%" if total is not None and model_time else "-")
         elif name == "Output range":
             cells.append(_output_range(members) if members is not None else "")
+        elif name in DISTRIBUTED_COLUMNS:
+            key, graph_key, show = _DISTRIBUTED_KEYS[name]
+            if members is None:
+                cells.append(show(ir.meta.get(graph_key)))
+                continue
+            # calls of one shared module own one set of parameters, not one per call
+            owners = {m.path: m for m in members}.values() if name == "Params/rank" else members
+            cells.append(show(sum(m.meta.get(key) or 0 for m in owners)))
         else:
             count = sum(m.meta.get("nonfinite_ops", 0) for m in members) if members is not None else ir.meta.get(
                 "nonfinite_ops", 0
             )
             cells.append(str(count) if count else "-")
     return cells
+
+
+_DISTRIBUTED_KEYS: dict[str, tuple[str, str, Callable[[Any], str]]] = {
+    "Params/rank": ("params_per_rank", "param_count_per_rank", format_count),
+    "Comm": ("comm_bytes", "comm_bytes", lambda n: format_bytes(n) if n else "-"),
+    "Collectives": ("collectives", "collective_count", lambda n: str(n) if n else "-"),
+}
 
 
 def _output_range(members: list[Scope]) -> str:

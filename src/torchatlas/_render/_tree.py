@@ -11,13 +11,21 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref, Source
-from torchatlas._ops import op_name
+from torchatlas._ops import collective_kind, op_name
 from torchatlas._text import count_runs, fold_label, to_ascii, visible
 
 from ._backward import backward_groups, forward_part
 from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
-from ._labels import LINE_LIMIT, dominant_dtype, input_label, op_display, relative_name, shape_text
+from ._labels import (
+    LINE_LIMIT,
+    collective_text,
+    dominant_dtype,
+    input_label,
+    op_display,
+    relative_name,
+    shape_text,
+)
 from ._view import fold_runs
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
@@ -149,6 +157,9 @@ class _TreeBuilder:
 
     def op_label(self, node: Node) -> str:
         text = op_display(node)
+        collective = collective_text(node)
+        if collective is not None:
+            text = f"{collective}: {text}" if op_name(node.target) != collective_kind(node.target) else collective
         operands = self.names_operands(node)
         if operands:
             text += " (" + ", ".join(operands) + ")"
