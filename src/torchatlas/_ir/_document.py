@@ -422,7 +422,25 @@ def _graph_breaks(value: Any, where: str, nodes: dict[str, Node], scopes: dict[s
         _count(item.get("call", 0), f"{at}.call")
 
 
-_TENSOR_ENTRY = {"path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list}
+_TENSOR_ENTRY = {
+    "path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list,
+    "placements": _string_list, "local_shape": _shape,
+}
+
+
+def _collective(value: Any, where: str) -> None:
+    """A collective's facts: the fields the passes and renderers read."""
+    facts = _obj(value, where)
+    for key in ("op", "group", "redistribute"):
+        if key in facts:
+            _string(facts[key], f"{where}.{key}")
+    for key in ("group_size", "bytes"):
+        if key in facts:
+            _count(facts[key], f"{where}.{key}")
+    if facts.get("ranks") is not None:
+        for i, rank in enumerate(_list(facts["ranks"], f"{where}.ranks")):
+            _count(rank, f"{where}.ranks[{i}]")
+
 
 NODE_FACTS: dict[str, Check] = {
     "error": _of(_string),
@@ -439,6 +457,7 @@ NODE_FACTS: dict[str, Check] = {
     "compile_region": _of(_opt_int),
     "opaque": _of(_string),
     "passthrough": _of(_bool),
+    "collective": _of(_collective),
 }
 """Node meta keys recorded at capture time, each with the check its value must pass."""
 
