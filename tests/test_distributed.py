@@ -170,14 +170,55 @@ def test_an_explicit_redistribute_is_the_collective_it_runs(world: int) -> None:
     x = torch.randn(8, 4)
     ir = torchatlas.trace(Gather(), x).ir
     assert no_pending_work()
-    assert kinds(ir) == {"all_gather": 1}
-    (gather,) = collectives(ir)
+    # distribute_tensor scatters the rows from rank 0; the redistribution gathers them back
+    assert kinds(ir) == {"scatter": 1, "all_gather": 1} == debug_mode_kinds(Gather(), x)
+    gather = next(n for n in collectives(ir) if collective_kind(n.target) == "all_gather")
     assert gather.meta["collective"]["redistribute"] == "Shard(0) → Replicate"
     mul = next(n for n in ir.ops() if n.target == "torch.Tensor.__mul__")
     add = next(n for n in ir.ops() if n.target == "torch.Tensor.__add__")
     assert reaches(ir, mul.id, gather.id) and reaches(ir, gather.id, add.id)
     assert mul.outputs[0].placements == ("Shard(0)",) and mul.outputs[0].local_shape == (8 // world, 4)
     assert dead(ir) == []
+
+
+@pytest.mark.parametrize("world", [2, 8], indirect=True)
+def test_a_redistribution_inside_an_op_is_a_node_before_it(world: int) -> None:
+    tp = mesh(world, "tp")
+
+    class ShardedMatmul(nn.Module):
+        def forward(self, a, b):
+            rows_a, rows_b = distribute_tensor(a, tp, [Shard(0)]), distribute_tensor(b, tp, [Shard(0)])
+            return torch.mm(rows_a, rows_b).full_tensor()  # mm gathers b's rows first
+
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    ir = torchatlas.trace(ShardedMatmul(), (a, b)).ir
+    assert no_pending_work()
+    assert kinds(ir) == {"scatter": 2, "all_gather": 2} == debug_mode_kinds(ShardedMatmul(), a, b)
+    mm = next(n for n in ir.ops() if n.target == "torch.mm")
+    first, last = [n for n in collectives(ir) if collective_kind(n.target) == "all_gather"]
+    assert mm.inputs[1].node == first.id and ir.node(last.inputs[0]) is mm
+    assert ir.node(first.inputs[0]).target == "torch.distributed.scatter"  # b's shard, as it was scattered
+    assert dead(ir) == []
+
+
+def test_c10d_calls_are_in_place_collectives_on_the_data_path(world: int) -> None:
+    class Reduce(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            dist.all_reduce(y)
+            gathered = torch.empty(world * 2, 3)
+            dist.all_gather_single(gathered, y)
+            return gathered + 1
+
+    x = torch.randn(2, 3)
+    ir = torchatlas.trace(Reduce(), x).ir
+    assert kinds(ir) == {"all_reduce": 1, "all_gather": 1} == debug_mode_kinds(Reduce(), x)
+    reduce, gather = collectives(ir)
+    assert reduce.inplace and ir.node(reduce.inputs[0]).target == "torch.Tensor.__mul__"
+    assert gather.inputs[0].node == reduce.id and gather.meta["collective"]["bytes"] == world * 2 * 3 * 4
+    add = next(n for n in ir.ops() if n.target == "torch.Tensor.__add__")
+    assert add.inputs[0].node == gather.id
+    assert dead(ir) == []  # the buffer gathered into is needed
 
 
 @pytest.mark.parametrize("world", [2, 4], indirect=True)

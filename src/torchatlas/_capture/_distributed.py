@@ -104,6 +104,17 @@ def is_dtensor(t: Any) -> bool:
     return dtensor is not None and isinstance(t, dtensor)
 
 
+def has_dtensor(args: tuple, kwargs: dict) -> bool:
+    """Whether a call is given a DTensor (directly or in a list)."""
+    dtensor = _wrapper_classes()[0]
+    if dtensor is None:
+        return False
+    for a in (*args, *kwargs.values()):
+        if isinstance(a, dtensor) or (type(a) in (list, tuple) and any(isinstance(x, dtensor) for x in a)):
+            return True
+    return False
+
+
 def placement_text(p: Any) -> str:
     """``Shard(1)``, ``Replicate``, ``Partial(sum)``: a placement as the tree shows it."""
     name = type(p).__name__
@@ -192,6 +203,17 @@ class Groups:
         return {"group": name or str(pg.group_name), "group_size": int(pg.size()), "ranks": ranks}
 
 
+def redistributed_tensor(caller: Any) -> Tensor | None:
+    """The local tensor a DTensor redistribution running above ``caller`` started from."""
+    frame, depth = caller, 0
+    while frame is not None and depth < 24:
+        if frame.f_code.co_name == "redistribute_local_tensor":
+            local = frame.f_locals.get("local_tensor")
+            return local if isinstance(local, Tensor) else None
+        frame, depth = frame.f_back, depth + 1
+    return None
+
+
 def _redistribution(caller: Any, groups: Groups) -> str | None:
     """``Shard(1) → Replicate``: the placement change a DTensor redistribution runs this collective
     for (read from torch's frame that runs it, whose mesh also names the group)."""
@@ -277,14 +299,56 @@ def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..
     recording, the call runs through it and becomes a node."""
     c10d = sys.modules[_C10D_MODULE]
     public = sys.modules["torch.distributed"]
+    # DTensor's own helpers (mesh_scatter, mesh_broadcast) call names they imported
+    helpers = sys.modules.get("torch.distributed.tensor._collective_utils")
     for name in C10D_CALLS:
         original = getattr(c10d, name, None)
         if original is None:
             continue
         stand_in = _stand_in(C10dCall(name, original), active)
-        for namespace in (c10d, public):
+        for namespace in (c10d, public, helpers):
             if getattr(namespace, name, None) is original:
                 yield namespace, name, stand_in
+
+
+FUNCTIONAL_OPS = (
+    "all_reduce", "all_reduce_", "all_reduce_coalesced", "all_gather_into_tensor", "all_gather_into_tensor_coalesced",
+    "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced", "all_to_all_single", "broadcast", "broadcast_",
+)
+"""The functional collectives a DTensor op may run inside its ``__torch_dispatch__``."""
+
+
+class Packet:
+    """Stands in for one ``torch.ops._c10d_functional`` op while traces run: a call the recording
+    mode cannot see (inside an op on DTensors) goes to the Python level recording there."""
+
+    def __init__(self, packet: Any, active: Callable[[], Any], inside: Callable[[], Any]) -> None:
+        self._packet, self._active, self._inside = packet, active, inside
+
+    @property
+    def op(self) -> Any:
+        """The op it stands in for (what torch hands a mode that sees the call)."""
+        return self._packet
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._active() is not None:  # the mode on the stack sees the call itself
+            return self._packet(*args, **kwargs)
+        level = self._inside()
+        if level is None:
+            return self._packet(*args, **kwargs)
+        return level.run_inner_collective(self._packet, args, kwargs, sys._getframe(1))
+
+    def __getattr__(self, name: str) -> Any:  # .default and the other overloads
+        return getattr(self._packet, name)
+
+
+def functional_stand_ins(active: Callable[[], Any], inside: Callable[[], Any]) -> Iterator[tuple[Any, str, Any]]:
+    """(namespace, name, stand-in) for each functional collective op."""
+    namespace = torch.ops._c10d_functional
+    for name in FUNCTIONAL_OPS:
+        packet = getattr(namespace, name, None)
+        if packet is not None:
+            yield namespace, name, Packet(packet, active, inside)
 
 
 def _stand_in(call: C10dCall, active: Callable[[], Any]) -> Callable[..., Any]:

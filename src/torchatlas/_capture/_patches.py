@@ -153,7 +153,9 @@ def _fast_path_check(ours_of: RecordingModes) -> Callable[[Any], bool]:
 
 
 @contextlib.contextmanager
-def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes) -> Iterator[None]:
+def installed(
+    active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes, inside_dtensor_op: ActiveLevel
+) -> Iterator[None]:
     """Wrap the calls while the block runs, in every thread that traces at once."""
     global _users
     with _lock:
@@ -163,7 +165,8 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
             torch.Tensor.set_ = _set(active)  # shadows the TensorBase method it inherits
             torch.overrides.has_torch_function = _fast_path_check(ours_of)
             if _distributed.initialized():
-                for namespace, name, stand_in in list(_distributed.stand_ins(active)):
+                stand_ins = [*_distributed.stand_ins(active), *_distributed.functional_stand_ins(active, inside_dtensor_op)]
+                for namespace, name, stand_in in stand_ins:
                     _replaced.append((namespace, name, getattr(namespace, name)))
                     setattr(namespace, name, stand_in)
         _users += 1

@@ -58,6 +58,10 @@ class PythonLevel(TorchFunctionMode):
         self._operators: dict[tuple[Any, int, Any], str | None] = {}  # (code, instruction, func) -> operator name
         self.groups = _distributed.Groups()
         """The process groups this trace's collectives ran over."""
+        self.dtensors = False
+        """A process group exists: ops on DTensors are watched for the collectives they run."""
+        self._redirects: dict[tuple[int, int], tuple[int, int]] | None = None
+        """While an op on DTensors is recorded: value -> the collective that redistributed it."""
         self.observer: Any = None
         """The ATen level, when it runs alongside: told where each Python call starts and ends."""
         self.watchers: list[Any] = []
@@ -101,12 +105,55 @@ class PythonLevel(TorchFunctionMode):
             kwargs = {}
         if self.observer is not None or self.timer is not None:
             return self._observed_call(func, args, kwargs, sys._getframe(1))
+        if self.dtensors and _distributed.has_dtensor(args, kwargs):
+            return self._dtensor_call(func, args, kwargs, sys._getframe(1))
         try:
             result = func(*args, **kwargs)
         except BaseException as exc:
             self._failed(func, args, kwargs, exc, sys._getframe(1))
             raise
         self.record_call(func, args, kwargs, result, sys._getframe(1))
+        return result
+
+    def _dtensor_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        """An op on DTensors: the collectives its redistributions run inside it become nodes
+        before it, and it reads their results instead of the values they redistributed."""
+        self._redirects = redirects = {}
+        try:
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:
+                self._failed(func, args, kwargs, exc, caller)
+                raise
+            self.record_call(func, args, kwargs, result, caller)
+        finally:
+            self._redirects = None
+        return result
+
+    def run_inner_collective(self, packet: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        """A functional collective an op on DTensors runs inside itself (this mode is off the
+        stack there): a node before the op, which then reads its result."""
+        result = packet(*args, **kwargs)
+        redirects = self._redirects
+        if redirects is None:
+            return result
+        with torch._C.DisableTorchFunction():
+            reads: list[Tensor] = []
+            tensors_flat([*args, *kwargs.values()], reads)
+            local = _distributed.redistributed_tensor(caller)
+            given = self.flow.lookup(local) if local is not None else None
+            before = []
+            for t in reads:
+                slot = self.flow.lookup(t)
+                if slot is None and given is not None:  # a local copy made on the way (contiguous, movedim)
+                    slot = _redirected(redirects, given)
+                    self.flow.register(t, *slot)
+                before.append(slot)
+        if self._distributed_call(call_info(packet), args, kwargs, result, caller):
+            made = (len(self.nodes) - 1, 0)
+            for slot in before:
+                if slot is not None:
+                    redirects[slot] = made
         return result
 
     def _observed_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
@@ -199,6 +246,8 @@ class PythonLevel(TorchFunctionMode):
             with torch._C.DisableTorchFunction():
                 reads, writes, group = call.tensors(args, kwargs)
                 refs = self.flow.refs(reads)
+                # a buffer it receives into is read for its shape: what allocated it is needed
+                buffers = self.flow.refs([t for t in writes if not any(t is r for r in reads)])
             try:
                 with torch._C.DisableTorchFunction():
                     result = call.original(*args, **kwargs)
@@ -206,7 +255,7 @@ class PythonLevel(TorchFunctionMode):
                 if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     self._quietly(self.record_failure, call.target, None, tuple(reads), {}, exc, caller)
                 raise
-            self._quietly(self._record_collective, call, refs, reads, writes, group, caller)
+            self._quietly(self._record_collective, call, refs, buffers, reads, writes, group, caller)
             return result
         finally:
             if self.observer is not None:
@@ -214,7 +263,8 @@ class PythonLevel(TorchFunctionMode):
                 self.observer.python_call_ended(start, call.target, len(self.nodes) - 1 if made else None)
 
     def _record_collective(
-        self, call: _distributed.C10dCall, refs: list[Any], reads: list[Tensor], writes: list[Tensor], group: Any, caller: Any
+        self, call: _distributed.C10dCall, refs: list[Any], buffers: list[Any], reads: list[Tensor],
+        writes: list[Tensor], group: Any, caller: Any,
     ) -> None:
         user, _ = _source.user_frame_and_entry(caller)
         index = len(self.nodes)
@@ -224,6 +274,7 @@ class PythonLevel(TorchFunctionMode):
                 [TENSOR_ARGS[i] for i in range(len(refs))], None, bool(writes),
                 user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0, False,
                 extra={"collective": _distributed.collective_facts(self.groups, call.name, group, reads, writes, caller)},
+                shape_inputs=buffers or None,
             )
         )
         self.flow.produced(index, writes, writes)
@@ -260,6 +311,8 @@ class PythonLevel(TorchFunctionMode):
             kw_template = {**(kw_template or {}), "out": _shape_reads(kwargs["out"], shape_tensors)}
         shape_refs = self.flow.refs(shape_tensors) if shape_tensors else None
         refs = self.flow.refs(tensors)
+        if self._redirects:
+            refs = [_redirected(self._redirects, r) for r in refs]
         user, entry = _source.user_frame_and_entry(caller)
         index = len(self.nodes)
         stack = self.tracker.stack
@@ -418,3 +471,12 @@ def _separate_shape_reads(
     template = [split(a, i in positions) for i, a in enumerate(args)]
     kw_template = {k: split(v, k in names) for k, v in kwargs.items() if k != "out"} if kwargs else None
     return tensors, template, kw_template, shapes
+
+
+def _redirected(redirects: dict[tuple[int, int], tuple[int, int]], slot: tuple[int, int]) -> tuple[int, int]:
+    """The last collective in the chain that redistributed the value ``slot``."""
+    seen = 0
+    while slot in redirects and seen < 64:
+        slot, seen = redirects[slot], seen + 1
+    return slot
+

@@ -60,6 +60,12 @@ def _recording_python_level() -> PythonLevel | None:
     return session.python if on_stack and torch._C._is_torch_function_mode_enabled() else None
 
 
+def _inside_dtensor_op() -> PythonLevel | None:
+    """This thread's Python level while it runs an op on DTensors (its mode off the stack)."""
+    session = active_session()
+    return session.python if session is not None and session.python._redirects is not None else None
+
+
 def _recording_modes() -> Any:
     session = active_session()
     return session.modes if session is not None else ()
@@ -95,6 +101,7 @@ class Session:
         self.tracker.listeners.append(self.python)
         if _distributed.initialized():
             self.python.flow.watch_views()
+            self.python.dtensors = True
             self.python.groups.saw_meshes_of([t for _, t in self.index.parameters])
         self.modes: list[Any] = [self.python]
         """Entered around forward, in order."""
@@ -144,7 +151,9 @@ class Session:
         _tls.session, _tls.tracker = self, self.tracker
         try:
             try:
-                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER, _recording_modes), _patches.compiled_code_runs_eagerly(
+                with _patches.installed(
+                    _recording_python_level, _ACTIVE_TRACKER, _recording_modes, _inside_dtensor_op
+                ), _patches.compiled_code_runs_eagerly(
                     self.index.compiled_calls
                 ):
                     self._forward_recorded()
