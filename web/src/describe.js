@@ -9,7 +9,9 @@ export function formatShape(meta) {
 
 export function formatMeta(meta) {
   if (!meta) return "—";
-  return `${formatShape(meta)}  ${meta.dtype}  ${meta.device}`;
+  // a DTensor: its global shape, then how the ranks hold it ("[Shard(1) over tp:4, local 2×16]")
+  const placed = meta.pl ? `  [${meta.pl}]` : "";
+  return `${formatShape(meta)}  ${meta.dtype}  ${meta.device}${placed}`;
 }
 
 export function formatCount(n) {

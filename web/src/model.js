@@ -127,8 +127,12 @@ export class Model {
         if (u[0] === "c" && (!containers.has(Number(u.slice(1))) || chainOf(v).has(Number(u.slice(1))))) continue;
         const key = u + ">" + v;
         const e = edges.get(key);
-        if (e) e.count++;
-        else edges.set(key, { id: key, source: u, target: v, node: src.idx, slot: n.sl ? n.sl[j] : 0, count: 1 });
+        // a value into or out of a collective goes between ranks: drawn dashed
+        const comm = !!(src.cm || n.cm);
+        if (e) {
+          e.count++;
+          e.comm = e.comm || comm;
+        } else edges.set(key, { id: key, source: u, target: v, node: src.idx, slot: n.sl ? n.sl[j] : 0, count: 1, comm });
       }
     }
     const all = [...edges.values()];

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
-from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
+from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source, TensorMeta
+from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind, op_name
 from torchatlas._render._breaks import short_reason
-from torchatlas._render._labels import arguments_text, model_title
+from torchatlas._render._labels import arguments_text, model_title, placement_text
 from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._text import visible
 
@@ -107,7 +107,16 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("tu", "time", "us"),
     ("ctu", "CUDA time", "us"),
     ("nf", "NaN/Inf ops", "count"),
+    ("cb", "communication bytes", "bytes"),
 )
+
+
+def _meta(m: TensorMeta) -> dict[str, Any]:
+    """A value's shape, dtype and device; a DTensor's placements as the tree words them (``pl``)."""
+    d: dict[str, Any] = {"shape": list(m.shape), "dtype": m.dtype, "device": m.device}
+    if m.placements:
+        d["pl"] = placement_text(m)
+    return d
 
 
 _STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros")
@@ -157,7 +166,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             if any(r.slot for r in n.inputs):
                 d["sl"] = [r.slot for r in n.inputs]
         if n.outputs:
-            d["o"] = [metas({"shape": list(m.shape), "dtype": m.dtype, "device": m.device}) for m in n.outputs]
+            d["o"] = [metas(_meta(m)) for m in n.outputs]
         if n.target is not None:
             d["t"] = visible(n.target)
             d["op"] = names(visible(op_name(n.target) or "?"))
@@ -171,6 +180,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["dead"] = 1
         if n.source is not None:
             d["src"] = _source(n.source, files)
+        facts = n.meta.get("collective")
+        if collective_kind(n.target) is not None and isinstance(facts, dict):  # drawn with dashed edges
+            d["cm"] = 1
+            if _number(facts.get("bytes")) is not None:
+                d["cb"] = facts["bytes"]
         if _number(n.meta.get("flops")) is not None:
             d["f"] = n.meta["flops"]
         d.update(_run_time_fields(n.meta, "bytes") if n.kind == "op" else {})
@@ -213,6 +227,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["params"] = s.meta["params"]
         if _number(s.meta.get("flops")) is not None:
             d["f"] = s.meta["flops"]
+        if _number(s.meta.get("comm_bytes")):
+            d["cb"] = s.meta["comm_bytes"]
         d.update(_run_time_fields(s.meta, "activation_bytes"))
         if (stats := _stats(s.meta.get("output_stats"))) is not None and any(stats):
             d["st"] = stats  # of the values the call returned, in `out` order
