@@ -359,3 +359,69 @@ def test_a_saved_graph_keeps_placements_and_collectives(world: int, tmp_path) ->
     assert loaded.tree() == graph.tree()
     assert [n.outputs for n in loaded.ir.nodes] == [n.outputs for n in graph.ir.nodes]
     assert loaded.ir.meta["comm_bytes"] == graph.ir.meta["comm_bytes"]
+
+
+# -- the command line and rank= ----------------------------------------------------------------
+
+LLAMA_SETS = (
+    "--set", "num_hidden_layers=2", "--set", "hidden_size=64", "--set", "intermediate_size=128",
+    "--set", "num_attention_heads=4", "--set", "num_key_value_heads=4", "--set", "vocab_size=100",
+)
+
+
+def test_cli_tensor_parallel_on_meta_draws_the_all_reduces(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from _cli_helpers import run_cli
+
+    out = tmp_path / "tp.json"
+    code, _, err = run_cli(capsys, "hf:llama/causal-lm", "--tp", "4", "--device", "meta", "--tokens", "1,8", *LLAMA_SETS,
+                           "-o", str(out))
+    assert code == 0, err
+    assert not dist.is_initialized()  # the fake process group lived only while tracing
+    ir = torchatlas.load(out).ir
+    assert kinds(ir) == {"all_reduce": 4} and ir.meta["distributed"] == {"rank": 0, "world_size": 4}
+    assert ir.meta["comm_by_group"] == {"tp": 4 * 8 * 64 * 4}
+    q = ir.value_meta(scope_by_path(ir, "model.layers.0.self_attn.q_proj").outputs[0])
+    assert q.device == "meta" and q.placements == ("Shard(2)",) and q.local_shape == (1, 8, 16)
+
+
+def test_cli_fsdp_gathers_per_layer(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from _cli_helpers import run_cli
+
+    out = tmp_path / "fsdp.json"
+    code, _, err = run_cli(capsys, "hf:llama", "--fsdp", "2", "--rank", "1", "--tokens", "1,8", *LLAMA_SETS, "-o", str(out))
+    assert code == 0, err
+    ir = torchatlas.load(out).ir
+    assert kinds(ir) == {"all_gather": 3} and ir.meta["distributed"] == {"rank": 1, "world_size": 2}  # layers, root
+    assert ir.meta["param_count_per_rank"] * 2 == ir.meta["param_count"]
+    assert "⇄ all_gather over dp:2" in torchatlas.load(out).tree()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (("--tp", "2", "--fsdp", "2"), "one way at a time"),
+        (("--rank", "1"), "add one of them"),
+        (("--tp", "4", "--rank", "4"), "not a rank of 4"),
+        (("--tp", "0"), ">= 1"),
+        (("--tp", "3"), "cannot share evenly"),
+    ],
+)
+def test_cli_sharding_mistakes_are_one_line_errors(capsys: pytest.CaptureFixture[str], argv, message) -> None:
+    from _cli_helpers import run_cli
+
+    code, _, err = run_cli(capsys, "hf:llama", "--device", "meta", "--tokens", "1,8", *LLAMA_SETS, *argv)
+    assert code != 0 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not dist.is_initialized()
+
+
+def test_rank_names_the_rank_a_model_was_sharded_for(world: int) -> None:
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    assert torchatlas.trace(model, torch.randn(2, 16), rank=0).ir.meta["distributed"] == {"rank": 0, "world_size": world}
+    with pytest.raises(ValueError, match="this process is rank 0"):
+        torchatlas.trace(model, torch.randn(2, 16), rank=1)
+
+
+def test_rank_without_a_process_group_is_refused() -> None:
+    with pytest.raises(ValueError, match="needs a torch.distributed process group"):
+        torchatlas.trace(MLP(), torch.randn(2, 16), rank=0)

@@ -256,6 +256,7 @@ def trace(
     save: str | Sequence[str] | Callable[[str], bool] | None = None,
     save_device: str | torch.device | None = None,
     profile: bool = False,
+    rank: int | None = None,
 ) -> Graph:
     """Run ``model(*args, **kwargs)`` once and record every tensor op with its module call.
 
@@ -279,7 +280,13 @@ def trace(
     * ``profile=True``: ``node.meta["time_us"]`` per op and ``scope.meta["time_us"]`` per
       module call (inclusive), from ``torch.profiler``; on CUDA also ``cuda_time_us``.
     * ``progress`` shows a live op counter on big traces (default: when stderr is a terminal).
+    * Under a ``torch.distributed`` process group (the ``"fake"`` one runs any world size in one
+      process) collectives are op nodes and DTensors keep their placements; the graph is what
+      this process's rank runs (``graph.ir.meta["distributed"]``). ``rank=r`` checks that it is
+      rank ``r``: a model is sharded for the rank its process group was made with.
     """
+    if rank is not None:
+        _capture.check_rank(rank)
     if level not in _capture.LEVELS or level == "backward":
         raise ValueError(f"torchatlas: level must be 'python' or 'aten', not {level!r}")
     if backward and partial:

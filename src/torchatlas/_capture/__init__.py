@@ -18,6 +18,7 @@ from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
+from ._distributed import check_rank
 from ._fx_import import from_export, from_fx
 from ._patches import collection_paused
 from ._pt2 import UnsafeArchiveError, load_exported
@@ -34,6 +35,7 @@ __all__ = [
     "UnsafeArchiveError",
     "annotate_compile",
     "capture",
+    "check_rank",
     "collection_paused",
     "compile_facts",
     "from_export",

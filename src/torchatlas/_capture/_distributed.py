@@ -77,6 +77,30 @@ def initialized() -> bool:
     return c10d is not None and c10d.is_initialized()
 
 
+def check_rank(rank: int) -> None:
+    """``trace(rank=r)``: refuse, in one line, a process that is not rank ``r``."""
+    if not initialized():
+        raise ValueError(
+            f"torchatlas: rank={rank} needs a torch.distributed process group; make one with "
+            f"init_process_group('fake', store=FakeStore(), rank={rank}, world_size=N) before sharding the model"
+        )
+    c10d = sys.modules[_C10D_MODULE]
+    here, size = c10d.get_rank(), c10d.get_world_size()
+    if not 0 <= rank < size:
+        raise ValueError(f"torchatlas: rank={rank} is not a rank of this process group of {size}")
+    if here != rank:
+        raise ValueError(
+            f"torchatlas: rank={rank}, but this process is rank {here}; a model is sharded for the rank its "
+            f"process group was made with: init_process_group('fake', ..., rank={rank}, world_size={size})"
+        )
+
+
+def world() -> dict[str, int]:
+    """``graph.ir.meta["distributed"]``: this process's rank and the world size."""
+    c10d = sys.modules[_C10D_MODULE]
+    return {"rank": int(c10d.get_rank()), "world_size": int(c10d.get_world_size())}
+
+
 def _wrapper_classes() -> tuple[type | None, type | None]:
     dtensor = sys.modules.get(_DTENSOR_MODULE)
     funcol = sys.modules.get(_FUNCOL_MODULE)

@@ -214,6 +214,8 @@ class Session:
             for path, t in iter_tensors(output, "output"):
                 recording.outputs.append((path, flow.ref(t), raw_meta(t), {}))
         recording.failure = self.python.recording.failure
+        if self.python.dtensors:  # a process group: the graph is what this rank runs
+            recording.meta["distributed"] = _distributed.world()
         recording.outer_frame = self.tracker.scopes[0].frame if self.tracker.scopes else None
         if isinstance(self.model, torch.nn.Module):
             cls = type(self.model)

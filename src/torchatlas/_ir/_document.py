@@ -483,6 +483,7 @@ GRAPH_FACTS: dict[str, Check] = {
     "time_measure": _of(_string),
     "compile_graphs": _of(_count),
     "graph_breaks": _graph_breaks,
+    "distributed": _of(lambda v, w: [_count(_obj(v, w).get(k), f"{w}.{k}") for k in ("rank", "world_size")]),
 }
 
 

@@ -56,13 +56,13 @@ TIME_COLUMNS = ("Time", "% Time")
 NUMERICS_COLUMNS = ("Output range", "NaN/Inf ops")
 """On graphs traced with ``stats=True``: the min and max of each call's (first) output, and
 how many of its ops made a NaN or Inf."""
-DISTRIBUTED_COLUMNS = ("Params/rank", "Comm", "Collectives")
+DISTRIBUTED_COLUMNS = ("Params/rank", "FLOPs/rank", "Comm", "Collectives")
 """On distributed models: the parameters each rank holds, and what each call's collectives move."""
 _NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, NUMERICS_COLUMNS[1], *DISTRIBUTED_COLUMNS))
 # Which columns a narrow terminal keeps, most wanted first; the first group before longer names.
 _FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Time", "NaN/Inf ops", "Comm")
 _THEN = (
-    "Input shapes", "% FLOPs", "% Time", "Output range", "Params/rank", "Collectives", "Activations", "MACs",
+    "Input shapes", "% FLOPs", "% Time", "Output range", "Params/rank", "FLOPs/rank", "Collectives", "Activations", "MACs",
     "Trainable", "Param bytes",
 )
 _MIN_MODULE = 24
@@ -81,8 +81,10 @@ def summary_columns(ir: GraphIR) -> tuple[str, ...]:
         extra += NUMERICS_COLUMNS
     if "param_count_per_rank" in ir.meta:
         extra.append(DISTRIBUTED_COLUMNS[0])
+    if "flops_per_rank" in ir.meta:
+        extra.append(DISTRIBUTED_COLUMNS[1])
     if "comm_bytes" in ir.meta:
-        extra += DISTRIBUTED_COLUMNS[1:]
+        extra += DISTRIBUTED_COLUMNS[2:]
     return (*COLUMNS, *extra)
 
 
@@ -247,6 +249,7 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
 
 _DISTRIBUTED_KEYS: dict[str, tuple[str, str, Callable[[Any], str]]] = {
     "Params/rank": ("params_per_rank", "param_count_per_rank", format_count),
+    "FLOPs/rank": ("flops_per_rank", "flops_per_rank", format_si),
     "Comm": ("comm_bytes", "comm_bytes", lambda n: format_bytes(n) if n else "-"),
     "Collectives": ("collectives", "collective_count", lambda n: str(n) if n else "-"),
 }
