@@ -425,3 +425,23 @@ def test_rank_names_the_rank_a_model_was_sharded_for(world: int) -> None:
 def test_rank_without_a_process_group_is_refused() -> None:
     with pytest.raises(ValueError, match="needs a torch.distributed process group"):
         torchatlas.trace(MLP(), torch.randn(2, 16), rank=0)
+
+
+@pytest.mark.parametrize("shard", ["tp", "fsdp"])
+def test_the_aten_level_sees_the_same_collectives_without_profiler_markers(world: int, shard: str) -> None:
+    model = MLP()
+    if shard == "tp":
+        parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    else:
+        dp = mesh(world, "dp")
+        for module in (model.w1, model.w2, model):
+            fully_shard(module, mesh=dp)
+    x = torch.randn(2, 16)
+    plain = torchatlas.trace(MLP(), x, level="aten").ir
+    ir = torchatlas.trace(model, x, level="aten").ir
+    assert no_pending_work()
+    assert kinds(ir) == ({"all_reduce": 1} if shard == "tp" else {"all_gather": 2}) == debug_mode_kinds(model, x)
+    assert not any("record_function" in n.target or "wait_tensor" in n.target for n in ir.ops())
+    assert dead(ir) == dead(plain)  # autograd's detach of what relu saves, as on one device
+    for c in collectives(ir):
+        assert c.meta["collective"]["group"] == shard.replace("fsdp", "dp")

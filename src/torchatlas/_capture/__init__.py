@@ -60,6 +60,9 @@ def _aten(session: Session) -> AtenLevel:
     session.recordings.append(aten.recording)
     session.recorder = aten
     session.releases.append(aten.release)
+    if session.python.dtensors:  # a process group: collectives and FSDP2's unsharded parameters
+        aten.flow.watch_views()
+        aten.groups = session.python.groups
     return aten
 
 

@@ -283,6 +283,14 @@ def functional_group(args: tuple, kwargs: dict) -> Any:
     return next((a for a in reversed(args) if isinstance(a, str)), None)
 
 
+def aten_group(args: tuple, kwargs: dict) -> Any:
+    """The group an ATen-level collective was given: a ProcessGroup (c10d) or a group name."""
+    for a in (*args, *kwargs.values()):
+        if type(a).__name__ == "ProcessGroup":
+            return a
+    return functional_group(args, kwargs)
+
+
 def wait_for(outs: list[Tensor]) -> None:
     """Wait for a functional collective's results now (a later wait on them does nothing)."""
     wait = torch.ops._c10d_functional.wait_tensor
