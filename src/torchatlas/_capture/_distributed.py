@@ -326,6 +326,9 @@ class C10dCall:
         return reads, writes, bound.get("group")
 
 
+_CALLS: dict[Any, C10dCall] = {}
+
+
 def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..., Any]]]:
     """(namespace, name, stand-in) for each c10d collective: with a trace's Python level
     recording, the call runs through it and becomes a node."""
@@ -337,7 +340,10 @@ def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..
         original = getattr(c10d, name, None)
         if original is None:
             continue
-        stand_in = _stand_in(C10dCall(name, original), active)
+        call = _CALLS.get(original)
+        if call is None:
+            call = _CALLS[original] = C10dCall(name, original)  # its signature, read once
+        stand_in = _stand_in(call, active)
         for namespace in (c10d, public, helpers):
             if getattr(namespace, name, None) is original:
                 yield namespace, name, stand_in

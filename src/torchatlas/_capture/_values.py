@@ -13,6 +13,7 @@ import torch
 from . import _distributed
 
 Tensor = torch.Tensor
+_PLAIN = (Tensor, torch.nn.Parameter)
 _MAX_REPR = 120
 _MAX_ITEMS = 64
 
@@ -180,7 +181,7 @@ def tensor_table(named: list[tuple[str, Tensor]]) -> list[dict[str, Any]]:
                 "requires_grad": bool(t.requires_grad),
                 "shared_with": [],
             }
-            placed = _distributed.dist_meta(t)
+            placed = _distributed.dist_meta(t) if type(t) not in _PLAIN else None
             if placed is not None:  # a DTensor parameter: this rank holds its local shard
                 by_id[id(t)].update(placements=list(placed[0]), local_shape=list(placed[2]))
         else:
