@@ -237,8 +237,12 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
                 cells.append(show(ir.meta.get(graph_key)))
                 continue
             # calls of one shared module own one set of parameters, not one per call
-            owners = {m.path: m for m in members}.values() if name == "Params/rank" else members
-            cells.append(show(sum(m.meta.get(key) or 0 for m in owners)))
+            owners = list({m.path: m for m in members}.values()) if name == "Params/rank" else members
+            if len(owners) > 1 and show is format_count:  # "106.97M ×80 = 8.56B", as the Params column
+                show = format_compact
+            total = show(sum(m.meta.get(key) or 0 for m in owners))
+            each = show(owners[0].meta.get(key) or 0)
+            cells.append(total if len(owners) == 1 else _group_count(len(owners), each, total, False))
         else:
             count = sum(m.meta.get("nonfinite_ops", 0) for m in members) if members is not None else ir.meta.get(
                 "nonfinite_ops", 0
