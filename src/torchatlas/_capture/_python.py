@@ -118,7 +118,7 @@ class PythonLevel(TorchFunctionMode):
     def _dtensor_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
         """An op on DTensors: the collectives its redistributions run inside it become nodes
         before it, and it reads their results instead of the values they redistributed."""
-        self._redirects = redirects = {}
+        self._redirects = {}
         try:
             try:
                 result = func(*args, **kwargs)
