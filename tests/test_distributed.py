@@ -240,6 +240,10 @@ def test_tensor_parallel_llama_all_reduces_twice_per_layer(world: int) -> None:
     assert dead(ir) == dead(plain)  # the mask checks Llama reads into Python, nothing of TP
     q = ir.value_meta(scope_by_path(ir, "model.layers.0.self_attn.q_proj").outputs[0])
     assert q.shape == (1, 8, 64) and q.local_shape == (1, 8, 64 // world) and q.placements == ("Shard(2)",)
+    # the split projections hold 1/world each; norms, embeddings and the head stay whole
+    split = sum(p.numel() for name, p in tiny_llama().named_parameters() if name.rsplit(".", 2)[-2] in
+                {k.rsplit(".", 1)[-1] for k in LLAMA_PLAN})
+    assert ir.meta["param_count_per_rank"] == plain.meta["param_count"] - split + split // world
 
 
 # -- FSDP2 -----------------------------------------------------------------------------------
@@ -279,6 +283,7 @@ def test_fsdp_llama_gathers_once_per_unit(world: int) -> None:
         model.reshard()
         assert kinds(ir) == {"all_gather": 3} == debug_mode_kinds(model, ids, use_cache=False)
         assert dead(ir) == dead(plain)
+        assert ir.meta["param_count"] == plain.meta["param_count"] == world * ir.meta["param_count_per_rank"]
         for gather in collectives(ir):
             path = ir.scope(gather.scope).path
             assert path in ("", "model.layers.0", "model.layers.1")
@@ -445,3 +450,19 @@ def test_the_aten_level_sees_the_same_collectives_without_profiler_markers(world
     assert dead(ir) == dead(plain)  # autograd's detach of what relu saves, as on one device
     for c in collectives(ir):
         assert c.meta["collective"]["group"] == shard.replace("fsdp", "dp")
+
+
+def test_a_dtensor_given_as_input_is_read_through_its_local_part(world: int) -> None:
+    tp = mesh(world, "tp")
+
+    class Local(nn.Module):
+        def forward(self, x):
+            return x.to_local() * 2
+
+    x = distribute_tensor(torch.randn(8, 4), tp, [Shard(0)])
+    ir = torchatlas.trace(Local(), x).ir
+    (mul,) = ir.ops()
+    given = ir.node(mul.inputs[0])
+    assert given.kind == "input" and given.outputs[0].placements == ("Shard(0)",)
+    assert given.outputs[0].local_shape == (8 // world, 4)
+    assert type(torch.ops._c10d_functional.all_reduce).__name__ == "OpOverloadPacket"  # the stand-ins are gone

@@ -70,6 +70,9 @@ class DataFlow:
             record.extra = {"requires_grad": bool(t.requires_grad)}
         self.nodes.append(record)
         self.register(t, index, 0)
+        inner = _distributed.inner_tensor(t) if type(t) is not Tensor else None
+        if inner is not None:  # a DTensor parameter or input: its local shard is the same leaf
+            self.register(inner, index, 0)
         return index, 0
 
     def known(self, t: Tensor, scope: int | None = None) -> Slot | None:
@@ -137,9 +140,7 @@ class DataFlow:
             self.register(t, *found)
             return found
         leaf = self.new_leaf(kind, path, t)
-        if inner is not None:  # a DTensor parameter: its local shard is the same leaf
-            self.register(inner, *leaf)
-        elif self.views is not None and self._writes:
+        if inner is None and self.views is not None and self._writes:
             write = self._writes.get(storage_key(t))
             if write is not None:  # FSDP2's unsharded parameter, all-gathered into in place
                 return self._updated(t, leaf, write[0], None)
