@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 import torch.distributed as dist
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 import torchatlas
@@ -466,3 +468,55 @@ def test_a_dtensor_given_as_input_is_read_through_its_local_part(world: int) -> 
     assert given.kind == "input" and given.outputs[0].placements == ("Shard(0)",)
     assert given.outputs[0].local_shape == (8 // world, 4)
     assert type(torch.ops._c10d_functional.all_reduce).__name__ == "OpOverloadPacket"  # the stand-ins are gone
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    world_size=st.sampled_from([2, 4, 8]), hidden=st.integers(1, 4), depth=st.integers(1, 3),
+    batch=st.integers(1, 3), sequence_parallel=st.booleans(),
+)
+def test_any_tensor_parallel_mlp_stack_matches_comm_debug_mode(world_size, hidden, depth, batch, sequence_parallel) -> None:
+    """Column-wise up, row-wise down; with sequence parallelism the rows between blocks stay
+    split (a reduce-scatter after each block, an all-gather before the next)."""
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
+    try:
+        width = 8 * hidden
+        model = Stack(nn.ModuleList(MLPBlock(width) for _ in range(depth)))
+        plan = {}
+        for i in range(depth):
+            split_rows = sequence_parallel and i > 0
+            plan[f"layers.{i}.up"] = ColwiseParallel(input_layouts=Shard(0)) if split_rows else ColwiseParallel()
+            plan[f"layers.{i}.down"] = RowwiseParallel(output_layouts=Shard(0)) if sequence_parallel else RowwiseParallel()
+        parallelize_module(model, mesh(world_size, "tp"), plan)
+        x = torch.randn(batch * world_size, width)
+        ir = torchatlas.trace(model, x).ir
+        assert no_pending_work()
+        expected = {"reduce_scatter": depth, "all_gather": depth - 1} if sequence_parallel else {"all_reduce": depth}
+        assert kinds(ir) == collections.Counter({k: n for k, n in expected.items() if n}) == debug_mode_kinds(model, x)
+        assert dead(ir) == []
+        outputs = [n for n in ir.nodes if n.kind == "output"]
+        for c in collectives(ir):  # every collective reaches what the model returns
+            assert any(reaches(ir, c.id, o.id) for o in outputs)
+    finally:
+        dist.destroy_process_group()
+
+
+class MLPBlock(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.up = nn.Linear(width, 2 * width)
+        self.down = nn.Linear(2 * width, width)
+
+    def forward(self, x):
+        return self.down(torch.relu(self.up(x)))
+
+
+class Stack(nn.Module):
+    def __init__(self, layers: nn.ModuleList) -> None:
+        super().__init__()
+        self.layers = layers
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
