@@ -318,6 +318,7 @@ def test_per_rank_parameters_are_the_plain_count_over_the_shards(world: int) -> 
     graph = torchatlas.trace(model, torch.randn(2, 16))
     assert graph.ir.meta["param_count"] == plain
     assert graph.ir.meta["param_count_per_rank"] == plain // world
+    assert graph.ir.meta["param_bytes_per_rank"] == 4 * plain // world
     assert scope_by_path(graph.ir, "w1").meta["params_per_rank"] == (64 * 16 + 64) // world
 
 
