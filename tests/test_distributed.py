@@ -453,6 +453,9 @@ def test_the_aten_level_sees_the_same_collectives_without_profiler_markers(world
     assert dead(ir) == dead(plain)  # autograd's detach of what relu saves, as on one device
     for c in collectives(ir):
         assert c.meta["collective"]["group"] == shard.replace("fsdp", "dp")
+    if shard == "tp":  # from_local/to_local's views pass the value on at this level too
+        assert ir.value_meta(scope_by_path(ir, "w1").outputs[0]).placements == ("Shard(1)",)
+        assert [n.target for n in ir.ops() if ir.scope(n.scope).path == "w1"] == ["aten.t.default", "aten.addmm.default"]
 
 
 def test_a_dtensor_given_as_input_is_read_through_its_local_part(world: int) -> None:

@@ -89,6 +89,8 @@ class AtenLevel:
         """Told of each op recorded, with its output tensors (run-time statistics, kept activations)."""
         self.mode = AtenMode(self)
         self._calling: Any = None  # the user frame of the Python call now running
+        self.folding = False
+        """A Python call that passes its argument on runs (DTensor's ``x.view_as(x)``): its ops do too."""
         self.groups: _distributed.Groups | None = None
         """The process groups this trace's collectives ran over (under a process group)."""
 
@@ -228,7 +230,9 @@ class AtenMode(TorchDispatchMode):
         if packet in _METADATA_OPS:
             return result
         name = str(packet)
-        if name in _MARKERS or (name in _distributed.PLUMBING and self.level.passed_on(func, args, result)):
+        if name in _MARKERS or (
+            (self.level.folding or name in _distributed.PLUMBING) and self.level.passed_on(func, args, result)
+        ):
             return result
         self.level.record(func, args, kwargs, result)
         return result

@@ -161,6 +161,9 @@ class PythonLevel(TorchFunctionMode):
         """A call the ATen level watches (which Python op its ATen ops came from) or the timer numbers."""
         observer, timer = self.observer, self.timer
         start = observer.python_call_started(caller) if observer is not None else 0
+        if observer is not None and call_info(func).role == "plumbing":
+            # DTensor's x.view_as(x): the ATen ops it runs pass the value on too
+            observer.folding = _distributed.is_plumbing(call_info(func).target, args)
         recorded = len(self.nodes)
         try:
             try:
@@ -175,6 +178,7 @@ class PythonLevel(TorchFunctionMode):
             return result
         finally:
             if observer is not None:
+                observer.folding = False
                 made = len(self.nodes) > recorded and self.nodes[-1].kind == "op"
                 target = self.nodes[-1].target if made else call_info(func).target
                 observer.python_call_ended(start, target, len(self.nodes) - 1 if made else None)
