@@ -433,6 +433,8 @@ def test_rank_names_the_rank_a_model_was_sharded_for(world: int) -> None:
 def test_rank_without_a_process_group_is_refused() -> None:
     with pytest.raises(ValueError, match="needs a torch.distributed process group"):
         torchatlas.trace(MLP(), torch.randn(2, 16), rank=0)
+    with pytest.raises(TypeError, match="rank must be an int, not str"):
+        torchatlas.trace(MLP(), torch.randn(2, 16), rank="0")
 
 
 @pytest.mark.parametrize("shard", ["tp", "fsdp"])

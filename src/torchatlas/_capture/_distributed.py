@@ -79,6 +79,8 @@ def initialized() -> bool:
 
 def check_rank(rank: int) -> None:
     """``trace(rank=r)``: refuse, in one line, a process that is not rank ``r``."""
+    if not isinstance(rank, int) or isinstance(rank, bool):
+        raise TypeError(f"torchatlas: rank must be an int, not {type(rank).__name__}")
     if not initialized():
         raise ValueError(
             f"torchatlas: rank={rank} needs a torch.distributed process group; make one with "
