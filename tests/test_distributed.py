@@ -333,6 +333,20 @@ def test_tensor_parallel_parameters_per_rank_keep_replicated_ones_whole(world: i
     assert table["w2.bias"]["placements"] == ["Replicate"]
 
 
+def test_activation_memory_per_rank_counts_a_dtensor_by_its_local_part() -> None:
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    try:
+        model = MLP()
+        parallelize_module(model, mesh(4, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+        ir = torchatlas.trace(model, torch.randn(2, 16)).ir
+    finally:
+        dist.destroy_process_group()
+    row = 2 * 16 * 4  # x, w1's shard of its 2×64 result, relu, w2's partial sum, the all-reduced sum
+    assert ir.meta["activation_bytes_per_rank"] == 5 * row
+    assert ir.meta["activation_bytes"] == 4 * row + 2 * 64 * 4  # w1's result counted whole
+    assert scope_by_path(ir, "w1").meta["activation_bytes_per_rank"] == row
+
+
 def test_communication_adds_up_per_call_and_per_mesh_dimension(world: int) -> None:
     model = tensor_parallel_llama(world)
     graph = torchatlas.trace(model, torch.randint(0, 100, (1, 8)), kwargs={"use_cache": False})
