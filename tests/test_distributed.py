@@ -183,8 +183,9 @@ def test_an_explicit_redistribute_is_the_collective_it_runs(world: int) -> None:
     assert dead(ir) == []
 
 
+@pytest.mark.parametrize("level", ["python", "aten"])
 @pytest.mark.parametrize("world", [2, 8], indirect=True)
-def test_a_redistribution_inside_an_op_is_a_node_before_it(world: int) -> None:
+def test_a_redistribution_inside_an_op_is_a_node_before_it(world: int, level: str) -> None:
     tp = mesh(world, "tp")
 
     class ShardedMatmul(nn.Module):
@@ -193,13 +194,13 @@ def test_a_redistribution_inside_an_op_is_a_node_before_it(world: int) -> None:
             return torch.mm(rows_a, rows_b).full_tensor()  # mm gathers b's rows first
 
     a, b = torch.randn(8, 8), torch.randn(8, 8)
-    ir = torchatlas.trace(ShardedMatmul(), (a, b)).ir
+    ir = torchatlas.trace(ShardedMatmul(), (a, b), level=level).ir
     assert no_pending_work()
     assert kinds(ir) == {"scatter": 2, "all_gather": 2} == debug_mode_kinds(ShardedMatmul(), a, b)
-    mm = next(n for n in ir.ops() if n.target == "torch.mm")
+    mm = next(n for n in ir.ops() if n.target in ("torch.mm", "aten.mm.default"))
     first, last = [n for n in collectives(ir) if collective_kind(n.target) == "all_gather"]
     assert mm.inputs[1].node == first.id and ir.node(last.inputs[0]) is mm
-    assert ir.node(first.inputs[0]).target == "torch.distributed.scatter"  # b's shard, as it was scattered
+    assert collective_kind(ir.node(first.inputs[0]).target) == "scatter"  # b's shard, as it was scattered
     assert dead(ir) == []
 
 

@@ -65,6 +65,7 @@ def _aten(session: Session) -> AtenLevel:
     if session.python.dtensors:  # a process group: collectives and FSDP2's unsharded parameters
         aten.flow.watch_views()
         aten.groups = session.python.groups
+        aten.dtensors = True
     return aten
 
 

@@ -90,7 +90,12 @@ class AtenLevel:
         self.mode = AtenMode(self)
         self._calling: Any = None  # the user frame of the Python call now running
         self.folding = False
+        self.dtensors = False
+        """A process group exists: ops on DTensors are watched for the collectives they run."""
+        self._pending: dict[tuple[int, int], tuple[int, int]] | None = None
         """A Python call that passes its argument on runs (DTensor's ``x.view_as(x)``): its ops do too."""
+        self._redirects: dict[tuple[int, int], tuple[int, int]] | None = None
+        """While an op on DTensors runs: value -> the collective that redistributed it inside the op."""
         self.groups: _distributed.Groups | None = None
         """The process groups this trace's collectives ran over (under a process group)."""
 
@@ -155,9 +160,30 @@ class AtenLevel:
             self.flow.alias(result, args[0])
         return True
 
+    def run_dtensor_op(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """An op on DTensors: the collectives its redistributions run inside it (this mode off the
+        stack there) become nodes before it, and it reads their results."""
+        self._redirects = {}
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self._pending, self._redirects = self._redirects, None
+
+    def run_inner_collective(self, packet: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        result = packet(*args, **kwargs)
+        redirects = self._redirects
+        if redirects is not None:
+            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller)
+            overload = getattr(packet, "default", packet)
+            _distributed.redirect(redirects, before, (self.record(overload, args, kwargs, result), 0))
+        return result
+
     def record(self, func: Any, args: tuple, kwargs: dict, result: Any) -> int:
         ins, template, kw_template, written = self._split_call(func, args, kwargs)
         refs = self.flow.refs(ins)
+        pending, self._pending = self._pending, None
+        if pending:  # the op on DTensors reads what its redistributions made
+            refs = [_distributed.redirected(pending, r) for r in refs]
         # a buffer written without being read (out=) is read for its shape: what allocated it is needed
         buffers = self.flow.refs([t for t in written if not any(t is i for i in ins)]) if written else None
         extra: dict[str, Any] = {"phase": self.phase}
@@ -222,17 +248,20 @@ class AtenMode(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         try:
-            result = func(*args, **kwargs)
+            if self.level.dtensors and _distributed.has_dtensor(args, kwargs):
+                result = self.level.run_dtensor_op(func, args, kwargs)
+            else:
+                result = func(*args, **kwargs)
         except Exception as exc:
+            self.level._pending = None
             self.level.record_failure(func, args, kwargs, exc)
             raise
         packet = getattr(func, "overloadpacket", None)
-        if packet in _METADATA_OPS:
-            return result
         name = str(packet)
-        if name in _MARKERS or (
+        if packet in _METADATA_OPS or name in _MARKERS or (
             (self.level.folding or name in _distributed.PLUMBING) and self.level.passed_on(func, args, result)
         ):
+            self.level._pending = None  # no node: nothing reads what a redistribution inside it made
             return result
         self.level.record(func, args, kwargs, result)
         return result

@@ -229,6 +229,45 @@ class Groups:
         return {"group": name or str(pg.group_name), "group_size": int(pg.size()), "ranks": ranks}
 
 
+Slot = tuple[int, int]
+
+
+def redirected(redirects: dict[Slot, Slot], slot: Slot) -> Slot:
+    """The last collective in the chain that redistributed the value ``slot``."""
+    seen = 0
+    while slot in redirects and seen < 64:
+        slot, seen = redirects[slot], seen + 1
+    return slot
+
+
+def inner_reads(flow: Any, redirects: dict[Slot, Slot], args: tuple, kwargs: dict, caller: Any) -> list[Slot | None]:
+    """The values a collective inside an op on DTensors reads; a local copy made on the way
+    (contiguous, movedim) is the value the redistribution started from."""
+    reads: list[Tensor] = []
+    _flat_into([*args, *kwargs.values()], reads)
+    local = redistributed_tensor(caller)
+    given = flow.lookup(local) if local is not None else None
+    before: list[Slot | None] = []
+    for t in reads:
+        slot = flow.lookup(t)
+        if slot is None and given is not None:
+            slot = redirected(redirects, given)
+            flow.register(t, *slot)
+        before.append(slot)
+    return before
+
+
+def redirect(redirects: dict[Slot, Slot], before: list[Slot | None], made: Slot) -> None:
+    """The op on DTensors reads ``made`` where it would have read what the collective redistributed."""
+    for slot in before:
+        if slot is not None:
+            redirects[slot] = made
+
+
+def _flat_into(values: list[Any], out: list[Tensor]) -> None:
+    out.extend(t for v in values for t in _flat(v))
+
+
 def redistributed_tensor(caller: Any) -> Tensor | None:
     """The local tensor a DTensor redistribution running above ``caller`` started from."""
     frame, depth = caller, 0

@@ -139,22 +139,9 @@ class PythonLevel(TorchFunctionMode):
         if redirects is None:
             return result
         with torch._C.DisableTorchFunction():
-            reads: list[Tensor] = []
-            tensors_flat([*args, *kwargs.values()], reads)
-            local = _distributed.redistributed_tensor(caller)
-            given = self.flow.lookup(local) if local is not None else None
-            before = []
-            for t in reads:
-                slot = self.flow.lookup(t)
-                if slot is None and given is not None:  # a local copy made on the way (contiguous, movedim)
-                    slot = _redirected(redirects, given)
-                    self.flow.register(t, *slot)
-                before.append(slot)
+            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller)
         if self._distributed_call(call_info(packet), args, kwargs, result, caller):
-            made = (len(self.nodes) - 1, 0)
-            for slot in before:
-                if slot is not None:
-                    redirects[slot] = made
+            _distributed.redirect(redirects, before, (len(self.nodes) - 1, 0))
         return result
 
     def _observed_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
@@ -315,7 +302,7 @@ class PythonLevel(TorchFunctionMode):
         shape_refs = self.flow.refs(shape_tensors) if shape_tensors else None
         refs = self.flow.refs(tensors)
         if self._redirects:
-            refs = [_redirected(self._redirects, r) for r in refs]
+            refs = [_distributed.redirected(self._redirects, r) for r in refs]
         user, entry = _source.user_frame_and_entry(caller)
         index = len(self.nodes)
         stack = self.tracker.stack
@@ -492,12 +479,3 @@ def _separate_shape_reads(
     template = [split(a, i in positions) for i, a in enumerate(args)]
     kw_template = {k: split(v, k in names) for k, v in kwargs.items() if k != "out"} if kwargs else None
     return tensors, template, kw_template, shapes
-
-
-def _redirected(redirects: dict[tuple[int, int], tuple[int, int]], slot: tuple[int, int]) -> tuple[int, int]:
-    """The last collective in the chain that redistributed the value ``slot``."""
-    seen = 0
-    while slot in redirects and seen < 64:
-        slot, seen = redirects[slot], seen + 1
-    return slot
-

@@ -62,10 +62,15 @@ def _recording_python_level() -> PythonLevel | None:
     return session.python if on_stack and torch._C._is_torch_function_mode_enabled() else None
 
 
-def _inside_dtensor_op() -> PythonLevel | None:
-    """This thread's Python level while it runs an op on DTensors (its mode off the stack)."""
+def _inside_dtensor_op() -> Any:
+    """This thread's recording level while it runs an op on DTensors (its mode off the stack)."""
     session = active_session()
-    return session.python if session is not None and session.python._redirects is not None else None
+    if session is None:
+        return None
+    for level in (session.python, session.recorder):
+        if getattr(level, "_redirects", None) is not None:
+            return level
+    return None
 
 
 def _recording_modes() -> Any:
