@@ -10,6 +10,10 @@
 * A **functional collective** (``torch.ops._c10d_functional.all_reduce``...) is an op the mode
   sees; its node gets :func:`collective_facts` (kind, group, bytes, the redistribution it
   serves) and the trace waits for it at once, so no work is left pending.
+* A functional collective a DTensor op runs inside its ``__torch_dispatch__`` (a
+  redistribution of an operand) is seen by no mode: while an op on DTensors runs, the
+  ``torch.ops._c10d_functional`` ops stand in (:class:`Packet`), the collective becomes a node
+  before the op, and the op reads its result (:func:`redirect`).
 * A **c10d call** (``dist.all_reduce(t)``, FSDP2's ``dist.all_gather_single``) runs in C++
   where no mode sees it: while a trace runs, :func:`stand_ins` wrap the ``torch.distributed``
   functions so each becomes an in-place op node reading what it sends and writing what it
@@ -29,6 +33,7 @@ from typing import Any
 import torch
 
 Tensor = torch.Tensor
+Slot = tuple[int, int]  # (record index, output slot), as in _records
 _DTENSOR_MODULE = "torch.distributed.tensor._api"
 _FUNCOL_MODULE = "torch.distributed._functional_collectives"
 _C10D_MODULE = "torch.distributed.distributed_c10d"
@@ -227,9 +232,6 @@ class Groups:
         except (RuntimeError, ValueError):
             ranks = None
         return {"group": name or str(pg.group_name), "group_size": int(pg.size()), "ranks": ranks}
-
-
-Slot = tuple[int, int]
 
 
 def redirected(redirects: dict[Slot, Slot], slot: Slot) -> Slot:
