@@ -267,6 +267,7 @@ def trace(
     save: str | Sequence[str] | Callable[[str], bool] | None = None,
     save_device: str | torch.device | None = None,
     profile: bool = False,
+    rank: int | None = None,
 ) -> Graph:
     """Run ``model(*args, **kwargs)`` once and record every tensor op with its module call.
 
@@ -296,7 +297,13 @@ def trace(
       call), matched to the trace by call order; on CUDA also ``cuda_time_us``, the device
       time from ``torch.profiler``. Buffers and random state are put back after those passes.
     * ``progress`` shows a live op counter on big traces (default: when stderr is a terminal).
+    * Under a ``torch.distributed`` process group (the ``"fake"`` one runs any world size in one
+      process) collectives are op nodes and DTensors keep their placements; the graph is what
+      this process's rank runs (``graph.ir.meta["distributed"]``). ``rank=r`` checks that it is
+      rank ``r``: a model is sharded for the rank its process group was made with.
     """
+    if rank is not None:
+        _capture.check_rank(rank)
     if level not in _capture.LEVELS or level == "backward":
         raise ValueError(f"torchatlas: level must be 'python' or 'aten', not {level!r}")
     if stats not in (True, False, "sample"):

@@ -130,9 +130,12 @@ export class Model {
         const key = u + ">" + v;
         const slot = n.sl ? n.sl[j] : 0;
         const e = edges.get(key);
-        if (!e) edges.set(key, { id: key, source: u, target: v, node: src.idx, slot, count: 1, values: [[src.idx, slot]] });
+        // a value into or out of a collective goes between ranks: drawn dashed
+        const comm = !!(src.cm || n.cm);
+        if (!e) edges.set(key, { id: key, source: u, target: v, node: src.idx, slot, count: 1, values: [[src.idx, slot]], comm });
         else {
           e.count++;
+          e.comm = e.comm || comm;
           // every tensor the edge carries, once: its label names each (an LSTM's h and c)
           if (!e.values.some(([i, s]) => i === src.idx && s === slot)) e.values.push([src.idx, slot]);
         }

@@ -28,9 +28,9 @@ def build_graph(recording: Recording) -> GraphIR:
             hit = sources[key] = Source(code.co_filename, line, _source.line_text(code.co_filename, line))
         return hit
 
-    metas: dict[tuple[Any, Any, Any], TensorMeta] = {}
+    metas: dict[tuple[Any, ...], TensorMeta] = {}
 
-    def tensor_meta(raw: tuple[Any, Any, Any]) -> TensorMeta:
+    def tensor_meta(raw: tuple[Any, ...]) -> TensorMeta:
         # Shapes repeat: share one immutable TensorMeta per distinct (shape, dtype, device).
         hit = metas.get(raw)
         if hit is None:
@@ -84,9 +84,12 @@ def build_graph(recording: Recording) -> GraphIR:
     return GraphIR(scopes=scopes, nodes=nodes, meta=meta)
 
 
-def _tensor_meta(shape: Any, dtype: Any, device: Any) -> TensorMeta:
+def _tensor_meta(shape: Any, dtype: Any, device: Any, placed: Any = None) -> TensorMeta:
     if not all(type(s) is int for s in shape):
         shape = tuple(s if isinstance(s, int) else str(s) for s in shape)
+    if placed is not None:  # a DTensor: its placements, mesh and local shape
+        placements, mesh, local = placed
+        return TensorMeta(tuple(shape), dtype_name(dtype), str(device), placements, mesh, local)
     return TensorMeta(tuple(shape), dtype_name(dtype), str(device))
 
 

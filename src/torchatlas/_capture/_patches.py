@@ -9,6 +9,8 @@
   the call becomes one opaque node that reads its tensor arguments.
 * ``Tensor.set_`` never reaches ``__torch_function__``: it is wrapped so the tensor it
   re-points reads from the call.
+* ``torch.distributed``'s collectives (``dist.all_reduce``...) run in C++: while a process group
+  exists they are wrapped so each call becomes an op node (``_distributed.stand_ins``).
 * ``torch.overrides.has_torch_function``, asked by ``MultiheadAttention`` and the
   ``TransformerEncoder`` layers whether they may take their fused fast path, answers as if
   no trace ran: any mode on the stack says yes, so traced they would compute another way
@@ -42,6 +44,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module_py
 
+from . import _distributed
 from ._scopes import is_compiled_wrapper
 
 _lock = threading.Lock()
@@ -69,6 +72,7 @@ _FAST_PATH_CHECKS = frozenset(
     for forward in (torch.nn.MultiheadAttention.forward, torch.nn.TransformerEncoderLayer.forward, torch.nn.TransformerEncoder.forward)
 )
 _SET = torch._C.TensorBase.set_
+_replaced: list[tuple[Any, str, Any]] = []  # (namespace, name, original) of the c10d stand-ins installed
 
 ActiveLevel = Callable[[], Any]
 """This thread's Python level when it records: its mode is on the stack (a call it is itself
@@ -188,7 +192,9 @@ _skip_frames(*(make(lambda: None).__code__ for make in (_module_call, _script_ca
 
 
 @contextlib.contextmanager
-def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes) -> Iterator[None]:
+def installed(
+    active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes, inside_dtensor_op: ActiveLevel
+) -> Iterator[None]:
     """Wrap the calls while the block runs, in every thread that traces at once."""
     global _users
     with _lock:
@@ -198,6 +204,11 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
                 torch.jit.ScriptFunction.__call__ = _opaque_to_dynamo(_script_call(active))
                 torch.Tensor.set_ = _opaque_to_dynamo(_set(active))  # shadows the TensorBase method it inherits
                 torch.overrides.has_torch_function = _opaque_to_dynamo(_fast_path_check(ours_of))
+                if _distributed.initialized():
+                    stand_ins = [*_distributed.stand_ins(active), *_distributed.functional_stand_ins(active, inside_dtensor_op)]
+                    for namespace, name, stand_in in stand_ins:
+                        _replaced.append((namespace, name, getattr(namespace, name)))
+                        setattr(namespace, name, stand_in)
         _users += 1
     try:
         yield
@@ -210,6 +221,9 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
                     torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
                     del torch.Tensor.set_
                     torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
+                    while _replaced:
+                        namespace, name, original = _replaced.pop()
+                        setattr(namespace, name, original)
 
 
 @contextlib.contextmanager

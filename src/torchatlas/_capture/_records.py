@@ -12,8 +12,9 @@ from typing import Any
 
 # (producer record index, output slot): an edge while recording, before ids exist
 Slot = tuple[int, int]
-# (shape, dtype, device) as torch gives them; converted to TensorMeta at build time
-RawMeta = tuple[Any, Any, Any]
+# (shape, dtype, device) as torch gives them, and a DTensor's (placements, mesh, local shape);
+# converted to TensorMeta at build time
+RawMeta = tuple[Any, ...]
 # (how, output slot, user code object, line, value given to Python): one read into Python
 Read = tuple[str, int, Any, int, Any]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source, TensorMeta
-from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
+from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind, op_name
 from torchatlas._text import visible
 from torchatlas._view import (
     BACKWARD,
@@ -46,6 +46,7 @@ from torchatlas._view import (
     nonfinite_words,
     page_folds,
     params_text,
+    placement_text,
     read_label,
     read_mark,
     shape_words,
@@ -127,7 +128,16 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("tu", "time", "us"),
     ("ctu", "CUDA time", "us"),
     ("nf", "NaN/Inf ops", "count"),
+    ("cb", "communication bytes", "bytes"),
 )
+
+
+def _meta(m: TensorMeta) -> dict[str, Any]:
+    """A value's shape, dtype and device; a DTensor's placements as the tree words them (``pl``)."""
+    d: dict[str, Any] = {"shape": list(m.shape), "dtype": m.dtype, "device": m.device}
+    if m.placements:
+        d["pl"] = placement_text(m)
+    return d
 
 
 _STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros", "sampled")
@@ -199,8 +209,9 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     model = model_title(ir)
 
     def meta_entry(m: TensorMeta) -> int:
-        words = shape_words(m, dominant)
-        return metas({"shape": list(m.shape), "dtype": m.dtype, "device": m.device, "x": words.shape, "full": visible(words.full)})
+        words, entry = shape_words(m, dominant), _meta(m)
+        placed = f"  [{entry['pl']}]" if "pl" in entry else ""  # a DTensor: how the ranks hold it
+        return metas({**entry, "x": words.shape, "full": visible(words.full) + placed})
 
     out_nodes = []
     for n in ir.nodes:
@@ -229,6 +240,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["so"] = 1
         if n.source is not None:
             d["src"] = _source(n.source, files)
+        facts = n.meta.get("collective")
+        if collective_kind(n.target) is not None and isinstance(facts, dict):  # drawn with dashed edges
+            d["cm"] = 1
+            if _number(facts.get("bytes")) is not None:
+                d["cb"] = facts["bytes"]
         if _number(n.meta.get("flops")) is not None:
             d["f"] = n.meta["flops"]
         d.update(_run_time_fields(n.meta, "bytes") if n.kind == "op" else {})
@@ -274,6 +290,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["params"] = s.meta["params"]
         if _number(s.meta.get("flops")) is not None:
             d["f"] = s.meta["flops"]
+        if _number(s.meta.get("comm_bytes")):
+            d["cb"] = s.meta["comm_bytes"]
         d.update(_run_time_fields(s.meta, "activation_bytes"))
         if (stats := _stats(s.meta.get("output_stats"))) is not None and any(stats):
             d["st"], d["stw"] = stats, _stats_words(stats)  # of the values the call returned, in `out` order

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref
-from torchatlas._ops import op_name
+from torchatlas._ops import collective_kind, op_name
 from torchatlas._text import count_runs, fold_label, format_duration, to_ascii, visible
 from torchatlas._view import (
     LINE_LIMIT,
@@ -20,6 +20,7 @@ from torchatlas._view import (
     backward_groups,
     break_anchors,
     break_label,
+    collective_text,
     decision_text,
     dominant_dtype,
     fold_runs,
@@ -174,6 +175,9 @@ class _TreeBuilder:
 
     def op_label(self, node: Node) -> str:
         text = op_display(node)
+        collective = collective_text(node)
+        if collective is not None:
+            text = f"{collective}: {text}" if op_name(node.target) != collective_kind(node.target) else collective
         operands = self.names_operands(node)
         if operands:
             text += " (" + ", ".join(operands) + ")"

@@ -8,8 +8,8 @@ from collections import Counter
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node, PythonRead, Scope, Source, TensorMeta
-from torchatlas._ops import op_name, operator_symbol
-from torchatlas._text import count_runs, format_shape, visible
+from torchatlas._ops import collective_kind, op_name, operator_symbol
+from torchatlas._text import count_runs, format_bytes, format_shape, visible
 from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
 
@@ -33,6 +33,34 @@ def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
     text = format_shape(meta.shape)
     if meta.dtype and meta.dtype != dominant:
         text += f" {meta.dtype}"
+    if meta.placements:  # a DTensor: its global shape, then how the ranks hold it
+        text += f" [{placement_text(meta)}]"
+    return text
+
+
+def placement_text(meta: TensorMeta) -> str:
+    """``Shard(1) over tp:4, local 2×16`` (one placement per mesh dimension)."""
+    over = ", ".join(
+        f"{p} over {name}:{size}" for p, (name, size) in zip(meta.placements, meta.mesh)
+    ) or ", ".join(meta.placements)
+    local = f", local {format_shape(meta.local_shape)}" if meta.local_shape is not None else ""
+    return over + local
+
+
+def collective_text(node: Node) -> str | None:
+    """``⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)``: a collective as the tree marks
+    it; None for other nodes."""
+    kind = collective_kind(node.target)
+    facts = node.meta.get("collective")
+    if kind is None or not isinstance(facts, dict):
+        return None
+    text = f"⇄ {kind}"
+    if facts.get("group"):
+        text += f" over {facts['group']}:{facts.get('group_size', '?')}"
+    if isinstance(facts.get("bytes"), int):
+        text += f", {format_bytes(facts['bytes'])}"
+    if facts.get("redistribute"):
+        text += f" ({facts['redistribute']})"
     return text
 
 
