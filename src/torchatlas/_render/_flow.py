@@ -52,6 +52,8 @@ class ScopeFlow:
     inputs: list[Ref] = field(default_factory=list)
     """Values read from outside the scope, those the call was given first (in argument order),
     then the rest as first read: ``inputs[0]`` is the main input."""
+    carried: dict[tuple[Item, Item], list[Ref]] = field(default_factory=dict)
+    """(item, item it feeds) -> the values that edge or reference carries, in order."""
 
 
 def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
@@ -101,12 +103,13 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
     for scope in ir.scopes:  # its first argument, not its first read, is the value a call works on
         flows[scope.id].inputs = scope.given_first(flows[scope.id].inputs)
     for (scope_id, a, b), values in carried.items():
+        flows[scope_id].carried[(a, b)] = list(values)
         _classify(ir, flows, scope_id, a, b, list(values))
     dead = unused_ops(ir)
-    for scope_id, flow in flows.items():
+    for flow in flows.values():
         for a, b in _broadcast_edges(flow, dead):
             flow.edges[a].remove(b)
-            flow.references.setdefault(b, []).extend((a, v) for v in carried[(scope_id, a, b)])
+            flow.references.setdefault(b, []).extend((a, v) for v in flow.carried[(a, b)])
     return flows
 
 
