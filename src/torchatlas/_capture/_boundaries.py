@@ -60,6 +60,7 @@ class Boundaries:
         given = self._given(args, kwargs)
         if given:
             self.recording.scope_inputs[index] = given
+            self._works_on(index, args, given)
         self._first[index] = len(self.recording.nodes)
 
     def _given(self, args: tuple, kwargs: dict) -> list[Slot]:
@@ -68,6 +69,18 @@ class Boundaries:
         tensors_flat((*args, *kwargs.values()), tensors)
         given = [slot for t in tensors if (slot := self.flow.lookup(t)) is not None]
         return list(dict.fromkeys(given))
+
+    def _works_on(self, index: int, args: tuple, given: list[Slot]) -> None:
+        """A call given a list first (a dense layer's ``features``) works on its last tensor:
+        ``works_on``, its index among the values given."""
+        if not args or not isinstance(args[0], (list, tuple)):
+            return
+        tensors: list[Tensor] = []
+        tensors_flat(args[0], tensors)
+        last = self.flow.lookup(tensors[-1]) if len(tensors) > 1 else None
+        if last is not None and last in given and given.index(last) > 0:
+            scope = self.tracker.scopes[index]
+            scope.extra = {**(scope.extra or {}), "works_on": given.index(last)}
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None:
         if isinstance(output, Tensor):

@@ -5,9 +5,9 @@ A call whose steps do not nest as series and parallel parts (the adaLN-Zero bloc
 x[:, c:]])``, BotNet's ``q`` read by ``q @ k`` and by the position bias) is laid out again
 with some values turned into named references, as side values are: the value keeps its
 edge to the first step that reads it, and each later read is ``← gate_msa``. A single value
-whose later reads untangle the call is tried first (the call's input, then each step's
-result read again, then the results of calls whose several values are read apart, in
-order); else every value read in several places is broken at once. Where even
+whose later reads untangle the call nearly as flat as breaking them all does is preferred (the
+call's input, then each step's result read again, then the results of calls whose several
+values are read apart, in order); else every value read in several places is broken. Where even
 that leaves a part that does not nest, that part alone is a numbered listing.
 
 The layout is probed without drawing (the builder's ``probing`` mode lays out the items and
@@ -26,34 +26,47 @@ if TYPE_CHECKING:
 Edge = tuple[Item, Item]
 
 
-def lays_out(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> bool:
-    """Whether ``items`` of ``flow`` lay out with no numbered listing."""
+def nesting(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> int | None:
+    """How deep branches nest when ``items`` of ``flow`` are laid out; None if a numbered
+    listing is needed."""
     saved = builder.probing, builder.probe_failed
     builder.probing, builder.probe_failed = True, False
     try:
-        builder.sequence(flow, items, 0)
-        return not builder.probe_failed
+        lines = builder.sequence(flow, items, 0)
+        return None if builder.probe_failed else _depth(lines)
     finally:
         builder.probing, builder.probe_failed = saved
         builder.forget(flow)
 
 
+def _depth(lines: list[Line]) -> int:
+    deepest, stack = 0, [(line, 1) for line in lines]
+    while stack:
+        line, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in line.children)
+    return deepest
+
+
 def untangled(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> ScopeFlow | None:
     """``flow`` with reads turned into references so that ``items`` lay out, registering the
     references with the builder; None when ``flow`` lays out as it is or nothing can be broken."""
-    if lays_out(builder, flow, items):
+    if nesting(builder, flow, items) is not None:
         return None
     later = _later_reads(flow, items)
     if not later:
         return None
-    chosen = None
-    for edges in later.values():
-        trial = _with_references(flow, edges)
-        if lays_out(builder, trial, items):
-            chosen = trial
-            break
-    if chosen is None:
-        chosen = _with_references(flow, [edge for edges in later.values() for edge in edges])
+    # Every value broken at once nests least; one value broken is kept if it nests at most one
+    # level deeper (a dense block, each step read by all later ones, is a chain only when all are).
+    chosen = _with_references(flow, [edge for edges in later.values() for edge in edges])
+    least = nesting(builder, chosen, items)
+    if len(later) > 1:
+        for edges in later.values():
+            trial = _with_references(flow, edges)
+            depth = nesting(builder, trial, items)
+            if depth is not None and (least is None or depth <= least + 1):
+                chosen = trial
+                break
     for item, refs in chosen.references.items():
         if item in chosen.items and refs != flow.references.get(item):
             builder.references[item] = refs
