@@ -18,7 +18,7 @@ from ._backward import backward_groups, forward_part
 from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
 from ._labels import LINE_LIMIT, dominant_dtype, input_label, op_display, relative_name, shape_text
-from ._tree_refs import tangled, untangled
+from ._tree_refs import distinct_labels, tangled, untangled
 from ._view import fold_runs
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
@@ -436,7 +436,7 @@ class _TreeBuilder:
         branches = sorted(groups.values(), key=lambda branch: not read.intersection(branch))
         if len(branches) == 1 and bypass is None:
             return tangled(self, flow, items, level)
-        lines = [self.branch(flow, branch, level) for branch in branches]
+        lines = distinct_labels(self, branches, [self.branch(flow, branch, level) for branch in branches])
         if len(branches) == 1 and bypass:
             lines.append(Line("┬ " + bypass))
         return lines

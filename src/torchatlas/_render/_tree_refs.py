@@ -10,7 +10,7 @@ call's input, then each step's result read again, then the results of calls whos
 values are read apart, in order); else every value read in several places is broken. Where even
 that leaves a part that does not nest, that part alone is a numbered listing.
 
-The layout is probed without drawing (the builder's ``probing`` mode lays out the items and
+Sibling branches named alike are named by their calls instead. The layout is probed without drawing (the builder's ``probing`` mode lays out the items and
 reports whether a listing was needed, without descending into module calls).
 """
 
@@ -18,7 +18,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from torchatlas._text import visible
+
 from ._flow import SOURCE, Item, ScopeFlow
+from ._labels import LINE_LIMIT
 
 if TYPE_CHECKING:
     from ._tree import Line, _TreeBuilder
@@ -82,6 +85,16 @@ def tangled(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item], level: in
     if better is not None:
         return builder.sequence(better, items, level)
     return builder.listing(flow, items, level)
+
+
+def distinct_labels(builder: _TreeBuilder, branches: list[list[Item]], lines: list[Line]) -> list[Line]:
+    """Sibling branches named alike (two calls whose results were each called ``x`` inside them,
+    MobileOne's ``conv_scale`` and ``conv_kxk.0``) are named by their calls instead."""
+    labels = [line.text for line in lines]
+    for branch, line in zip(branches, lines):
+        if line.children and labels.count(line.text) > 1:
+            line.text = "┬ " + visible(builder.short_name(branch[-1]), LINE_LIMIT)
+    return lines
 
 
 def _later_reads(flow: ScopeFlow, items: list[Item]) -> dict[Item, list[Edge]]:
