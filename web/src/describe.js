@@ -125,7 +125,7 @@ export class Describer {
     let lines;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
-      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", "), n.nf && `⚠ ${nonfiniteText(n.nf)}`];
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", "), n.nf && `⚠ ${nonfiniteText(n.nf)}`, ...(n.dc || []).map((t) => `◆ ${t}`)];
     } else {
       const s = m.scopes[Model.unitScope(id)];
       lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
@@ -133,7 +133,15 @@ export class Describer {
     return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
   }
 
+  /** A box of the backward part (page data: its scope's "bw") is drawn dashed, as in the diagram. */
   fullUnit(id) {
+    const d = this.unitFace(id);
+    const m = this.model;
+    const s = m.scopes[id[0] === "n" ? m.nodes[Number(id.slice(1))].s : Model.unitScope(id)];
+    return s.bw ? { ...d, backward: true } : d;
+  }
+
+  unitFace(id) {
     const m = this.model;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
@@ -143,6 +151,8 @@ export class Describer {
         if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
         if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${nonfiniteText(n.nf)}`, category: cat, nonfinite: true };
         if (n.dead) return { title: this.opName(n), subtitle: "unused", category: cat, dead: true };
+        if (n.dm) return { title: this.opName(n), subtitle: `◆ ${n.dm}`, category: cat, decision: true };
+        if (n.so) return { title: this.opName(n), subtitle: "size only", category: cat };
         return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
       }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);

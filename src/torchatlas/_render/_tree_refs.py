@@ -19,9 +19,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from torchatlas._text import visible
+from torchatlas._view import LINE_LIMIT
 
 from ._flow import SOURCE, Item, ScopeFlow
-from ._labels import LINE_LIMIT
 
 if TYPE_CHECKING:
     from ._tree import Line, _TreeBuilder
