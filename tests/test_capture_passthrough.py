@@ -185,7 +185,31 @@ class Tree(nn.Module):
         return self.tree1(x, shortcut)
 
 
-MODELS = [OtherBranch, OuterScope, ReturnedByEnclosing, SameScope, Reassigned, InSequential, Tree]
+class HelperReturns(nn.Module):
+    """timm's ``x = self.forward_features(x)``: a helper method, no module call, returns the
+    pass-through's result (Xception's Identity ``act``); a helper that does not return it
+    hands the caller nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.act, self.pool = nn.Linear(4, 4), nn.Identity(), nn.Linear(4, 4)
+        self.drop, self.lin, self.side = nn.Dropout(0.1), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def features(self, x):
+        x = self.pre(x)
+        x = self.act(x)
+        return x
+
+    def branch(self, x):
+        y = self.drop(x)
+        return self.lin(y)
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.pool(x) + self.branch(x) + self.side(x)
+
+
+MODELS = [OtherBranch, OuterScope, ReturnedByEnclosing, SameScope, Reassigned, InSequential, Tree, HelperReturns]
 
 
 @pytest.mark.parametrize("make", MODELS, ids=lambda m: m.__name__)

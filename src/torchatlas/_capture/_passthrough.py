@@ -219,7 +219,11 @@ class PassThroughs:
         if frame is not None and frame.f_code is d.code:
             return self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame))
         if d.guard is not None and d.guard == returning:
-            return self._returned_by_code(d)
+            return self._returned_by_code(d, anywhere=True)
+        if d.guard in running and not d.superseded:
+            # A helper function of the running call (``forward_features``) has returned: the
+            # caller got the result if the helper's own return is it.
+            return self._returned_by_code(d, anywhere=False)
         return not d.superseded and d.kind == RETURNED
 
     def _arguments_read(self, frames: list[Any], caller: Any) -> Arguments | None:
@@ -249,8 +253,9 @@ class PassThroughs:
             known = self._answers[key] = _got(facts, d, i, arguments)
         return known
 
-    def _returned_by_code(self, d: Delivery) -> bool:
-        """The frame has returned: does a ``return`` of its code carry the result?"""
+    def _returned_by_code(self, d: Delivery, anywhere: bool) -> bool:
+        """The frame has returned: does a ``return`` of its code carry the result (``anywhere``
+        in what it returns, else as the value returned, or in a tuple of them)?"""
         if d.kind in (RETURNED, ESCAPED):
             return True
         facts = self._facts(d.code)
@@ -263,11 +268,12 @@ class PassThroughs:
             span = _span(inst)
             if span is None:
                 return True
-            # The call returned this tensor: a return that holds the result anywhere (in a tuple, a
-            # ModelOutput built by a call) returned it.
-            if d.kind == INLINE and delivered is not None and _contains(span, delivered):
-                return True
-            if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=True):
+            # A module call that returned this tensor: a return that holds the result anywhere (in a
+            # tuple, a ModelOutput built by a call) returned it.
+            if d.kind == INLINE and delivered is not None:
+                if _contains(span, delivered) if anywhere else _direct(facts, i, span, delivered):
+                    return True
+            if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=anywhere):
                 return True
         return False
 
