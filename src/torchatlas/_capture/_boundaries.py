@@ -83,6 +83,7 @@ class Boundaries:
         if given:
             self.recording.scope_inputs[index] = list(given)
             self.recording.scope_input_names[index] = list(given.values())
+            self._works_on(index, args, list(given))
         self._first[index] = len(self.recording.nodes)
 
     def _given(self, module: Any, args: tuple, kwargs: dict) -> dict[Slot, str]:
@@ -98,6 +99,18 @@ class Boundaries:
                 if slot is not None and slot not in given:
                     given[slot] = name
         return given
+
+    def _works_on(self, index: int, args: tuple, given: list[Slot]) -> None:
+        """A call given a list first (a dense layer's ``features``) works on its last tensor:
+        ``works_on``, its index among the values given."""
+        if not args or not isinstance(args[0], (list, tuple)):
+            return
+        tensors: list[Tensor] = []
+        tensors_flat(args[0], tensors)
+        last = self.flow.lookup(tensors[-1]) if len(tensors) > 1 else None
+        if last is not None and last in given and given.index(last) > 0:
+            scope = self.tracker.scopes[index]
+            scope.extra = {**(scope.extra or {}), "works_on": given.index(last)}
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None:
         if isinstance(output, Tensor):

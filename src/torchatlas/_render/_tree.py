@@ -33,6 +33,7 @@ from torchatlas._view import (
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
+from ._tree_refs import distinct_labels, tangled, untangled
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -135,6 +136,9 @@ class _TreeBuilder:
         self.dead = unused_ops(ir)
         self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
+        self.probing = False
+        """Lay out without drawing, only to learn whether a numbered listing is needed (``_tree_refs``)."""
+        self.probe_failed = False
 
     # -- labels -----------------------------------------------------------------
 
@@ -303,6 +307,8 @@ class _TreeBuilder:
         """The item's line with what is inside it; None for a folded member of a run."""
         if item.is_scope and item.id in self.folded:
             return None
+        if self.probing:
+            return Line("")
         line = Line(self.item_label(item), before=self.breaks.get(item.id, []))
         if not item.is_scope:
             return line
@@ -325,7 +331,8 @@ class _TreeBuilder:
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
         dead = self.listed_apart(flow)
         live = [it for it in flow.items if it not in dead] if dead else flow.items
-        line.children = self.sequence(flow, live, level + 1)
+        # Flow that does not nest is broken at values read in several places (named references).
+        line.children = self.sequence(untangled(self, flow, live) or flow, live, level + 1)
         if dead:
             line.children.append(self.unused(dead) if len(dead) > 1 else self.item_line(dead[0], level + 1))
         return line
@@ -438,6 +445,10 @@ class _TreeBuilder:
                     return visible(name, LINE_LIMIT) if name else ""
         return ""
 
+    def forget(self, flow: ScopeFlow) -> None:
+        """Drop what was worked out for ``flow`` (a trial layout's, whose id may be reused)."""
+        self._preds.pop(id(flow), None)
+
     def preds(self, flow: ScopeFlow, item: Item) -> list[Item]:
         cache = self._preds.get(id(flow))
         if cache is None:
@@ -474,8 +485,8 @@ class _TreeBuilder:
         read = {p for it in items for p, _ in self.references.get(it, ())}
         branches = sorted(groups.values(), key=lambda branch: not read.intersection(branch))
         if len(branches) == 1 and bypass is None:
-            return self.listing(flow, items, level)
-        lines = [self.branch(flow, branch, level) for branch in branches]
+            return tangled(self, flow, items, level)
+        lines = distinct_labels(self, branches, [self.branch(flow, branch, level) for branch in branches])
         if len(branches) == 1 and bypass:
             lines.append(Line("┬ " + bypass))
         return lines
