@@ -426,6 +426,10 @@ def _python_reads(value: Any, where: str) -> None:
         statement = item.get("statement")
         _require(statement is None or statement in READ_STATEMENTS, f"{at}.statement must be null or one of {', '.join(READ_STATEMENTS)}")
         _load_source(item.get("source"), at)
+        if item.get("loop") is not None:
+            loop = _obj(item["loop"], f"{at}.loop")
+            _count(loop.get("line"), f"{at}.loop.line")
+            _string(loop.get("code", ""), f"{at}.loop.code")
 
 
 _TENSOR_ENTRY = {"path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list}

@@ -4,6 +4,7 @@ fold names and the model's title. The viewer receives these as data."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
@@ -156,11 +157,44 @@ def read_label(read: PythonRead) -> str:
     return f"{what}{where}" + (f" ({outcome})" if outcome else "")
 
 
-def decision_text(node: Node) -> str:
+def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
     """``⇢ if @ refiner.py:17 (taken)`` for each place the node's value decided something in
-    Python, ``(size only)`` for a value only its size was read of; empty otherwise."""
+    Python, ``(size only)`` for a value only its size was read of; empty otherwise. With
+    ``repeats`` (the same op in a folded loop's other iterations), outcomes are counted:
+    ``⇢ break @ refiner.py:16 (went on ×3, broke)``."""
     reads = decisions(node)
-    if reads:
+    if repeats:
+        places: dict[tuple[str, str], list[str]] = {}
+        for read in reads + [r for other in repeats for r in decisions(other)]:
+            outcome = read_outcome(read)
+            places.setdefault((read_label(read).removesuffix(f" ({outcome})"), ""), []).append(outcome)
+        shown = []
+        for (label, _), outcomes in places.items():
+            counted = {o: outcomes.count(o) for o in dict.fromkeys(outcomes)}
+            text = ", ".join(o if n == 1 else f"{o} ×{n}" for o, n in counted.items() if o)
+            shown.append(f"{label} ({text})" if text else label)
+        if shown:
+            return "  ⇢ " + ", ".join(shown)
+    elif reads:
         shown = count_runs(read_label(r) for r in reads)
         return "  ⇢ " + ", ".join(shown)
     return "  (size only)" if node.meta.get("size_only") else ""
+
+
+def loop_note(ir: GraphIR, scope: Scope) -> str:
+    """`` of range(10), broke at refiner.py:16`` for the first call of a folded loop that a
+    ``break`` ended (the loop's iterable where its header line says it); empty otherwise."""
+    repeat = scope.meta.get("repeat")
+    group = repeat.get("group") if isinstance(repeat, dict) else None
+    entry = next((g for g in ir.meta.get("repeat_groups") or () if isinstance(g, dict) and g.get("group") == group), None)
+    stop = entry.get("exit") if entry is not None else None
+    if not isinstance(stop, dict):
+        return ""
+    src, loop = stop.get("source"), stop.get("loop")
+    header = _LOOP_HEADER.match(loop.get("code", "")) if isinstance(loop, dict) else None
+    of = f" of {header.group(1)}" if header and len(header.group(1)) <= 40 else ""
+    at = f" at {short_source(Source(src['file'], src['line']))}" if isinstance(src, dict) else ""
+    return visible(f"{of}, broke{at}", LINE_LIMIT)
+
+
+_LOOP_HEADER = re.compile(r"for .+? in (.+):\s*(?:#.*)?$")

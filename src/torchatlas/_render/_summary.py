@@ -32,7 +32,7 @@ from torchatlas._text import (
     visible,
 )
 
-from ._labels import LINE_LIMIT, relative_name
+from ._labels import LINE_LIMIT, loop_note, relative_name
 from ._view import fold_runs
 
 SummaryFormat = Literal["rich", "text", "markdown"]
@@ -136,7 +136,7 @@ def summary_rows(
         macs_text = format_si(m.get("macs")) + unknown
         if run:
             last = ir.scope(runs[s.id][-1])
-            label = fold_label(s.path, last.path, s.class_name, len(run))
+            label = fold_label(s.path, last.path, s.class_name, len(run)) + loop_note(ir, s)
             # Calls of one shared module own one set of parameters, not one per call.
             owners = list({ir.scope(sid).path: ir.scope(sid).meta for sid in runs[s.id]}.values())
             if len(owners) > 1:

@@ -22,6 +22,7 @@ from ._labels import (
     decision_text,
     dominant_dtype,
     input_label,
+    loop_note,
     op_display,
     relative_name,
     shape_text,
@@ -91,6 +92,29 @@ def _nonfinite_mark(node: Node) -> str:
     return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
 
 
+def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
+    """``flow`` with the items ``rep`` maps left out: their edges start or end at the items they
+    map to, where that keeps execution order (a later iteration reading the one before does not)."""
+    if not any(it in rep for it in flow.items):
+        return flow
+    items = [it for it in flow.items if it not in rep]
+    position = {it: k for k, it in enumerate(items)}
+    edges: dict[Item, list[Item]] = {}
+    for a, targets in flow.edges.items():
+        ra = rep.get(a, a)
+        for b in targets:
+            rb = rep.get(b, b)
+            if ra == rb or (ra in position and rb in position and position[rb] <= position[ra]):
+                continue
+            out = edges.setdefault(ra, [])
+            if rb not in out:
+                out.append(rb)
+    references = {
+        b: [(rep.get(a, a), ref) for a, ref in refs] for b, refs in flow.references.items() if b not in rep
+    }
+    return ScopeFlow(items, edges, references, flow.inputs)
+
+
 class _TreeBuilder:
     def __init__(self, ir: GraphIR, depth: int | None, source: bool = False, fold: bool = True) -> None:
         self.ir = ir
@@ -101,6 +125,11 @@ class _TreeBuilder:
         self.depth = depth
         self.show_source = source
         self.flows = scope_flows(forward_part(ir))  # backward ops: a section of their own
+        # a folded loop: its later iterations (calls and the caller's ops) stand for the first
+        self.iterations: dict[str, list[Node]] = {}
+        loop_items = self.loop_items(ir) if fold else {}
+        if loop_items:
+            self.flows = {sid: _without(flow, loop_items) for sid, flow in self.flows.items()}
         self.backward = backward_groups(ir)
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[Item, list[Item]]] = {}
@@ -114,6 +143,22 @@ class _TreeBuilder:
         self.dead = unused_ops(ir)
         self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
+
+    def loop_items(self, ir: GraphIR) -> dict[Item, Item]:
+        """Item of a folded loop's later iteration -> the same item of its first iteration;
+        fills ``iterations`` (a first-iteration op -> the same op in the later ones)."""
+        rep: dict[Item, Item] = {}
+        for entry in ir.meta.get("repeat_groups") or ():
+            body = entry.get("body") if isinstance(entry, dict) else None
+            members = entry.get("scopes") if isinstance(entry, dict) else None
+            if not body or not members or members[0] not in self.runs:
+                continue
+            rep.update((Item(True, sid), Item(True, members[0])) for sid in members[1:])
+            for ops in body[1:]:
+                for first, node_id in zip(body[0], ops):
+                    rep[Item(False, node_id)] = Item(False, first)
+                    self.iterations.setdefault(first, []).append(ir.node(node_id))
+        return rep
 
     # -- labels -----------------------------------------------------------------
 
@@ -131,7 +176,7 @@ class _TreeBuilder:
         run = self.runs.get(scope_id)
         if run:
             last = self.ir.scope(run[-1])
-            label = fold_label(scope.path, last.path, scope.class_name, len(run))
+            label = fold_label(scope.path, last.path, scope.class_name, len(run)) + loop_note(self.ir, scope)
             outs = last.outputs
         ins = self.ir.call_inputs(scope, flow.inputs)
         io = ""
@@ -165,7 +210,7 @@ class _TreeBuilder:
             text = f"{node.name} = {text}"
         if node.meta.get("dead"):
             text += "  (unused)"
-        text += decision_text(node)
+        text += decision_text(node, self.iterations.get(node.id))
         text += _nonfinite_mark(node)
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"

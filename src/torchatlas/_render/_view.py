@@ -216,12 +216,18 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             box_of[s.id] = s.id
             boxes[s.id] = Unit(s.id, "box", container, 0, scope=s, members=[s])
 
+    # a folded loop's box holds the caller's ops of every iteration too (node meta "repeat")
+    loop_box = {ir.scope(first).meta["repeat"].get("group"): f"fold_{first}" for first in runs}
     units: dict[str, Unit] = {}
     unit_of: dict[str, str] = {}
     for index, n in enumerate(ir.nodes):
+        body = n.meta.get("repeat") if loop_box and n.kind == "op" else None
         if n.kind in ("input", "output"):
             uid = n.id
             units[uid] = Unit(uid, "node", None, index, node=n, nodes=[n])
+        elif isinstance(body, dict) and loop_box.get(body.get("group")) in units:
+            uid = loop_box[body["group"]]
+            units[uid].nodes.append(n)
         elif n.scope in box_of:
             uid = box_of[n.scope]
             if uid not in units:
