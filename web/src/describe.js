@@ -68,6 +68,7 @@ export function lastComponent(path) {
 
 /** "layers.0" … "layers.79" -> "layers.0–79". */
 export function foldedPath(first, last) {
+  if (first === last) return first; // a loop calling one module
   let k = 0;
   while (k < first.length && first[k] === last[k]) k++;
   while (k > 0 && first[k - 1] !== ".") k--;

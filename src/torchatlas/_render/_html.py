@@ -148,6 +148,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     files, metas, names = _Interner(), _Interner(), _Interner()
     categories = list(CATEGORIES)
     repeats = _valid_repeats(ir)
+    fold_groups = {rep[0] for rep in repeats.values()}
 
     out_nodes = []
     for n in ir.nodes:
@@ -174,6 +175,9 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
         if n.meta.get("size_only"):
             d["so"] = 1
+        body = n.meta.get("repeat") if n.kind == "op" else None
+        if isinstance(body, dict) and str(body.get("group")) in fold_groups and isinstance(body.get("index"), int):
+            d["rg"] = [str(body["group"]), body["index"]]  # a folded loop's caller op: in the fold's box
         if n.source is not None:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:
