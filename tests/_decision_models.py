@@ -92,3 +92,19 @@ class Nested(nn.Module):
                 x = self.block(x)
             x = x * 0.5
         return x
+
+
+class Uneven(nn.Module):
+    """Every other iteration runs one more op: the iterations differ, so nothing folds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(4):
+            x = self.step(x)
+            if i % 2:
+                x = x * 2
+            x = torch.tanh(x)
+        return x

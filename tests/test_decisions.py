@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _decision_models import EarlyExit, Halve, ItemScale, NormGate, ShapeAssert, SizeOnly, line_of
+from _decision_models import EarlyExit, Halve, ItemScale, Nested, NormGate, ShapeAssert, SizeOnly, Uneven, line_of
 from _passes_builder import IRBuilder
 
 import torchatlas
@@ -235,3 +235,87 @@ def test_llamas_packed_position_check_is_a_decision_not_a_faded_column():
     drawn = [d for n, d in zip(graph.ir.nodes, page["nodes"]) if n.kind == "op"]
     assert not any(d.get("dead") for d in drawn)
     assert [d["dm"] for d in drawn if "dm" in d] == ["if: taken"]
+
+
+def _golden(text: str, **lines: int) -> str:
+    return text.format(file=HERE, **lines)
+
+
+def test_the_early_exit_tree_folds_the_loop_golden():
+    model, x = early_exit()
+    tests, big = _eager_decisions(model, x)
+    graph = torchatlas.trace(model, (x,))
+    expected = _golden(
+        "EarlyExit  2×8 → 2×8\n"
+        "├── [1] step (Sequential) ×{n} of range(self.steps), broke at {file}:{brk}  2×8 → 2×8\n"
+        "│   ├── step.0 (Linear)  2×8 → 2×8\n"
+        "│   └── step.1 (Tanh)  2×8 → 2×8\n"
+        "├── [2] delta = sub (-) → 2×8  ← [1]\n"
+        "├── [3] abs → 2×8  ← [2]\n"
+        "├── [4] mean → scalar  ← [3]\n"
+        "├── [5] lt (<) → scalar bool  ⇢ break @ {file}:{brk} (went on ×{on}, broke)  ← [4]\n"
+        "├── [6] norm → scalar  ← [1]\n"
+        "└── [7] gt (>) → scalar bool  ⇢ if @ {file}:{cond} ({outcome})  ← [6]",
+        n=len(tests), on=len(tests) - 1, brk=line_of(EarlyExit, "if delta.abs()"), cond=line_of(EarlyExit, "if h.norm()"),
+        outcome="taken" if big else "not taken",
+    )
+    assert graph.tree() == expected
+    (group,) = graph.ir.meta["repeat_groups"]
+    assert group["count"] == len(tests) and [len(ops) for ops in group["body"]] == [4] * len(tests)
+    assert group["exit"]["source"]["line"] == line_of(EarlyExit, "if delta.abs()")
+    assert group["exit"]["loop"] == {"line": line_of(EarlyExit, "for _ in"), "code": "for _ in range(self.steps):"}
+    summary = graph.summary(format="text")
+    assert f"step (Sequential) ×{len(tests)} of range(self.steps), broke at {HERE}:" in summary
+    dot = graph.to_dot(fold_repeats=True)
+    assert "shape=diamond" in dot and "<B>sub</B>" not in dot and "broke at" in dot  # one box holds the body
+
+
+def test_a_loop_that_ran_to_the_end_folds_without_a_break():
+    torch.manual_seed(0)
+    model = EarlyExit(steps=3)
+    graph = torchatlas.trace(model, (torch.randn(2, 8) * 50,))
+    (group,) = graph.ir.meta["repeat_groups"]
+    assert group["count"] == 3 and "exit" not in group
+    line = next(line for line in graph.tree().splitlines() if "step (Sequential)" in line)
+    assert "×3" in line and "broke" not in line
+
+
+def test_unequal_iterations_do_not_fold():
+    graph = torchatlas.trace(Uneven(), (torch.randn(2, 4),))
+    assert graph.ir.meta["repeat_groups"] == []
+    assert graph.tree().count("step") == 4
+
+
+def test_nested_loops_fold_the_inner_runs_and_keep_the_outer_steps():
+    graph = torchatlas.trace(Nested(), (torch.randn(2, 4),))
+    assert graph.tree() == (
+        "Nested  2×4 → 2×4\n"
+        "├── block (Sequential) ×3  2×4 → 2×4\n"
+        "│   ├── block.0 (Linear)  2×4 → 2×4\n"
+        "│   └── block.1 (ReLU)  2×4 → 2×4\n"
+        "├── x = mul (*) → 2×4\n"
+        "├── block (Sequential) ×3  2×4 → 2×4\n"
+        "│   ├── block.0#3 (Linear)  2×4 → 2×4\n"
+        "│   └── block.1#3 (ReLU)  2×4 → 2×4\n"
+        "└── x = mul (*) → 2×4"
+    )
+    assert [g["count"] for g in graph.ir.meta["repeat_groups"]] == [3, 3]
+
+
+@pytest.mark.parametrize(
+    "model, x, expected",
+    [
+        (NormGate(), torch.ones(2, 4) * 100, "NormGate  2×4 → 2×4\n├── fc (Linear)  2×4 → 2×4\n├── ┬ gt (>)\n"
+         "│   ├── norm → scalar\n│   └── gt (>) → scalar bool  ⇢ if @ {file}:{line} (taken)\n└── h = truediv (/) → 2×4"),
+        (ShapeAssert(), torch.ones(2, 4), "ShapeAssert  2×4 → 2×4\n├── ┬ y = mul (*) → 2×4  (size only)\n└── add (+) → 2×4"),
+        (SizeOnly(), torch.ones(2, 4), "SizeOnly  2×4 → 2×4\n├── ┬ y = sum → 2  (size only)\n└── reshape → 2×4"),
+        (ItemScale(), torch.ones(2, 4), "ItemScale  2×4 → 2×4\n├── ┬ scale\n│   ├── abs → 2×4\n"
+         "│   └── scale = max → scalar  ⇢ .item() @ {file}:{line} (= 1)\n└── truediv (/) → 2×4"),
+    ],
+    ids=["if-norm", "assert-shape", "size-only", "item"],
+)
+def test_tree_goldens_of_the_decision_models(model, x, expected):
+    torch.manual_seed(0)
+    marker = {"NormGate": "if h.norm()", "ItemScale": ".item()"}.get(type(model).__name__)
+    line = line_of(type(model), marker) if marker else 0
+    assert torchatlas.trace(model, (x,)).tree() == expected.format(file=HERE, line=line)
