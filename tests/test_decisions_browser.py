@@ -36,7 +36,7 @@ def test_a_decision_is_a_diamond_mark_and_the_loop_one_box(browser, tmp_path: Pa
     v.click_and_relayout(f'.unit[data-id="{folds[0][0]}"]')  # opened: the first iteration, its break test
     opened = v.page.evaluate(_UNITS)
     tests = [u for u in opened if u[1] == "lt"]
-    assert len(tests) == 1 and tests[0][3] and tests[0][2] == "◆ break: went on"
+    assert len(tests) == 1 and tests[0][3] and tests[0][2] == "◆ break: went on ×3, broke"  # every iteration counted
     assert line_of(EarlyExit, "if delta.abs()") and not v.errors
     v.screenshot("decisions-open")
     v.close()

@@ -26,7 +26,15 @@ from typing import Any
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
 from torchatlas._render._breaks import short_reason
-from torchatlas._render._labels import arguments_text, decisions, model_title, read_label, read_mark
+from torchatlas._render._labels import (
+    arguments_text,
+    counted_reads,
+    decisions,
+    loop_iterations,
+    model_title,
+    read_label,
+    read_mark,
+)
 from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._text import visible
 
@@ -149,6 +157,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     categories = list(CATEGORIES)
     repeats = _valid_repeats(ir)
     fold_groups = {rep[0] for rep in repeats.values()}
+    iterations = loop_iterations(ir)
 
     out_nodes = []
     for n in ir.nodes:
@@ -170,9 +179,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["ip"] = 1
         if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
             d["dead"] = 1
-        if reads := decisions(n):  # Python read it to decide: a diamond mark, never faded
-            d["dm"] = visible(read_mark(reads[-1]))
-            d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
+        if reads := decisions(n) + [r for other in iterations.get(n.id, ()) for r in decisions(other)]:
+            # Python read it to decide: a diamond mark, never faded; a loop's outcomes counted
+            counted = counted_reads(reads)
+            d["dm"] = visible(read_mark(*counted[-1]))
+            d["dc"] = [visible(read_label(first, outcome)) for first, outcome in counted]
         if n.meta.get("size_only"):
             d["so"] = 1
         body = n.meta.get("repeat") if n.kind == "op" else None

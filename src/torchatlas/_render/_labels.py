@@ -136,10 +136,10 @@ def read_outcome(read: PythonRead) -> str:
     return ""
 
 
-def read_mark(read: PythonRead) -> str:
+def read_mark(read: PythonRead, outcome: str | None = None) -> str:
     """The short text of a decision mark on a diagram: ``if: taken``, ``.item() = 4``."""
-    what = read.statement or (_READ_WORDS.get(read.how) if read.how != "bool" else None) or "bool"
-    outcome = read_outcome(read)
+    what = _read_what(read, "bool")
+    outcome = read_outcome(read) if outcome is None else outcome
     return f"{what}: {outcome}" if outcome and not outcome.startswith("=") else f"{what} {outcome}".strip()
 
 
@@ -148,13 +148,47 @@ def decisions(node: Node) -> list[PythonRead]:
     return [r for r in node.python_reads if r.decision] if "reads" in node.meta else []
 
 
-def read_label(read: PythonRead) -> str:
+def read_label(read: PythonRead, outcome: str | None = None) -> str:
     """``if @ refiner.py:17 (taken)``, ``.item() @ loss.py:9 (= 0.25)``,
-    ``read into Python @ m.py:4 (True)`` where the line alone does not say which statement."""
+    ``read into Python @ m.py:4 (True)`` where the line alone does not say which statement;
+    ``outcome`` in place of the read's own (outcomes counted over a loop)."""
     where = f" @ {short_source(read.source)}" if read.source is not None else ""
-    what = read.statement or (_READ_WORDS.get(read.how) if read.how != "bool" else None) or "read into Python"
-    outcome = read_outcome(read)
-    return f"{what}{where}" + (f" ({outcome})" if outcome else "")
+    outcome = read_outcome(read) if outcome is None else outcome
+    return f"{_read_what(read, 'read into Python')}{where}" + (f" ({outcome})" if outcome else "")
+
+
+def _read_what(read: PythonRead, unknown: str) -> str:
+    """``if``, ``break``; ``.item() in if`` for a scalar an ``if`` then compared; else the read."""
+    if read.how == "bool":
+        return read.statement or unknown
+    what = _READ_WORDS.get(read.how, unknown)
+    return f"{what} in {read.statement}" if read.statement else what
+
+
+def counted_reads(reads: list[PythonRead]) -> list[tuple[PythonRead, str]]:
+    """Reads of one place (the same line and statement) as one, with their outcomes counted:
+    ``(first read, "went on ×3, broke")``, in the order the places first ran."""
+    places: dict[str, tuple[PythonRead, list[str]]] = {}
+    for read in reads:
+        key = f"{_read_what(read, '')}@{short_source(read.source) if read.source is not None else ''}"
+        places.setdefault(key, (read, []))[1].append(read_outcome(read))
+    out = []
+    for first, outcomes in places.values():
+        counted = {o: outcomes.count(o) for o in dict.fromkeys(outcomes) if o}
+        out.append((first, ", ".join(o if n == 1 else f"{o} ×{n}" for o, n in counted.items())))
+    return out
+
+
+def loop_iterations(ir: GraphIR) -> dict[str, list[Node]]:
+    """A folded loop's first-iteration op -> the same op in its later iterations (repeat groups' ``body``)."""
+    out: dict[str, list[Node]] = {}
+    for entry in ir.meta.get("repeat_groups") or ():
+        body = entry.get("body") if isinstance(entry, dict) else None
+        for ops in (body or [])[1:]:
+            for first, node_id in zip(body[0], ops):
+                if ir.has_node(node_id):
+                    out.setdefault(first, []).append(ir.node(node_id))
+    return out
 
 
 def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
@@ -164,15 +198,8 @@ def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
     ``⇢ break @ refiner.py:16 (went on ×3, broke)``."""
     reads = decisions(node)
     if repeats:
-        places: dict[tuple[str, str], list[str]] = {}
-        for read in reads + [r for other in repeats for r in decisions(other)]:
-            outcome = read_outcome(read)
-            places.setdefault((read_label(read).removesuffix(f" ({outcome})"), ""), []).append(outcome)
-        shown = []
-        for (label, _), outcomes in places.items():
-            counted = {o: outcomes.count(o) for o in dict.fromkeys(outcomes)}
-            text = ", ".join(o if n == 1 else f"{o} ×{n}" for o, n in counted.items() if o)
-            shown.append(f"{label} ({text})" if text else label)
+        reads = reads + [r for other in repeats for r in decisions(other)]
+        shown = [read_label(first, outcome) for first, outcome in counted_reads(reads)]
         if shown:
             return "  ⇢ " + ", ".join(shown)
     elif reads:

@@ -22,6 +22,7 @@ from ._labels import (
     decision_text,
     dominant_dtype,
     input_label,
+    loop_iterations,
     loop_note,
     op_display,
     relative_name,
@@ -149,15 +150,11 @@ class _TreeBuilder:
         fills ``iterations`` (a first-iteration op -> the same op in the later ones)."""
         rep: dict[Item, Item] = {}
         for entry in ir.meta.get("repeat_groups") or ():
-            body = entry.get("body") if isinstance(entry, dict) else None
             members = entry.get("scopes") if isinstance(entry, dict) else None
-            if not body or not members or members[0] not in self.runs:
-                continue
-            rep.update((Item(True, sid), Item(True, members[0])) for sid in members[1:])
-            for ops in body[1:]:
-                for first, node_id in zip(body[0], ops):
-                    rep[Item(False, node_id)] = Item(False, first)
-                    self.iterations.setdefault(first, []).append(ir.node(node_id))
+            if entry.get("body") and members and members[0] in self.runs:
+                rep.update((Item(True, sid), Item(True, members[0])) for sid in members[1:])
+        self.iterations = {first: later for first, later in loop_iterations(ir).items() if later}
+        rep.update((Item(False, n.id), Item(False, first)) for first, later in self.iterations.items() for n in later)
         return rep
 
     # -- labels -----------------------------------------------------------------
