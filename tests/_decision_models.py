@@ -108,3 +108,21 @@ class Uneven(nn.Module):
                 x = x * 2
             x = torch.tanh(x)
         return x
+
+
+class CountedLoop(nn.Module):
+    """Calls one block until a counter reaches ``stop`` (an input), at most ``steps`` times."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps = steps
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def forward(self, x: torch.Tensor, stop: torch.Tensor) -> torch.Tensor:
+        count = torch.zeros(())
+        for _ in range(self.steps):
+            x = self.block(x)
+            count = count + 1
+            if count >= stop:
+                break
+        return x

@@ -8,8 +8,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from _decision_models import EarlyExit, Halve, ItemScale, Nested, NormGate, ShapeAssert, SizeOnly, Uneven, line_of
+from _decision_models import (
+    CountedLoop,
+    EarlyExit,
+    Halve,
+    ItemScale,
+    Nested,
+    NormGate,
+    ShapeAssert,
+    SizeOnly,
+    Uneven,
+    line_of,
+)
 from _passes_builder import IRBuilder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import torchatlas
 from torchatlas._ir import GraphFormatError, GraphIR
@@ -319,3 +332,25 @@ def test_tree_goldens_of_the_decision_models(model, x, expected):
     marker = {"NormGate": "if h.norm()", "ItemScale": ".item()"}.get(type(model).__name__)
     line = line_of(type(model), marker) if marker else 0
     assert torchatlas.trace(model, (x,)).tree() == expected.format(file=HERE, line=line)
+
+
+@settings(max_examples=15, deadline=None)
+@given(steps=st.integers(2, 7), stop=st.integers(1, 9))
+def test_a_loop_folds_to_the_iterations_it_ran_property(steps: int, stop: int):
+    """However many steps a loop may take and wherever it breaks, the fold counts the
+    iterations that ran, its body once per iteration, and says it broke only when it did."""
+    torch.manual_seed(0)
+    graph = torchatlas.trace(CountedLoop(steps), (torch.randn(2, 4), torch.tensor(float(stop))))
+    ran, broke = min(stop, steps), stop <= steps
+    reads = _reads(graph)
+    assert [r[2] for r in reads] == [i + 1 >= stop for i in range(ran)]
+    assert {r[3] for r in reads} == {"break"}
+    groups = graph.ir.meta["repeat_groups"]
+    if ran < 2:
+        assert groups == []
+        return
+    (group,) = groups
+    assert group["count"] == ran and len(group["body"]) == ran and ("exit" in group) == broke
+    fold = [line for line in graph.tree().splitlines() if "block (Sequential)" in line]
+    assert len(fold) == 1 and f"×{ran}" in fold[0] and ("broke at" in fold[0]) == broke
+    assert "unused" not in graph.tree() and graph.ir.meta["dead_op_count"] == 0

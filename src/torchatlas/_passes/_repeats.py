@@ -203,6 +203,9 @@ def _loop_runs(ir: GraphIR, hashes: dict[str, str], taken: set[str]) -> list[tup
         k = 0
         while k < len(calls) - 1:
             first = calls[k]
+            if first.id in taken or calls[k + 1].path != first.path or hashes[calls[k + 1].id] != hashes[first.id]:
+                k += 1
+                continue
             members, bodies = [first], []
             body = between(first, calls[k + 1])
             signature = _body_signature(ir, body) if body else None
