@@ -115,7 +115,7 @@ def test_a_size_only_read_is_marked_size_only_not_unused():
     total = next(n for n in graph.ir.ops() if n.target.endswith("sum"))
     assert [r.how for r in total.python_reads] == ["size"]
     assert total.meta["size_only"] and not total.meta["dead"]
-    assert "y = sum → 2  (size only)" in graph.tree()
+    assert f"y = sum → 2  (size only @ {HERE}:{line_of(SizeOnly, 'reshape')})" in graph.tree()
     assert "unused" not in graph.tree()
 
 
@@ -320,8 +320,8 @@ def test_nested_loops_fold_the_inner_runs_and_keep_the_outer_steps():
     [
         (NormGate(), torch.ones(2, 4) * 100, "NormGate  2×4 → 2×4\n├── fc (Linear)  2×4 → 2×4\n├── ┬ gt (>)\n"
          "│   ├── norm → scalar\n│   └── gt (>) → scalar bool  ⇢ if @ {file}:{line} (taken)\n└── h = truediv (/) → 2×4"),
-        (ShapeAssert(), torch.ones(2, 4), "ShapeAssert  2×4 → 2×4\n├── ┬ y = mul (*) → 2×4  (size only)\n└── add (+) → 2×4"),
-        (SizeOnly(), torch.ones(2, 4), "SizeOnly  2×4 → 2×4\n├── ┬ y = sum → 2  (size only)\n└── reshape → 2×4"),
+        (ShapeAssert(), torch.ones(2, 4), "ShapeAssert  2×4 → 2×4\n├── ┬ y = mul (*) → 2×4  (size only @ {file}:{line})\n└── add (+) → 2×4"),
+        (SizeOnly(), torch.ones(2, 4), "SizeOnly  2×4 → 2×4\n├── ┬ y = sum → 2  (size only @ {file}:{line})\n└── reshape → 2×4"),
         (ItemScale(), torch.ones(2, 4), "ItemScale  2×4 → 2×4\n├── ┬ scale\n│   ├── abs → 2×4\n"
          "│   └── scale = max → scalar  ⇢ .item() @ {file}:{line} (= 1)\n└── truediv (/) → 2×4"),
     ],
@@ -329,7 +329,9 @@ def test_nested_loops_fold_the_inner_runs_and_keep_the_outer_steps():
 )
 def test_tree_goldens_of_the_decision_models(model, x, expected):
     torch.manual_seed(0)
-    marker = {"NormGate": "if h.norm()", "ItemScale": ".item()"}.get(type(model).__name__)
+    marker = {"NormGate": "if h.norm()", "ItemScale": ".item()", "ShapeAssert": "assert", "SizeOnly": "reshape"}.get(
+        type(model).__name__
+    )
     line = line_of(type(model), marker) if marker else 0
     assert torchatlas.trace(model, (x,)).tree() == expected.format(file=HERE, line=line)
 

@@ -193,7 +193,7 @@ def loop_iterations(ir: GraphIR) -> dict[str, list[Node]]:
 
 def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
     """``⇢ if @ refiner.py:17 (taken)`` for each place the node's value decided something in
-    Python, ``(size only)`` for a value only its size was read of; empty otherwise. With
+    Python, ``(size only @ m.py:5)`` for a value only its size was read of (there); empty otherwise. With
     ``repeats`` (the same op in a folded loop's other iterations), outcomes are counted:
     ``⇢ break @ refiner.py:16 (went on ×3, broke)``."""
     reads = decisions(node)
@@ -205,7 +205,10 @@ def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
     elif reads:
         shown = count_runs(read_label(r) for r in reads)
         return "  ⇢ " + ", ".join(shown)
-    return "  (size only)" if node.meta.get("size_only") else ""
+    if not node.meta.get("size_only"):
+        return ""
+    sized = next((r for r in node.python_reads if r.how == "size" and r.source is not None), None)
+    return f"  (size only @ {short_source(sized.source)})" if sized is not None else "  (size only)"
 
 
 def loop_note(ir: GraphIR, scope: Scope) -> str:
