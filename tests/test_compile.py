@@ -214,7 +214,7 @@ def test_cli_compile_breaks(tmp_path, capsys) -> None:
 
 def test_diagram_and_page_data_show_regions_and_breaks() -> None:
     from torchatlas._render._html import viewer_document
-    from torchatlas._render._palette import COMPILE_REGIONS, GRAPH_BREAK
+    from torchatlas._view import COMPILE_REGIONS, GRAPH_BREAK
 
     _, _, graph = _report(models.TwoBreaks)
     dot = graph.to_dot()

@@ -13,7 +13,7 @@ from torch import nn
 import torchatlas
 from torchatlas._capture._regions import CompiledGraph, CompileFacts, annotate
 from torchatlas._ir import GraphBreak, GraphIR, Node, Scope, Source
-from torchatlas._render._breaks import break_label, dynamo_words, plain_reason
+from torchatlas._view._breaks import break_label, dynamo_words, plain_reason
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -134,7 +134,15 @@ export class Describer {
     return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
   }
 
+  /** A box of the backward part (page data: its scope's "bw") is drawn dashed, as in the diagram. */
   fullUnit(id) {
+    const d = this.unitFace(id);
+    const m = this.model;
+    const s = m.scopes[id[0] === "n" ? m.nodes[Number(id.slice(1))].s : Model.unitScope(id)];
+    return s.bw ? { ...d, backward: true } : d;
+  }
+
+  unitFace(id) {
     const m = this.model;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];

@@ -196,7 +196,7 @@ export class Renderer {
   }
 
   makeCluster(cIdx) {
-    const g = el("g", { class: "cluster", "data-id": "c" + cIdx });
+    const g = el("g", { class: `cluster${this.describer.model.scopes[cIdx].bw ? " backward" : ""}`, "data-id": "c" + cIdx });
     g.sizeRects = [el("rect", { class: "frame", rx: "8" }, g)];
     const header = el("g", { class: "header" }, g);
     g.headerHit = el("rect", { class: "header-hit", x: "0", y: "0", height: String(HEADER) }, header);
@@ -229,7 +229,7 @@ export class Renderer {
   /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
   makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.decision ? " decision" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.decision ? " decision" : ""}${d.backward ? " backward" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
     g.said = this.describer.said(id);
     if (old) g.style.transform = old.style.transform;
     el("title", {}, g).textContent = this.describer.tooltip(id);

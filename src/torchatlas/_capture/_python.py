@@ -61,7 +61,7 @@ class PythonLevel(TorchFunctionMode):
         self.watchers: list[Any] = []
         """Told of each op recorded, with its output tensors (run-time statistics, kept activations)."""
         self.timer: Any = None
-        """Times each call in a profiler range, when asked to."""
+        """Numbers each call, so that an untraced timing pass can time the op it made."""
 
     # -- module calls -------------------------------------------------------------------
 
@@ -108,18 +108,14 @@ class PythonLevel(TorchFunctionMode):
         return result
 
     def _observed_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
-        """A call the ATen level watches (which Python op its ATen ops came from) or the timer times."""
+        """A call the ATen level watches (which Python op its ATen ops came from) or the timer numbers."""
         observer, timer = self.observer, self.timer
         start = observer.python_call_started(caller) if observer is not None else 0
         recorded = len(self.nodes)
         try:
             try:
-                if timer is None:
-                    result = func(*args, **kwargs)
-                else:
-                    call, timed = timer.call_range()
-                    with timed:
-                        result = func(*args, **kwargs)
+                call = timer.next_call() if timer is not None else 0
+                result = func(*args, **kwargs)
             except BaseException as exc:
                 self._failed(func, args, kwargs, exc, caller)
                 raise

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from torchatlas._ir import GraphIR
 from torchatlas._text import to_ascii, visible
-
-from ._labels import LINE_LIMIT, decisions, op_display, read_outcome, short_source
+from torchatlas._view import LINE_LIMIT, decisions, op_display, read_outcome, short_source
 
 _WHAT = {"item": ".item()", "tolist": ".tolist()", "int": "int()", "float": "float()", "index": "index", "print": "print"}
 

@@ -37,6 +37,13 @@ def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
     return text
 
 
+def shape_list(metas: list[TensorMeta | None], dominant: str | None = None, most: int | None = None) -> list[str]:
+    """Every tensor's shape, in order (``2×10×96, 4×2×48, 4×2×48``), three or more alike in a
+    row counted once (``1×8×32 ×3``); past ``most`` entries, ``…``."""
+    texts = count_runs(shape_text(meta, dominant) for meta in metas)
+    return texts if most is None or len(texts) <= most else [*texts[:most], "…"]
+
+
 def op_display(node: Node) -> str:
     """``conv2d``, ``view``, ``add (+)``, ``addmm`` (for ``aten.addmm.default``)."""
     target = node.target or node.kind
