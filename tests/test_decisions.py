@@ -260,7 +260,7 @@ def test_the_early_exit_tree_folds_the_loop_golden():
     graph = torchatlas.trace(model, (x,))
     expected = _golden(
         "EarlyExit  2×8 → 2×8\n"
-        "├── [1] step (Sequential) ×{n} of range(self.steps), broke at {file}:{brk}  2×8 → 2×8\n"
+        "├── [1] step#0–{last} (Sequential) ×{n} of range(self.steps), broke at {file}:{brk}  2×8 → 2×8\n"
         "│   ├── step.0 (Linear)  2×8 → 2×8\n"
         "│   └── step.1 (Tanh)  2×8 → 2×8\n"
         "├── [2] delta = sub (-) → 2×8  ← [1]\n"
@@ -269,7 +269,7 @@ def test_the_early_exit_tree_folds_the_loop_golden():
         "├── [5] lt (<) → scalar bool  ⇢ break @ {file}:{brk} (went on ×{on}, broke)  ← [4]\n"
         "├── [6] norm → scalar  ← [1]\n"
         "└── [7] gt (>) → scalar bool  ⇢ if @ {file}:{cond} ({outcome})  ← [6]",
-        n=len(tests), on=len(tests) - 1, brk=line_of(EarlyExit, "if delta.abs()"), cond=line_of(EarlyExit, "if h.norm()"),
+        n=len(tests), last=len(tests) - 1, on=len(tests) - 1, brk=line_of(EarlyExit, "if delta.abs()"), cond=line_of(EarlyExit, "if h.norm()"),
         outcome="taken" if big else "not taken",
     )
     assert graph.tree() == expected
@@ -278,7 +278,7 @@ def test_the_early_exit_tree_folds_the_loop_golden():
     assert group["exit"]["source"]["line"] == line_of(EarlyExit, "if delta.abs()")
     assert group["exit"]["loop"] == {"line": line_of(EarlyExit, "for _ in"), "code": "for _ in range(self.steps):"}
     summary = graph.summary(format="text")
-    assert f"step (Sequential) ×{len(tests)} of range(self.steps), broke at {HERE}:" in summary
+    assert f"step#0–{len(tests) - 1} (Sequential) ×{len(tests)} of range(self.steps), broke at {HERE}:" in summary
     dot = graph.to_dot(fold_repeats=True)
     assert "shape=diamond" in dot and "<B>sub</B>" not in dot and "broke at" in dot  # one box holds the body
 
@@ -289,7 +289,7 @@ def test_a_loop_that_ran_to_the_end_folds_without_a_break():
     graph = torchatlas.trace(model, (torch.randn(2, 8) * 50,))
     (group,) = graph.ir.meta["repeat_groups"]
     assert group["count"] == 3 and "exit" not in group
-    line = next(line for line in graph.tree().splitlines() if "step (Sequential)" in line)
+    line = next(line for line in graph.tree().splitlines() if "(Sequential) ×" in line)
     assert "×3" in line and "broke" not in line
 
 
@@ -353,6 +353,6 @@ def test_a_loop_folds_to_the_iterations_it_ran_property(steps: int, stop: int):
         return
     (group,) = groups
     assert group["count"] == ran and len(group["body"]) == ran and ("exit" in group) == broke
-    fold = [line for line in graph.tree().splitlines() if "block (Sequential)" in line]
+    fold = [line for line in graph.tree().splitlines() if "(Sequential) ×" in line]
     assert len(fold) == 1 and f"×{ran}" in fold[0] and ("broke at" in fold[0]) == broke
     assert "unused" not in graph.tree() and graph.ir.meta["dead_op_count"] == 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import op_name
-from torchatlas._text import count_runs, fold_label, to_ascii, visible
+from torchatlas._text import count_runs, to_ascii, visible
 from torchatlas._view import (
     LINE_LIMIT,
     ViewOptions,
@@ -25,9 +25,9 @@ from torchatlas._view import (
     forward_part,
     input_label,
     loop_iterations,
-    loop_note,
     op_display,
     relative_name,
+    run_label,
     shape_text,
     short_source,
 )
@@ -191,7 +191,7 @@ class _TreeBuilder:
         run = self.runs.get(scope_id)
         if run:
             last = self.ir.scope(run[-1])
-            label = fold_label(scope.path, last.path, scope.class_name, len(run)) + loop_note(self.ir, scope)
+            label = run_label(self.ir, scope, last, len(run))
             outs = last.outputs
         ins = self.ir.call_inputs(scope, flow.inputs)
         io = ""

@@ -218,6 +218,19 @@ def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
     return f"  (size only @ {short_source(sized.source)})" if sized is not None else "  (size only)"
 
 
+def run_label(ir: GraphIR, first: Scope, last: Scope, count: int) -> str:
+    """A folded run's line: ``layers.0–79 (LlamaDecoderLayer) ×80``; a loop calling one module
+    numbers its calls and says where it stopped: ``step#0–3 (Sequential) ×4 of range(10), broke
+    at refiner.py:22``."""
+    note = loop_note(ir, first)
+    repeat = first.meta.get("repeat")
+    group = repeat.get("group") if isinstance(repeat, dict) else None
+    loop = any(isinstance(g, dict) and g.get("group") == group and g.get("body") for g in ir.meta.get("repeat_groups") or ())
+    if loop and first.path == last.path:
+        return visible(f"{first.path or '<root>'}#{first.call}–{last.call} ({first.class_name}) ×{count}{note}")
+    return _fold_label(first.path, last.path, first.class_name, count) + note
+
+
 def loop_note(ir: GraphIR, scope: Scope) -> str:
     """`` of range(10), broke at refiner.py:16`` for the first call of a folded loop that a
     ``break`` ended (the loop's iterable where its header line says it); empty otherwise."""
