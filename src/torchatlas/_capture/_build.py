@@ -54,6 +54,8 @@ def build_graph(recording: Recording) -> GraphIR:
         meta = dict(s.extra) if s.extra else {}
         if s.passthrough:
             meta["passthrough"] = True
+        if i in recording.scope_input_names:  # the parameter each of its inputs was passed as
+            meta["input_names"] = recording.scope_input_names[i]
         scopes.append(
             Scope(
                 scope_ids[i],

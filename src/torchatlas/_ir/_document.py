@@ -432,6 +432,14 @@ def _python_reads(value: Any, where: str) -> None:
             _string(loop.get("code", ""), f"{at}.loop.code")
 
 
+def _compile_graphs(value: Any, where: str, nodes: dict[str, Node], _scopes: dict[str, Scope]) -> None:
+    """How many graphs dynamo compiled: at least one more than the highest an op ran in."""
+    count = _count(value, where)
+    regions = [n.meta.get("compile_region") for n in nodes.values()]
+    highest = max((r for r in regions if type(r) is int), default=-1)
+    _require(highest < count, f"{where} is {count}, but an op ran in compiled graph {highest}")
+
+
 _TENSOR_ENTRY = {"path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list}
 
 NODE_FACTS: dict[str, Check] = {
@@ -475,7 +483,7 @@ GRAPH_FACTS: dict[str, Check] = {
     "save_note": _of(_string),
     "profile_runs": _of(_count),
     "time_measure": _of(_string),
-    "compile_graphs": _of(_count),
+    "compile_graphs": _compile_graphs,
     "graph_breaks": _graph_breaks,
 }
 

@@ -14,10 +14,10 @@ import warnings
 from dataclasses import replace
 from pathlib import PurePath
 
-from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, op_name
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
-from torchatlas._text import format_compact
+from torchatlas._text import format_compact, format_duration
 from torchatlas._view import (
     BACKWARD,
     BACKWARD_SCOPE,
@@ -69,6 +69,16 @@ def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int
     return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
 
 
+def _time_facts(calls: list[Scope]) -> list[str]:
+    """``1.2 ms`` and ``CUDA 0.8 ms`` for profiled calls (a folded run: every member's, summed)."""
+    facts = []
+    for key, prefix in (("time_us", ""), ("cuda_time_us", "CUDA ")):
+        times = [t for s in calls if isinstance(t := s.meta.get(key), (int, float))]
+        if times:
+            facts.append(prefix + format_duration(sum(times)))
+    return facts
+
+
 def _param_count(ir: GraphIR, unit: Unit) -> int:
     """Parameters owned by the unit's modules (from the model's parameter list when captured)."""
     declared = ir.meta.get("parameters")
@@ -105,7 +115,7 @@ class _Writer:
         self.used_categories: set[str] = set()
         self.linked_tensors: set[str] = set()
         # Module calls holding the op a partial trace failed at: marked even when drawn as one box.
-        self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+        self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.lines: list[str] = []
         self.in_values: dict[str, list[tuple[str, int]]] = {}
         self.out_values: dict[str, list[tuple[str, int]]] = {}
@@ -280,6 +290,7 @@ class _Writer:
         params = _param_count(self.ir, unit)
         if params:
             facts.append(f"{format_compact(params)} params")
+        facts += _time_facts(unit.members if unit.kind == "fold" else [scope])
         title = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if unit.kind == "fold":
             title += f" <B>×{len(unit.members)}</B>"

@@ -253,20 +253,22 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
 
 
 def _output_range(members: list[Scope]) -> str:
-    """``[-1.2, 3.4]`` over the first output of each member; ``-`` without numbers."""
-    lows, highs, nonfinite = [], [], 0
+    """``[-1.2, 3.4]`` over the first output of each member (``≈[…]`` where a strided sample
+    was measured, ``stats="sample"``); ``-`` without numbers."""
+    lows, highs, nonfinite, sampled = [], [], 0, False
     for m in members:
         stats = m.meta.get("output_stats")
         first = stats[0] if isinstance(stats, list) and stats else None
         if not isinstance(first, dict):
             continue
         nonfinite += (first.get("nan") or 0) + (first.get("inf") or 0)
+        sampled = sampled or "sampled" in first
         if isinstance(first.get("min"), (int, float)) and isinstance(first.get("max"), (int, float)):
             lows.append(first["min"])
             highs.append(first["max"])
     if nonfinite:
         return "NaN/Inf"  # the range of the finite values would hide what matters
-    return f"[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
+    return f"{'≈' if sampled else ''}[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
 
 
 def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row) -> list[list[str]]:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import op_name
-from torchatlas._text import count_runs, to_ascii, visible
+from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
     LINE_LIMIT,
+    ReadingNames,
     ViewOptions,
     backward_groups,
     break_anchors,
@@ -159,8 +160,9 @@ class _TreeBuilder:
         self.returned_too = {
             p for flow in self.flows.values() for p, _ in flow.references.get(SINK, ()) if flow.edges.get(p)
         }
+        self.reading = ReadingNames(ir)
         self.dead = unused_ops(ir)
-        self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+        self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
 
     def loop_items(self, ir: GraphIR) -> dict[Item, Item]:
@@ -204,7 +206,7 @@ class _TreeBuilder:
         """``(a, b)`` after a join's op: its operands' variables, when every one has a name and no
         name stands for two values (``hidden_states + residual`` where both were once ``hidden_states``)."""
         refs = [r for r in node.inputs if self.ir.node(r).kind == "op"]
-        names = [self.ref_name(r) for r in refs]
+        names = [self.reading.read_by_op(r, node) or self.ref_name(r) for r in refs]
         if len(names) < 2 or not all(names):
             return []
         values_of: dict[str | None, set[Ref]] = {}
@@ -237,10 +239,20 @@ class _TreeBuilder:
         text = self.scope_label(item.id) if item.is_scope else self.op_label(self.ir.node(item.id))
         side = self.references.get(item)
         if side:
-            text += "  ← " + ", ".join(dict.fromkeys(self.value_name(producer, ref) for producer, ref in side))
+            names = (self.read_name(item, ref) or self.value_name(producer, ref) for producer, ref in side)
+            text += "  ← " + ", ".join(dict.fromkeys(names))
         if item in self.returned_too:
             text += "  (also returned)"
         return text
+
+    def read_name(self, reader: Item, ref: Ref) -> str | None:
+        """What the reader calls a side value: the parameter a call was given it as, or the
+        variable a call's result was assigned to where it is read (``_view.ReadingNames``)."""
+        if reader.is_scope:
+            name = self.reading.read_by_call(ref, reader.id)
+        else:
+            name = self.reading.read_by_op(ref, self.ir.node(reader.id))
+        return visible(name, LINE_LIMIT) if name else None
 
     def ref_name(self, ref: Ref) -> str | None:
         """The variable holding this one value: ``h`` of ``h, gate = x.chunk(2)``."""
@@ -316,6 +328,15 @@ class _TreeBuilder:
         path = self.ir.scope(node.scope).path
         return f"{path}.{op_display(node)}" if path else op_display(node)
 
+    def time_mark(self, scope_id: str) -> str:
+        """``  time 1.2 ms`` (and ``, CUDA 0.8 ms``) on a profiled call; a folded run's members summed."""
+        members = [self.ir.scope(sid).meta for sid in self.runs.get(scope_id, [scope_id])]
+        cpu = [t for m in members if isinstance(t := m.get("time_us"), (int, float))]
+        if not cpu:
+            return ""
+        device = [t for m in members if isinstance(t := m.get("cuda_time_us"), (int, float))]
+        return f"  time {format_duration(sum(cpu))}" + (f", CUDA {format_duration(sum(device))}" if device else "")
+
     def item_line(self, item: Item, level: int) -> Line | None:
         """The item's line with what is inside it; None for a folded member of a run."""
         if item.is_scope and item.id in self.folded:
@@ -323,6 +344,7 @@ class _TreeBuilder:
         line = Line(self.item_label(item), before=self.breaks.get(item.id, []))
         if not item.is_scope:
             return line
+        line.text += self.time_mark(item.id)
         if self.depth is not None and level >= self.depth:
             if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"

@@ -1,5 +1,5 @@
 """The words every renderer puts on screen, defined once: shapes, op names, module names,
-fold names and the model's title. The viewer receives these as data."""
+fold names and the model's title. The page gets them as data through ``_page``."""
 
 from __future__ import annotations
 

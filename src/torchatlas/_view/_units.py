@@ -5,8 +5,8 @@ folded run of repeated blocks, or a small reference box standing in for a value
 read far from where it was made. Scopes that are not boxed become clusters.
 Edges gather every value flowing between two units; the backward part of a
 ``backward=True`` graph is set apart first. ``_dot`` turns this view
-into DOT text; the web page's viewer is given its decisions (folds, far values)
-as data, so both draw the same picture.
+into DOT text. The web page gets the same folds (``fold_runs``) and the same
+backward part as data (``_page``); it still picks its own far values (its hubs).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._view._backward import backward_apart
+from torchatlas._view._far import CallDistance
 from torchatlas._view._options import ViewOptions
 from torchatlas._view._palette import PALETTES
 
@@ -220,9 +221,12 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     folds: dict[str, list[Scope]] = {}
     aliases: dict[str, str] = {}  # node id in a later member -> the first member's node at its place
     hidden_run: dict[str, str] = {}  # scope id inside a member after the first -> the run's first member
+    in_runs: set[str] = set()  # scope ids inside any member of a folded run
     for s in ir.scopes:
         container = None if s.parent == root else s.parent
         depth[s.id] = 0 if s.parent is None else depth[s.parent] + 1
+        if s.id in fold_of or s.parent in in_runs:
+            in_runs.add(s.id)
         if s.parent is not None and s.parent in hidden_run:
             hidden_run[s.id] = hidden_run[s.parent]
         elif s.parent is not None and s.parent in box_of:
@@ -289,6 +293,8 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
 
     reads: list[tuple[str, int, str, str, bool]] = []
     readers: dict[Ref, list[str]] = {}
+    distance = CallDistance(ir)
+    far: set[tuple[str, int, str]] = set()  # (value, reader unit) read after FAR_CALLS other calls ran
     for n in ir.nodes:
         dst = unit_of.get(n.id)
         run = hidden_run.get(n.scope)
@@ -302,6 +308,10 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             if (run is not None or n.id in later_ops) and loop_of.get(src_id, "") in (run, loop_of.get(n.id)):
                 continue  # one iteration of an open loop feeding the next: drawn once
             reads.append((src_id, slot, src, dst, from_param))
+            # a read touching a folded run is drawn once, by the first member: its place is not the reader's
+            in_run = n.scope in in_runs or ir.node(src_id).scope in in_runs
+            if not from_param and not in_run and distance.is_far(ir.node(src_id), n):
+                far.add((src_id, slot, dst))
             value_readers = readers.setdefault(Ref(src_id, slot), [])
             if dst not in value_readers:
                 value_readers.append(dst)
@@ -317,7 +327,7 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     edges: dict[tuple[str, str], Edge] = {}
     for src_id, slot, src, dst, from_param in reads:
         kept = kept_call.get(Ref(src_id, slot))
-        if kept is not None and branch[(src_id, slot, dst)] not in (None, kept):
+        if (src_id, slot, dst) in far or (kept is not None and branch[(src_id, slot, dst)] not in (None, kept)):
             ref = f"ref_{src_id}_{slot}_{dst}"
             target = units[dst]
             refs.setdefault(
