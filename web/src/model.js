@@ -68,7 +68,15 @@ export class Model {
   }
 
   unitOfNode(n, units) {
-    return units[n.s] ?? "n" + n.idx;
+    const up = units[n.s];
+    if (up != null) return up;
+    if (n.rg && this.folded.has(n.rg[0]) && this.groups.has(n.rg[0])) {
+      // A folded loop's caller ops belong to its box; opened, the first iteration's show.
+      const first = this.groups.get(n.rg[0])[0];
+      if (!this.expanded.has(first)) return "g" + first;
+      if (n.rg[1] > 0) return "c" + first;
+    }
+    return "n" + n.idx;
   }
 
   /** The scope index behind a unit id ("s3", "g3": the fold's first member; -1 for others). */

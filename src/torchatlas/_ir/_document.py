@@ -445,6 +445,10 @@ def _python_reads(value: Any, where: str) -> None:
         statement = item.get("statement")
         _require(statement is None or statement in READ_STATEMENTS, f"{at}.statement must be null or one of {', '.join(READ_STATEMENTS)}")
         _load_source(item.get("source"), at)
+        if item.get("loop") is not None:
+            loop = _obj(item["loop"], f"{at}.loop")
+            _count(loop.get("line"), f"{at}.loop.line")
+            _string(loop.get("code", ""), f"{at}.loop.code")
 
 
 def _compile_graphs(value: Any, where: str, nodes: dict[str, Node], _scopes: dict[str, Scope]) -> None:

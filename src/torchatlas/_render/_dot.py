@@ -40,6 +40,7 @@ from torchatlas._view import (
     input_label,
     leaf_module_category,
     legend_graphs,
+    loop_note,
     model_title,
     plain_reason,
     rank_pins,
@@ -296,6 +297,9 @@ class _Writer:
         label = title
         if facts:
             label += "<BR/>" + _font(html_text(" · ".join(facts), 120), p.muted, 9)
+        note = loop_note(self.ir, scope).removeprefix(" ").removeprefix(", ") if unit.kind == "fold" else ""
+        if note:  # a loop a break ended: where, and over what
+            label += "<BR/>" + _font(html_text(note, 120), DECISION_BORDER, 9)
         tip = tooltip(f"{full_name} ({scope.cls})", _source_line(scope.source))
         if unit.kind == "fold":
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'

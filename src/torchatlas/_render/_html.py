@@ -36,11 +36,13 @@ from torchatlas._view import (
     arguments_text,
     backward_apart,
     call_name,
+    counted_reads,
     decisions,
     dominant_dtype,
     graph_counts,
     leaf_module_category,
     legend_graphs,
+    loop_iterations,
     metric_words,
     model_title,
     nonfinite_words,
@@ -204,6 +206,12 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     files, metas, names, words_of = _Interner(), _Interner(), _Interner(), _Interner()
     categories = list(CATEGORIES)
     repeats, folds = _fold_data(ir, scope_index)
+    # a folded loop's caller ops go in its fold: the repeats pass's group -> the page's
+    page_group = {
+        ir.scope(sid).meta["repeat"].get("group"): rep[0] for sid, rep in repeats.items()
+        if isinstance(ir.scope(sid).meta.get("repeat"), dict)
+    }
+    iterations = loop_iterations(ir)
 
     dominant = dominant_dtype(ir)
     model = model_title(ir)
@@ -233,11 +241,16 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["ip"] = 1
         if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
             d["dead"] = 1
-        if reads := decisions(n):  # Python read it to decide: a diamond mark, never faded
-            d["dm"] = visible(read_mark(reads[-1]))
-            d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
+        if reads := decisions(n) + [r for other in iterations.get(n.id, ()) for r in decisions(other)]:
+            # Python read it to decide: a diamond mark, never faded; a loop's outcomes counted
+            counted = counted_reads(reads)
+            d["dm"] = visible(read_mark(*counted[-1]))
+            d["dc"] = [visible(read_label(first, outcome)) for first, outcome in counted]
         if n.meta.get("size_only"):
             d["so"] = 1
+        body = n.meta.get("repeat") if n.kind == "op" else None
+        if isinstance(body, dict) and body.get("group") in page_group and isinstance(body.get("index"), int):
+            d["rg"] = [page_group[body["group"]], body["index"]]  # a folded loop's caller op: in the fold's box
         if n.source is not None:
             d["src"] = _source(n.source, files)
         facts = n.meta.get("collective")

@@ -21,7 +21,6 @@ from rich.text import Text
 
 from torchatlas._ir import GraphIR, Scope, TensorMeta
 from torchatlas._text import (
-    fold_label,
     format_bytes,
     format_compact,
     format_count,
@@ -31,7 +30,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, shape_list
+from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, run_label, shape_list
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -159,7 +158,7 @@ def summary_rows(
         macs_text = format_si(m.get("macs")) + unknown
         if run:
             last = ir.scope(runs[s.id][-1])
-            label = fold_label(s.path, last.path, s.class_name, len(run))
+            label = run_label(ir, s, last, len(run))
             # Calls of one shared module own one set of parameters, not one per call.
             owners = list({ir.scope(sid).path: ir.scope(sid).meta for sid in runs[s.id]}.values())
             if len(owners) > 1:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import collective_kind, op_name
-from torchatlas._text import count_runs, fold_label, format_duration, to_ascii, visible
+from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
     LINE_LIMIT,
     ReadingNames,
@@ -26,8 +26,10 @@ from torchatlas._view import (
     fold_runs,
     forward_part,
     input_label,
+    loop_iterations,
     op_display,
     relative_name,
+    run_label,
     shape_text,
     short_source,
 )
@@ -112,6 +114,29 @@ def _nonfinite_mark(node: Node) -> str:
     return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
 
 
+def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
+    """``flow`` with the items ``rep`` maps left out: their edges start or end at the items they
+    map to, where that keeps execution order (a later iteration reading the one before does not)."""
+    if not any(it in rep for it in flow.items):
+        return flow
+    items = [it for it in flow.items if it not in rep]
+    position = {it: k for k, it in enumerate(items)}
+    edges: dict[Item, list[Item]] = {}
+    for a, targets in flow.edges.items():
+        ra = rep.get(a, a)
+        for b in targets:
+            rb = rep.get(b, b)
+            if ra == rb or (ra in position and rb in position and position[rb] <= position[ra]):
+                continue
+            out = edges.setdefault(ra, [])
+            if rb not in out:
+                out.append(rb)
+    references = {
+        b: [(rep.get(a, a), ref) for a, ref in refs] for b, refs in flow.references.items() if b not in rep
+    }
+    return ScopeFlow(items, edges, references, flow.inputs)
+
+
 class _TreeBuilder:
     def __init__(self, ir: GraphIR, depth: int | None, source: bool = False, fold: bool = True) -> None:
         self.ir = ir
@@ -122,6 +147,11 @@ class _TreeBuilder:
         self.depth = depth
         self.show_source = source
         self.flows = scope_flows(forward_part(ir))  # backward ops: a section of their own
+        # a folded loop: its later iterations (calls and the caller's ops) stand for the first
+        self.iterations: dict[str, list[Node]] = {}
+        loop_items = self.loop_items(ir) if fold else {}
+        if loop_items:
+            self.flows = {sid: _without(flow, loop_items) for sid, flow in self.flows.items()}
         self.backward = backward_groups(ir)
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[Item, list[Item]]] = {}
@@ -140,6 +170,18 @@ class _TreeBuilder:
         """Lay out without drawing, only to learn whether a numbered listing is needed (``_tree_refs``)."""
         self.probe_failed = False
 
+    def loop_items(self, ir: GraphIR) -> dict[Item, Item]:
+        """Item of a folded loop's later iteration -> the same item of its first iteration;
+        fills ``iterations`` (a first-iteration op -> the same op in the later ones)."""
+        rep: dict[Item, Item] = {}
+        for entry in ir.meta.get("repeat_groups") or ():
+            members = entry.get("scopes") if isinstance(entry, dict) else None
+            if entry.get("body") and members and members[0] in self.runs:
+                rep.update((Item(True, sid), Item(True, members[0])) for sid in members[1:])
+        self.iterations = {first: later for first, later in loop_iterations(ir).items() if later}
+        rep.update((Item(False, n.id), Item(False, first)) for first, later in self.iterations.items() for n in later)
+        return rep
+
     # -- labels -----------------------------------------------------------------
 
     def shapes(self, refs: list[Ref]) -> str:
@@ -156,7 +198,7 @@ class _TreeBuilder:
         run = self.runs.get(scope_id)
         if run:
             last = self.ir.scope(run[-1])
-            label = fold_label(scope.path, last.path, scope.class_name, len(run))
+            label = run_label(self.ir, scope, last, len(run))
             outs = last.outputs
         ins = self.ir.call_inputs(scope, flow.inputs)
         io = ""
@@ -193,7 +235,7 @@ class _TreeBuilder:
             text = f"{node.name} = {text}"
         if node.meta.get("dead"):
             text += "  (unused)"
-        text += decision_text(node)
+        text += decision_text(node, self.iterations.get(node.id))
         text += _nonfinite_mark(node)
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"

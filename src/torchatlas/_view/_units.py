@@ -247,6 +247,18 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             box_of[s.id] = s.id
             boxes[s.id] = Unit(s.id, "box", container, 0, scope=s, members=[s])
 
+    # a folded loop's box holds the caller's ops of every iteration too (node meta "repeat");
+    # drawn open, its later iterations' ops stand for the first one's, as its later calls do
+    loop_box = {ir.scope(first).meta["repeat"].get("group"): f"fold_{first}" for first in runs}
+    loop_of: dict[str, str] = {}  # a loop's caller op -> the run's first member
+    later_ops: dict[str, str] = {}  # such an op in a later iteration -> the first iteration's
+    for entry in ir.meta.get("repeat_groups") or ():
+        body = entry.get("body") if isinstance(entry, dict) else None
+        first = (entry.get("scopes") or [None])[0] if body else None
+        if first in runs:
+            loop_of.update((node_id, first) for ops in body for node_id in ops)
+            if first in folds:
+                later_ops.update((node_id, head) for ops in body[1:] for head, node_id in zip(body[0], ops))
     units: dict[str, Unit] = {}
     unit_of: dict[str, str] = {}
     for index, n in enumerate(ir.nodes):
@@ -254,9 +266,17 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             if aliases[n.id] in unit_of:
                 unit_of[n.id] = unit_of[aliases[n.id]]
             continue
+        if n.id in later_ops:  # a later iteration of a loop drawn open: drawn as the first one's op
+            if later_ops[n.id] in unit_of:
+                unit_of[n.id] = unit_of[later_ops[n.id]]
+            continue
+        body = n.meta.get("repeat") if loop_box and n.kind == "op" else None
         if n.kind in ("input", "output"):
             uid = n.id
             units[uid] = Unit(uid, "node", None, index, node=n, nodes=[n])
+        elif isinstance(body, dict) and loop_box.get(body.get("group")) in units:
+            uid = loop_box[body["group"]]
+            units[uid].nodes.append(n)
         elif n.scope in box_of:
             uid = box_of[n.scope]
             if uid not in units:
@@ -285,6 +305,8 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
                 continue
             if run is not None and _in_run(ir, ir.node(src_id).scope, folds[run], hidden_run):
                 continue  # one member feeding the next: drawn once, inside the first member
+            if (run is not None or n.id in later_ops) and loop_of.get(src_id, "") in (run, loop_of.get(n.id)):
+                continue  # one iteration of an open loop feeding the next: drawn once
             reads.append((src_id, slot, src, dst, from_param))
             # a read touching a folded run is drawn once, by the first member: its place is not the reader's
             in_run = n.scope in in_runs or ir.node(src_id).scope in in_runs
