@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 
 import pytest
 import torch
 
 import torchatlas
-from torchatlas._render import DotOptions, SummaryOptions, TreeOptions
+from torchatlas._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
 from torchatlas._view import ViewOptions
 
 transformers = pytest.importorskip("transformers")
@@ -21,12 +23,62 @@ def gpt2(layers: int = 3) -> torchatlas.Graph:
     return torchatlas.trace(model, kwargs={"input_ids": torch.randint(0, 100, (1, 8))})
 
 
+VIEW_FIELDS = ("depth", "fold_repeats", "expand_leaf_modules", "show_params", "show_constants", "direction")
+
+
 def test_every_writer_takes_the_view_options_with_one_default_each() -> None:
-    for options in (TreeOptions, SummaryOptions, DotOptions):
+    assert tuple(f.name for f in dataclasses.fields(ViewOptions)) == VIEW_FIELDS
+    for options in (TreeOptions, SummaryOptions, DotOptions, HtmlOptions):
         assert issubclass(options, ViewOptions)
-        assert (options().depth, options().fold_repeats) == (ViewOptions().depth, ViewOptions().fold_repeats)
+        assert all(getattr(options(), name) == getattr(ViewOptions(), name) for name in VIEW_FIELDS)
         with pytest.raises(ValueError, match="depth must be None or an integer"):
             options(depth=-1)
+
+
+@pytest.mark.parametrize("options", [TreeOptions, SummaryOptions, HtmlOptions])
+def test_a_writer_refuses_the_view_options_it_cannot_honour_in_one_line(options: type[ViewOptions]) -> None:
+    assert options.UNHONOURED and set(options.UNHONOURED) <= set(VIEW_FIELDS)
+    for name in options.UNHONOURED:
+        value = "LR" if name == "direction" else True
+        with pytest.raises(ValueError, match=rf"^{options.__name__} cannot honour {name}={value!r}: \S"):
+            options(**{name: value})
+    assert not DotOptions.UNHONOURED  # the diagram honours every view option
+
+
+def page_document(page: str) -> dict:
+    """The graph document a page embeds."""
+    start = page.index('id="atlas-data">') + len('id="atlas-data">')
+    return json.loads(page[start : page.index("</script>", start)])
+
+
+class MadeConstant(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.scale = torch.tensor(2.0)  # a plain attribute, not a buffer: a constant
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x) * self.scale
+
+
+def test_the_diagram_and_the_page_hide_the_same_node_kinds() -> None:
+    graph = torchatlas.trace(MadeConstant(), torch.randn(2, 4))
+    constants = [n for n in graph.ir.nodes if n.kind == "constant"]
+    assert constants
+    for options, drawn in ((ViewOptions(), False), (ViewOptions(show_constants=True), True)):
+        dot = graph.to_dot(show_constants=options.show_constants, expand_leaf_modules=True)
+        assert (f'"{constants[0].id}"' in dot) is drawn
+        page = page_document(graph.to_html(show_constants=options.show_constants))
+        assert page["view"]["hidden"] == sorted(options.hidden_kinds())
+        assert ("constant" in page["view"]["hidden"]) is not drawn
+    assert ViewOptions().hidden_kinds() == {"param", "buffer", "constant"}
+    assert ViewOptions(show_params=True, show_constants=True).hidden_kinds() == set()
+
+
+def test_the_page_starts_from_the_view_options() -> None:
+    graph = torchatlas.trace(MadeConstant(), torch.randn(2, 4))
+    view = page_document(graph.to_html(depth=2, fold_repeats=False, direction="LR", show_params=True))["view"]
+    assert view == {"hidden": ["constant"], "fold": False, "depth": 2, "direction": "RIGHT"}
 
 
 def test_tree_summary_and_diagram_fold_repeats_alike_by_default() -> None:

@@ -190,7 +190,7 @@ class Graph:
 
         Options: the fields of ``DotOptions``: ``depth`` (collapse module calls deeper than
         it into one box), ``expand_leaf_modules``, ``show_tensors``, ``show_params``,
-        ``fold_repeats``, ``direction`` ("TB"/"LR"), ``theme`` ("light"/"dark"), ``legend``.
+        ``show_constants``, ``fold_repeats``, ``direction`` ("TB"/"LR"), ``theme`` ("light"/"dark"), ``legend``.
         """
         fmt = image_format(path, format) if path is not None else (format or "svg")
         dot_options = DotOptions(**options)
@@ -198,9 +198,11 @@ class Graph:
             value = render_dot(self.ir, dot_options, fmt)
         return value if path is None else write_atomic(path, value)
 
-    def to_html(self, path: PathLike | None = None, title: str | None = None) -> str | Path:
-        """The interactive viewer as one self-contained HTML file (works offline, no server)."""
-        return self._emit("html", HtmlOptions(title=title), path)
+    def to_html(self, path: PathLike | None = None, title: str | None = None, **options: Any) -> str | Path:
+        """The interactive viewer as one self-contained HTML file (works offline, no server).
+        Options: the view options its first view starts from (``HtmlOptions``: ``depth``,
+        ``fold_repeats``, ``show_params``, ``show_constants``, ``direction``)."""
+        return self._emit("html", HtmlOptions(title=title, **options), path)
 
     def show(self, title: str | None = None) -> Path:
         """Open the interactive viewer in the default web browser; returns the page's path.

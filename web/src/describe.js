@@ -142,12 +142,11 @@ export class Describer {
 
   /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */
   paramsRead(n) {
-    if (this.model.showParams) return "";
     const parts = [];
     for (const i of n.i || []) {
       const src = this.model.nodes[i];
       const kind = this.model.kindOf(src);
-      if (kind !== "param" && kind !== "buffer") continue;
+      if ((kind !== "param" && kind !== "buffer") || this.model.isVisibleKind(src)) continue;
       const leaf = lastComponent(src.path || "");
       const short = leaf === "weight" ? "W" : leaf === "bias" ? "b" : leaf;
       parts.push(`${short} ${shapeOf(this.meta(src.idx))}`);

@@ -56,7 +56,8 @@ class App {
     this.buildShell(mount);
     const m = this.model;
     const area = Math.max(0.1, Math.min(1, (innerWidth * innerHeight) / (1400 * 800)));
-    m.expandToDepth(m.depthWithin(Math.max(12, Math.round(START_BUDGET * area)), true), true);
+    const start = m.startDepth ?? m.depthWithin(Math.max(12, Math.round(START_BUDGET * area)), true);
+    m.expandToDepth(Math.max(1, start), m.startDepth === null);
     this.syncDepthSelect();
   }
 
@@ -92,16 +93,19 @@ class App {
     for (let d = 1; d <= this.model.maxDepth + 1; d++) this.depthSelect.appendChild(h("option", { value: String(d), text: `depth ${d}` }));
     this.depthSelect.addEventListener("change", () => this.collapseToDepth(Number(this.depthSelect.value)));
     this.overlay = new Overlay(this.model, this.describer, () => this.applyOverlay(), () => this.resize());
-    this.direction = "DOWN"; // ELK's: "DOWN" top to bottom, "RIGHT" left to right
-    const directionButton = button("⇣", "Lay the graph out left to right", () => {
-      const across = this.direction === "DOWN";
-      this.direction = across ? "RIGHT" : "DOWN";
+    this.direction = this.model.startDirection; // ELK's: "DOWN" top to bottom, "RIGHT" left to right
+    const showDirection = () => {
+      const across = this.direction === "RIGHT";
       directionButton.textContent = across ? "⇢" : "⇣";
       directionButton.title = across ? "Lay the graph out top to bottom" : "Lay the graph out left to right";
       directionButton.setAttribute("aria-pressed", String(across));
+    };
+    const directionButton = button("⇣", "Lay the graph out left to right", () => {
+      this.direction = this.direction === "DOWN" ? "RIGHT" : "DOWN";
+      showDirection();
       this.relayout({ animate: true, fit: true });
     }, "direction");
-    directionButton.setAttribute("aria-pressed", "false");
+    showDirection();
     this.paramsToggle = h("input", { type: "checkbox", "aria-label": "Show parameters" });
     this.paramsToggle.addEventListener("change", () => {
       this.model.showParams = this.paramsToggle.checked;

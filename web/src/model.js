@@ -2,7 +2,6 @@
 // which boxes are on screen for the current expand/fold state, and which edges
 // join them. Pure data; no DOM.
 
-const HIDDEN_KINDS = new Set(["param", "buffer", "constant"]);
 const HUB_READERS = 4; // a value read by more boxes than this is a hub...
 const HUB_KEEP = 2; // ...whose first readers keep a real edge
 
@@ -33,7 +32,12 @@ export class Model {
     }
     for (const [g, members] of this.groups) if (members.length < 2) this.groups.delete(g);
     this.expanded = new Set([0]);
-    this.folded = new Set(this.groups.keys());
+    // The first view, decided in Python (`_view.page_view`) as for every other output.
+    const view = doc.view || {};
+    this.hidden = new Set(view.hidden || []); // node kinds drawn only while the params switch is on
+    this.folded = new Set(view.fold === false ? [] : this.groups.keys());
+    this.startDepth = view.depth ?? null; // null: as deep as fits the window
+    this.startDirection = view.direction || "DOWN";
     this.showParams = false;
   }
 
@@ -42,7 +46,7 @@ export class Model {
   }
 
   isVisibleKind(n) {
-    return this.showParams || !HIDDEN_KINDS.has(this.kindOf(n));
+    return this.showParams || !this.hidden.has(this.kindOf(n));
   }
 
   /** The fold group a scope heads or belongs to, when that group is folded. */

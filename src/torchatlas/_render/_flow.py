@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
+from torchatlas._view import LOCAL_KINDS
 
 
 class Item(NamedTuple):
@@ -35,7 +36,6 @@ class Item(NamedTuple):
 
 SOURCE = Item(False, "<source>")
 SINK = Item(False, "<sink>")
-_LOCAL_LEAF_KINDS = ("param", "buffer", "constant")
 
 
 @dataclass
@@ -82,7 +82,7 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
             add_item(chain[level], item_at(chain, node, level))
         for ref in node.inputs:
             src = ir.node(ref)
-            if src.kind in _LOCAL_LEAF_KINDS:
+            if src.kind in LOCAL_KINDS:
                 continue
             src_chain = chains[src.scope] if src.kind == "op" else []
             common = 0

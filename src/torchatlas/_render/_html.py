@@ -21,7 +21,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source, TensorMeta
 from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind, op_name
@@ -33,6 +33,7 @@ from torchatlas._view import (
     EAGER_REGION,
     GRAPH_BREAK,
     PALETTES,
+    ViewOptions,
     arguments_text,
     backward_apart,
     call_name,
@@ -47,6 +48,7 @@ from torchatlas._view import (
     model_title,
     nonfinite_words,
     page_folds,
+    page_view,
     params_text,
     placement_text,
     read_label,
@@ -407,8 +409,16 @@ def _plain_text(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class HtmlOptions:
-    """What the web page shows; every field is also a keyword of ``Graph.to_html``."""
+class HtmlOptions(ViewOptions):
+    """What the web page shows first; every field is also a keyword of ``Graph.to_html``.
+
+    The view options set the page's first view (``_view.page_view``): the node kinds hidden
+    until the params switch is on, folds, direction, and ``depth``, the nesting open at first
+    (None: as deep as fits the window; the page opens any call on a click)."""
+
+    UNHONOURED: ClassVar[dict[str, str]] = {
+        "expand_leaf_modules": "the page opens a leaf module's ops on a click, as any call's",
+    }
 
     title: str | None = None
     """The page's title; default: the model's class name."""
@@ -433,7 +443,8 @@ def content_security_policy(script: str, style: str) -> str:
 def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
     """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``)."""
     bundle, css = _bundle()
-    doc = viewer_document(ir, (options or HtmlOptions()).title)
+    options = options or HtmlOptions()
+    doc = {**viewer_document(ir, options.title), "view": page_view(options)}
     script, style = f"\n{bundle}\n", f"\n{palette_css()}\n{_breaks_css()}\n{css}\n"
     return (
         "<!DOCTYPE html>\n"

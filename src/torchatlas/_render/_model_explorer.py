@@ -22,7 +22,7 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._ops import op_name
-from torchatlas._view import BROADCAST_CALLS, CallDistance, arguments_text, backward_apart, call_holding, model_title
+from torchatlas._view import BROADCAST_CALLS, LOCAL_KINDS, CallDistance, arguments_text, backward_apart, call_holding, model_title
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:
@@ -65,7 +65,7 @@ def _broadcast_stand_ins(ir: GraphIR) -> dict[tuple[Ref, str], str]:
             continue
         for ref in n.inputs:
             src = ir.node(ref)
-            if src.kind in ("param", "buffer", "constant"):
+            if src.kind in LOCAL_KINDS:
                 continue
             call = call_holding(chains[n.scope], chains[src.scope])
             if call is not None:  # read inside a call the producer is not in

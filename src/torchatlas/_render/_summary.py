@@ -12,7 +12,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from rich import box
 from rich.console import Console
@@ -30,7 +30,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, run_label, shape_list
+from torchatlas._view import LINE_LIMIT, STATE_KINDS, ViewOptions, dominant_dtype, fold_runs, relative_name, run_label, shape_list
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -369,7 +369,15 @@ class SummaryOptions(ViewOptions):
     """What the summary table shows and how; every field is also a keyword of ``Graph.summary``.
 
     ``depth``: deeper calls are left out; ``fold_repeats``: a run of identical sibling calls
-    (``layers.0–79 ×80``) is one row, with per-call and total params and FLOPs, its inside shown once."""
+    (``layers.0–79 ×80``) is one row, with per-call and total params and FLOPs, its inside shown once.
+    Its rows are module calls, so the fields about drawn nodes are refused (``UNHONOURED``)."""
+
+    UNHONOURED: ClassVar[dict[str, str]] = {
+        "expand_leaf_modules": "its rows are module calls, a leaf module's ops are never rows",
+        "show_params": "parameters are its Params column, never rows",
+        "show_constants": "its rows are module calls, constants are never rows",
+        "direction": "a table reads top to bottom",
+    }
 
     format: SummaryFormat = "text"
     """``"rich"`` (a box table), ``"text"`` (aligned plain columns) or ``"markdown"``."""
@@ -428,7 +436,7 @@ def _unregistered_line(ir: GraphIR) -> str:
     if not unregistered:
         return ""
     # only those holding state matter: transformers' shared GELUActivation owns nothing to lose
-    holders = [n.path.rsplit(".", 1)[0] for n in ir.nodes if n.kind in ("param", "buffer") and n.path and "." in n.path]
+    holders = [n.path.rsplit(".", 1)[0] for n in ir.nodes if n.kind in STATE_KINDS and n.path and "." in n.path]
     paths = list(dict.fromkeys(p for p in holders if p in unregistered))
     if not paths:
         return ""

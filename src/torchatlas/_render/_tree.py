@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import collective_kind, op_name
@@ -58,7 +59,15 @@ class TreeOptions(ViewOptions):
     """What the text tree shows; every field is also a keyword of ``Graph.tree``.
 
     ``depth``: deeper calls are one line each; ``fold_repeats``: a run of identical sibling
-    calls (``layers.0–79 ×80``) is shown once, expanded as its first member."""
+    calls (``layers.0–79 ×80``) is shown once, expanded as its first member. The tree lists
+    ops and module calls as lines of text, so the fields about drawn boxes are refused (``UNHONOURED``)."""
+
+    UNHONOURED: ClassVar[dict[str, str]] = {
+        "expand_leaf_modules": "it always lists a leaf module's ops (one op: the call's own line)",
+        "show_params": "its lines are ops and module calls, parameters and buffers never are",
+        "show_constants": "its lines are ops and module calls, constants never are",
+        "direction": "text reads top to bottom",
+    }
 
     ascii: bool = False
     """Draw with ``|--`` and spell arrows and marks in ASCII."""

@@ -43,7 +43,7 @@ from ._labels import (
     short_source,
 )
 from ._names import ReadingNames, assigned_names, operand_names
-from ._options import ViewOptions
+from ._options import CONSTANT_KINDS, LOCAL_KINDS, STATE_KINDS, ViewOptions
 from ._page import (
     GraphCounts,
     PageFold,
@@ -53,6 +53,7 @@ from ._page import (
     metric_words,
     nonfinite_words,
     page_folds,
+    page_view,
     params_text,
     shape_words,
 )
@@ -75,13 +76,16 @@ __all__ = [
     "BACKWARD_SCOPE",
     "BROADCAST_CALLS",
     "COMPILE_REGIONS",
+    "CONSTANT_KINDS",
     "DECISION",
     "DECISION_BORDER",
     "EAGER_REGION",
     "FAR_CALLS",
     "GRAPH_BREAK",
     "LINE_LIMIT",
+    "LOCAL_KINDS",
     "PALETTES",
+    "STATE_KINDS",
     "CallDistance",
     "DotOptions",
     "Edge",
@@ -124,6 +128,7 @@ __all__ = [
     "op_display",
     "operand_names",
     "page_folds",
+    "page_view",
     "params_text",
     "plain_reason",
     "rank_pins",

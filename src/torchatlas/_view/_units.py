@@ -17,10 +17,9 @@ from typing import Any, Literal
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._view._backward import backward_apart
 from torchatlas._view._far import CallDistance
-from torchatlas._view._options import ViewOptions
+from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._palette import PALETTES
 
-_HIDDEN_KINDS = ("param", "buffer")
 # A value read inside this many different module calls (Llama's rotary cos/sin,
 # attention masks) keeps its edges into the first call only; the other calls
 # get a small reference box. Long edges through many clusters are what makes
@@ -35,23 +34,17 @@ class DotOptions(ViewOptions):
 
     ``depth``: module nesting to expand; deeper calls collapse into one box. ``fold_repeats``
     (default, as in the tree): a run of identical sibling blocks is drawn once, as its first
-    member titled ``layers.0–79 ×80``; collapsed by ``depth``, one double-bordered ``×80`` box."""
+    member titled ``layers.0–79 ×80``; collapsed by ``depth``, one double-bordered ``×80`` box.
+    Every field of ``ViewOptions`` is honoured."""
 
-    expand_leaf_modules: bool = False
-    """Draw the ops inside standard ``torch.nn`` leaf modules (Conv2d, Linear...) instead of one box."""
     show_tensors: bool = False
     """Draw each tensor as its own node instead of a shape label on the edge."""
-    show_params: bool = False
-    """Draw parameters and buffers and the edges from them."""
-    direction: Literal["TB", "LR"] = "TB"
     theme: Literal["light", "dark"] = "light"
     legend: bool = True
     """Add the model name and a colour legend under the diagram."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.direction not in ("TB", "LR"):
-            raise ValueError(f"direction must be 'TB' or 'LR', not {self.direction!r}")
         if self.theme not in PALETTES:
             raise ValueError(f"theme must be one of {', '.join(PALETTES)}, not {self.theme!r}")
 
@@ -199,6 +192,7 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     A ``backward=True`` graph's backward ops are drawn apart (``backward_apart``), whatever
     the output: ``Layout.ir`` is the graph they are drawn from."""
     ir = backward_apart(ir)
+    hidden = options.hidden_kinds()
     children = ir.children()
     runs = fold_runs(ir, children) if options.fold_repeats else {}
     fold_of = {m: first for first, members in runs.items() for m in members}
@@ -283,7 +277,7 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
                 units[uid] = boxes[uid]
                 boxes[uid].first = index
             units[uid].nodes.append(n)
-        elif n.kind in _HIDDEN_KINDS and not options.show_params:
+        elif n.kind in hidden:
             continue
         else:
             uid = n.id
@@ -299,9 +293,9 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
         dst = unit_of.get(n.id)
         run = hidden_run.get(n.scope)
         for src_id, slot in n.inputs:
-            from_param = ir.node(src_id).kind in _HIDDEN_KINDS
+            from_param = ir.node(src_id).kind in STATE_KINDS
             src = unit_of.get(src_id)
-            if dst is None or src is None or src == dst or (from_param and not options.show_params):
+            if dst is None or src is None or src == dst or ir.node(src_id).kind in hidden:
                 continue
             if run is not None and _in_run(ir, ir.node(src_id).scope, folds[run], hidden_run):
                 continue  # one member feeding the next: drawn once, inside the first member
