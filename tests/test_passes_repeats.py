@@ -34,7 +34,7 @@ def test_numbered_layers_fold_into_one_group():
     ir = find_repeats(b.build())
     [group] = ir.meta["repeat_groups"]
     layers = [s for s in ir.scopes if s.cls == "m.Block"]
-    assert group == {"group": "g0", "scopes": [s.id for s in layers], "count": 4, "label": "layers.0–3 (Block) ×4"}
+    assert group == {"group": "g0", "scopes": [s.id for s in layers], "count": 4, "label": "layers.0–3 (Block) ×4", "totals": {}}
     assert [s.meta["repeat"] for s in layers] == [{"group": "g0", "index": i, "count": 4} for i in range(4)]
     # the Linear calls inside are not siblings of each other, so they do not fold
     assert all("repeat" not in s.meta for s in ir.scopes if s.class_name == "Linear")
@@ -64,6 +64,32 @@ def test_loop_calling_one_shared_module_folds():
     ir = find_repeats(b.build())
     [group] = ir.meta["repeat_groups"]
     assert group["count"] == 5 and group["label"] == "shared (Block) ×5"
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_analyze_totals_each_run_once_for_every_output(shared: bool) -> None:
+    """The repeats pass writes each run's totals: FLOPs and MACs summed over the calls,
+    parameters once per module (a loop over one module owns one set); the page and the
+    summary read them there."""
+    from torchatlas._passes import analyze
+    from torchatlas._render import SummaryOptions, summary
+    from torchatlas._view import page_folds
+
+    b = IRBuilder()
+    x = b.input((2, 8))
+    for i in range(4):
+        x = _block(b, x, "shared" if shared else f"layers.{i}", call=i if shared else 0, with_params=not shared or i == 0)
+    b.output(x)
+    ir = analyze(b.build())
+    [group] = ir.meta["repeat_groups"]
+    members = [ir.scope(sid).meta for sid in group["scopes"]]
+    totals = group["totals"]
+    assert totals["flops"] == sum(m["flops"] for m in members) > 0
+    assert totals["macs"] == sum(m["macs"] for m in members)
+    assert totals["params"] == (1 if shared else 4) * (8 * 8 + 8) == members[0]["params"] * (1 if shared else 4)
+    [fold] = page_folds(ir).values()
+    assert (fold.totals["f"], fold.totals["params"]) == (totals["flops"], totals["params"])
+    assert f"= {totals['flops'] / 1000:.2f}K" in summary(ir, SummaryOptions())
 
 
 def test_lookalike_siblings_with_different_names_do_not_fold():

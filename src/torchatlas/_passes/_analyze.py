@@ -37,6 +37,9 @@ def analyze(ir: GraphIR) -> GraphIR:
     update = MetaUpdate(graph={ANALYZED_KEY: True})
     for p in PASSES:
         update.merge(p.update(ir))
+    for p in PASSES:
+        if p.after is not None:
+            update.merge(p.after(ir, update))
     return update.apply(ir)
 
 

@@ -45,6 +45,9 @@ class Pass:
     node_keys: frozenset[str] = frozenset()
     scope_keys: frozenset[str] = frozenset()
     graph_keys: frozenset[str] = frozenset()
+    after: Callable[[GraphIR, MetaUpdate], MetaUpdate] | None = None
+    """A second step reading every pass's results (merged, not yet applied), run once they
+    are all in: the repeats pass totals each run's FLOPs and parameters there."""
 
 
 _DTYPE_BYTES: dict[str, float] = {

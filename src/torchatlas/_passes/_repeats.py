@@ -21,12 +21,18 @@ loop body such as ``new = step(h); delta = new - h; if delta.abs().mean() < 0.2:
 Each iteration reads what the one before made. Its group also lists the caller's ops of each iteration
 (``body``; node meta ``repeat`` on each), and where it stopped (``exit``: the ``break``
 that was taken, from capture's node meta ``reads``). Iterations whose ops differ do not fold.
+
+Each group also carries the run's ``totals``: the members' FLOPs, MACs, activation bytes,
+times and NaN/Inf op counts summed, and parameters once per module (a loop calling one
+module owns one set), where every member has the number. Every output reads a fold's
+numbers from there (``run_totals``, run by ``analyze`` once the other passes' results are in).
 """
 
 from __future__ import annotations
 
 import bisect
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from torchatlas._ir import GraphIR, Ref, Scope
@@ -258,9 +264,12 @@ def find_repeats(ir: GraphIR) -> GraphIR:
 
     Each member gets ``scope.meta["repeat"] = {"group", "index", "count"}``; every scope
     gets ``structure_hash``; graph meta ``repeat_groups`` lists
-    ``{"group", "scopes", "count", "label"}`` in call order.
+    ``{"group", "scopes", "count", "label", "totals"}`` in call order (totals of the numbers
+    ``ir`` already holds).
     """
-    return find_repeats_update(ir).apply(ir)
+    found = find_repeats_update(ir)
+    found.merge(run_totals(ir, found))
+    return found.apply(ir)
 
 
 def find_repeats_update(ir: GraphIR) -> MetaUpdate:
@@ -292,6 +301,46 @@ def find_repeats_update(ir: GraphIR) -> MetaUpdate:
     return MetaUpdate(nodes=node_meta, scopes=scope_meta, graph={"repeat_groups": groups})
 
 
+SUMMED = ("flops", "macs", "activation_bytes", "time_us", "cuda_time_us", "nonfinite_ops")
+"""Scope meta a run's total adds up over its members."""
+OWNED = ("params", "trainable_params", "param_bytes")
+"""Scope meta a run's total adds up once per module: a loop calling one module owns one set."""
+
+
+def run_totals(ir: GraphIR, found: MetaUpdate) -> MetaUpdate:
+    """``repeat_groups`` with each run's ``totals``, from ``ir``'s scope meta and the other
+    passes' results in ``found`` (not yet applied): summed once here, read by every output."""
+    groups = found.graph.get("repeat_groups", ir.meta.get("repeat_groups")) or []
+
+    def meta(sid: str) -> Mapping[str, Any]:
+        return {**ir.scope(sid).meta, **found.scopes.get(sid, {})}
+
+    totalled = []
+    for entry in groups:
+        members = [meta(sid) for sid in entry["scopes"]]
+        totals: dict[str, int | float] = {}
+        for key in SUMMED:
+            values = [m.get(key) for m in members]
+            if all(_number(v) for v in values):
+                totals[key] = sum(values)
+        owners = list({ir.scope(sid).path: m for sid, m in zip(entry["scopes"], members, strict=True)}.values())
+        for key in OWNED:  # calls of one shared module own one set
+            values = [m.get(key) for m in owners]
+            if all(_number(v) for v in values):
+                totals[key] = sum(values)
+        totalled.append({**entry, "totals": totals})
+    return MetaUpdate(graph={"repeat_groups": totalled})
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+
+
 PASS = Pass(
-    "repeats", find_repeats_update, node_keys=frozenset({"repeat"}), scope_keys=frozenset({"structure_hash", "repeat"}), graph_keys=frozenset({"repeat_groups"})
+    "repeats",
+    find_repeats_update,
+    node_keys=frozenset({"repeat"}),
+    scope_keys=frozenset({"structure_hash", "repeat"}),
+    graph_keys=frozenset({"repeat_groups"}),
+    after=run_totals,
 )

@@ -30,7 +30,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-from torchatlas._view import LINE_LIMIT, STATE_KINDS, ViewOptions, dominant_dtype, fold_runs, relative_name, run_label, shape_list
+from torchatlas._view import LINE_LIMIT, STATE_KINDS, ViewOptions, dominant_dtype, fold_runs, fold_totals, relative_name, run_label, shape_list
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -113,9 +113,8 @@ def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
     return f"{each} ×{count}" if narrow else f"{each} ×{count} = {total}"
 
 
-def _owned(owners: list[dict[str, Any]], key: str, show: Callable[[Any], str], narrow: bool) -> str:
+def _owned(owners: list[dict[str, Any]], total: Any, show: Callable[[Any], str], narrow: bool, key: str) -> str:
     """A parameter column of a folded run: one module's number ×N and the run's total."""
-    total = sum(meta.get(key) or 0 for meta in owners)
     return _group_count(len(owners), show(owners[0].get(key) or 0), show(total), narrow)
 
 
@@ -161,15 +160,14 @@ def summary_rows(
             label = run_label(ir, s, last, len(run))
             # Calls of one shared module own one set of parameters, not one per call.
             owners = list({ir.scope(sid).path: ir.scope(sid).meta for sid in runs[s.id]}.values())
+            totals = fold_totals(ir, s.id)  # the repeats pass's sums: every output shows the same
             if len(owners) > 1:
-                params = _owned(owners, "params", format_compact, narrow)
-                trainable = _owned(owners, "trainable_params", format_compact, narrow)
-                param_bytes = _owned(owners, "param_bytes", format_bytes, narrow)
-            flops = sum(r.get("flops") or 0 for r in run) if isinstance(flops, int) else flops
+                params = _owned(owners, totals.get("params"), format_compact, narrow, "params")
+                trainable = _owned(owners, totals.get("trainable_params"), format_compact, narrow, "trainable_params")
+                param_bytes = _owned(owners, totals.get("param_bytes"), format_bytes, narrow, "param_bytes")
+            flops = totals.get("flops", flops)
             flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown, narrow)
-            macs = m.get("macs")
-            macs = sum(r.get("macs") or 0 for r in run) if isinstance(macs, int) else macs
-            macs_text = _group_count(len(run), macs_text, format_si(macs) + unknown, narrow)
+            macs_text = _group_count(len(run), macs_text, format_si(totals.get("macs", m.get("macs"))) + unknown, narrow)
         if sort is None:
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"

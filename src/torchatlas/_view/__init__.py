@@ -69,7 +69,7 @@ from ._palette import (
     leaf_module_category,
     legend_graphs,
 )
-from ._units import BROADCAST_CALLS, DotOptions, Edge, Layout, Unit, build_layout, call_holding, fold_runs, rank_pins
+from ._units import BROADCAST_CALLS, DotOptions, Edge, Layout, Unit, build_layout, call_holding, fold_runs, fold_totals, rank_pins
 
 __all__ = [
     "BACKWARD",
@@ -115,6 +115,7 @@ __all__ = [
     "fold_label",
     "fold_name",
     "fold_runs",
+    "fold_totals",
     "forward_part",
     "graph_counts",
     "input_label",

@@ -14,7 +14,7 @@ from torchatlas._ir import GraphIR, TensorMeta
 from torchatlas._text import format_bytes, format_compact, format_duration, format_shape, format_si
 from torchatlas._view._options import ViewOptions
 from torchatlas._view._labels import fold_name, relative_name, scope_name, shape_text
-from torchatlas._view._units import fold_runs
+from torchatlas._view._units import fold_runs, fold_totals
 
 
 def _count(value: Any) -> str:
@@ -73,28 +73,23 @@ class PageFold:
     """``layers.0–79`` below its caller's path; a loop calling one module: its path alone
     (``block``), as in the tree, the summary and the diagram."""
     totals: dict[str, int | float] = field(default_factory=dict)
-    """The run's numbers (page metric keys), summed over its members; parameters once per module."""
+    """The run's numbers (page metric keys), as the repeats pass totalled them (``repeat_groups``)."""
     words: dict[str, str] = field(default_factory=dict)
     """``totals`` as every output writes them."""
 
 
-_SUMMED = {"f": "flops", "ab": "activation_bytes", "tu": "time_us", "ctu": "cuda_time_us", "nf": "nonfinite_ops"}
+_PAGE_KEYS = {"flops": "f", "params": "params", "activation_bytes": "ab", "time_us": "tu", "cuda_time_us": "ctu", "nonfinite_ops": "nf"}
+"""The repeats pass's run totals (scope meta keys) -> the page's metric keys."""
 
 
 def page_folds(ir: GraphIR) -> dict[str, PageFold]:
-    """First member's scope id -> its run, for every run the outputs fold."""
+    """First member's scope id -> its run, for every run the outputs fold, with the totals
+    the repeats pass wrote for it (``repeat_groups``' ``totals``)."""
     folds: dict[str, PageFold] = {}
     for first, member_ids in fold_runs(ir).items():
         members = [ir.scope(sid) for sid in member_ids]
-        totals: dict[str, int | float] = {}
-        for key, meta_key in _SUMMED.items():
-            values = [v for m in members if _number(v := m.meta.get(meta_key))]
-            if values:
-                totals[key] = sum(values)
-        # Calls of one shared module own one set of parameters, not one per call.
-        owners = {m.path: m.meta.get("params") for m in members}
-        if all(_number(v) for v in owners.values()):
-            totals["params"] = sum(owners.values())
+        found = fold_totals(ir, first)
+        totals = {page: found[key] for key, page in _PAGE_KEYS.items() if _number(found.get(key))}
         parent = ir.scope(members[0].parent).path if members[0].parent is not None else ""
         folds[first] = PageFold(member_ids, relative_name(fold_name(members), parent), totals, metric_words(totals))
     return folds

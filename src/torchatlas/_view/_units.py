@@ -123,6 +123,16 @@ def fold_runs(ir: GraphIR, children: dict[str | None, list[str]] | None = None) 
     return {first: members for first, members in runs.items() if len(members) > 1}
 
 
+def fold_totals(ir: GraphIR, first: str) -> dict[str, int | float]:
+    """The numbers the repeats pass totalled for the run ``first`` heads (``repeat_groups``'
+    ``totals``: FLOPs, MACs, times summed, parameters once per module); ``{}`` for none."""
+    group = (ir.scope(first).meta.get("repeat") or {}).get("group")
+    for entry in ir.meta.get("repeat_groups") or ():
+        if isinstance(entry, dict) and entry.get("group") == group:
+            return dict(entry.get("totals") or {})
+    return {}
+
+
 def call_holding(reader_chain: list[str], producer_chain: list[str]) -> str | None:
     """The module call, just below the deepest one shared with the producer, that holds the
     reader (chains are ``GraphIR.ancestry``); None when the reader is directly in the shared one."""
