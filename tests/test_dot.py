@@ -27,7 +27,7 @@ from torchatlas._render import _dot
 from torchatlas._render._dot import DotOptions, diagram_size, image_format, render, to_dot
 from torchatlas._render._graphviz import GraphvizNotFoundError
 from torchatlas._render._tree import render_tree
-from torchatlas._view import PALETTES
+from torchatlas._view import PALETTES, build_layout
 
 # pydot's parser calls pyparsing names that newer pyparsing deprecates
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -261,11 +261,40 @@ def test_big_diagrams_warn_with_a_depth_that_fits(monkeypatch):
     ir = chain_ir(40, 80)
     assert diagram_size(ir) > _dot.MAX_DOT_ELEMENTS
     monkeypatch.setattr(_dot, "run_dot", lambda source, fmt: b"drawn")
-    with pytest.warns(RuntimeWarning, match=r"Try depth=1"):
+    with pytest.warns(RuntimeWarning) as caught:
         assert render(ir, DotOptions(), "svg") == b"drawn"
+    assert [str(w.message) for w in caught] == [
+        f"this diagram has {diagram_size(ir)} nodes and edges; Graphviz may take minutes to lay it out "
+        "(about 4000 take ~30 s). Draw fewer with depth=1 (--depth 1 on the command line)."
+    ]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         render(ir, DotOptions(depth=1), "svg")
+
+
+def dense_ir(blocks: int, ops_per_block: int) -> GraphIR:
+    """A chain of blocks each of which also reads the model's input: far reads (DenseNet's kind)."""
+    b = IRBuilder("tests.Dense")
+    first = x = b.input("args[0]", (1, 4))
+    for i in range(blocks):
+        sid = b.scope(f"blocks.{i}", "tests.Block")
+        x = b.op("torch.add", [x, first], (1, 4), sid)
+        for _ in range(ops_per_block):
+            x = b.op("torch.relu", [x], (1, 4), sid)
+    b.output(x)
+    return b.build()
+
+
+def test_a_big_diagram_with_dense_reads_warns_once_that_they_are_stand_ins(monkeypatch):
+    ir = dense_ir(40, 60)
+    stand_ins = sum(1 for u in build_layout(ir, DotOptions()).units.values() if u.kind == "ref")
+    assert stand_ins >= 30
+    monkeypatch.setattr(_dot, "run_dot", lambda source, fmt: b"drawn")
+    with pytest.warns(RuntimeWarning) as caught:
+        render(ir, DotOptions(fold_repeats=False), "svg")
+    [message] = [str(w.message) for w in caught]
+    assert "Draw fewer with depth=1 (--depth 1 on the command line)" in message
+    assert message.endswith(f"already drawn as ↪ stand-ins ({stand_ins} of them), not long edges.")
 
 
 def test_dot_format_needs_no_binary(tmp_path, monkeypatch):

@@ -457,21 +457,28 @@ def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
     return build_layout(ir, options).element_count(options.show_tensors)
 
 
-def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:
+def size_advice(ir: GraphIR, options: DotOptions, layout: Layout) -> str:
+    """The one warning a diagram too big for ``dot`` gets: how big, what to do (a ``depth``
+    that fits, for Python and the command line), and that far reads are already stand-ins."""
+    size = layout.element_count(options.show_tensors)
     deepest = max((ir.depth(s.id) for s in ir.scopes), default=0)
     limit = options.depth if options.depth is not None else deepest + 1
     fitting = [d for d in range(limit) if diagram_size(ir, replace(options, depth=d)) <= MAX_DOT_ELEMENTS]
-    advice = []
-    if fitting:
-        advice.append(f"depth={fitting[-1]}")
+    depth = fitting[-1] if fitting else 0
+    advice = [f"depth={depth} (--depth {depth} on the command line)"]
     if not options.fold_repeats:
         folded = diagram_size(ir, replace(options, fold_repeats=True))
         if folded < size:
             advice.append(f"fold_repeats=True ({folded} elements)")
-    hint = " or ".join(advice) if advice else "a smaller depth"
+    stand_ins = sum(1 for unit in layout.units.values() if unit.kind == "ref")
+    far = (
+        f" Values read far from where they were made are already drawn as ↪ stand-ins ({stand_ins} of them), not long edges."
+        if stand_ins
+        else ""
+    )
     return (
         f"this diagram has {size} nodes and edges; Graphviz may take minutes to lay it out "
-        f"(about {MAX_DOT_ELEMENTS} take ~30 s). Try {hint}."
+        f"(about {MAX_DOT_ELEMENTS} take ~30 s). Draw fewer with {' or '.join(advice)}.{far}"
     )
 
 
@@ -487,9 +494,8 @@ def render(ir: GraphIR, options: DotOptions | None = None, fmt: str = "svg") -> 
     source = _Writer(layout.ir, options, layout).write()
     if fmt == "dot":
         return source.encode("utf-8")
-    size = layout.element_count(options.show_tensors)
-    if size > MAX_DOT_ELEMENTS:
-        warnings.warn(_size_advice(ir, options, size), RuntimeWarning, stacklevel=3)
+    if layout.element_count(options.show_tensors) > MAX_DOT_ELEMENTS:
+        warnings.warn(size_advice(ir, options, layout), RuntimeWarning, stacklevel=3)
     return run_dot(source, fmt)
 
 
