@@ -63,9 +63,12 @@ PUBLIC_API = [
     "from_export",
     "from_fx",
     "load",
+    "model_device",
     "profile",
+    "random_input",
     "trace",
     "trace_shapes",
+    "user_location",
 ]
 
 

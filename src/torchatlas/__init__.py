@@ -10,7 +10,21 @@ from ._render._graphviz import GraphvizNotFoundError
 from ._render._html import ViewerBundleMissing
 
 if typing.TYPE_CHECKING:
-    from ._api import Graph, GraphDiff, compile_report, diff, from_export, from_fx, load, profile, trace, trace_shapes
+    from ._api import (
+        Graph,
+        GraphDiff,
+        compile_report,
+        diff,
+        from_export,
+        from_fx,
+        load,
+        model_device,
+        profile,
+        random_input,
+        trace,
+        trace_shapes,
+        user_location,
+    )
     from ._capture import TraceError, UnsafeArchiveError
 
 __version__ = "0.1.0"
@@ -25,9 +39,12 @@ _NEEDS_TORCH = {
     "from_export": "_api",
     "from_fx": "_api",
     "load": "_api",
+    "model_device": "_api",
     "profile": "_api",
+    "random_input": "_api",
     "trace": "_api",
     "trace_shapes": "_api",
+    "user_location": "_api",
     "TraceError": "_capture",
     "UnsafeArchiveError": "_capture",
 }
@@ -72,7 +89,10 @@ __all__ = [
     "from_export",
     "from_fx",
     "load",
+    "model_device",
     "profile",
+    "random_input",
     "trace",
     "trace_shapes",
+    "user_location",
 ]

@@ -421,14 +421,18 @@ def trace_shapes(
     dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(shapes)
     if len(dtypes) != len(shapes):
         raise ValueError(f"torchatlas: {len(shapes)} input shapes but {len(dtypes)} dtypes")
-    target = torch.device(device) if device is not None else _model_device(model)
+    target = torch.device(device) if device is not None else model_device(model)
     vocab = high or getattr(getattr(model, "config", None), "vocab_size", None) or 2
-    inputs = tuple(make_input(tuple(s), dt, target, vocab) for s, dt in zip(shapes, dtypes))
+    inputs = tuple(random_input(tuple(s), dt, target, vocab) for s, dt in zip(shapes, dtypes))
     return trace(model, inputs, kwargs, level=level, backward=backward, partial=partial)
 
 
-def make_input(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, high: int = 2) -> torch.Tensor:
-    """A random tensor of that shape and dtype; integers fall in ``[0, high)``."""
+def random_input(
+    shape: Sequence[int], dtype: torch.dtype = torch.float32, device: str | torch.device | None = None, high: int = 2
+) -> torch.Tensor:
+    """The input :func:`trace_shapes` makes for one shape: random normal floats, random
+    integers in ``[0, high)`` (token ids), ones for ``bool``; on ``device`` (default CPU)."""
+    shape = tuple(shape)
     if dtype.is_floating_point or dtype.is_complex:
         return torch.randn(shape, dtype=dtype, device=device)
     if dtype == torch.bool:
@@ -436,7 +440,8 @@ def make_input(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
     return torch.randint(0, high, shape, dtype=dtype, device=device)
 
 
-def _model_device(model: Any) -> torch.device:
+def model_device(model: Any) -> torch.device:
+    """Where a model's parameters (else its buffers) live; CPU for a model with neither."""
     if isinstance(model, torch.nn.Module):
         for t in model.parameters():
             return t.device
@@ -471,7 +476,8 @@ def diff(a: Graph | GraphIR, b: Graph | GraphIR) -> GraphDiff:
 
 
 def user_location(exc: BaseException) -> str:
-    """`` (file.py:12)``: where in user code ``exc`` was raised, or ``""``."""
+    """`` (file.py:12)``: where in user code (outside torch and torchatlas) ``exc`` was
+    raised, for a one-line error message; ``""`` when nowhere."""
     return _capture.user_location(exc)
 
 

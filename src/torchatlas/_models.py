@@ -361,9 +361,9 @@ def build_inputs(
     features or pixels sized from the config (``_hf.model_inputs``)."""
     import torch
 
-    from ._api import _model_device, make_input
+    import torchatlas
 
-    target = torch.device(device) if device else _model_device(loaded.model)
+    target = torch.device(device) if device else torchatlas.model_device(loaded.model)
     vocab = vocab_size(loaded.model)
     if tokens is not None and vocab is None:
         raise SpecError(f"--tokens needs a model with config.vocab_size; {loaded.spec} has none: use --input B,S:int64")
@@ -374,7 +374,7 @@ def build_inputs(
 
     def allocate(option: str, shape: tuple[int, ...], dtype: torch.dtype, high: int) -> torch.Tensor:
         try:
-            return make_input(shape, dtype, target, high)
+            return torchatlas.random_input(shape, dtype, target, high)
         except (RuntimeError, MemoryError, OverflowError, ValueError) as e:  # too big, or a size overflows
             shown = ",".join(map(str, shape))
             raise SpecError(f"{option} {shown} ({dtype}) cannot be allocated on {target}: {error_text(e)}") from None
@@ -400,9 +400,9 @@ def build_inputs(
 
 def user_location(exc: BaseException) -> str:
     """`` (file.py:12)``: where in user code ``exc`` was raised, or ``""``."""
-    from ._api import user_location
+    import torchatlas
 
-    return user_location(exc)
+    return torchatlas.user_location(exc)
 
 
 def _as_inputs(example: Any) -> Inputs:
