@@ -17,8 +17,9 @@ import torch
 from _cli_helpers import error_lines, run_cli
 
 import torchatlas
-from torchatlas import _cli, _hf, _models
-from torchatlas._cli import EXIT_MODEL_FAILED, EXIT_NONFINITE, EXIT_USAGE
+from torchatlas._cli import EXIT_MODEL_FAILED, EXIT_NONFINITE, EXIT_USAGE, _hf, _models
+from torchatlas._cli import _main as _cli
+from torchatlas._cli._spec import HF_TASKS
 from torchatlas._render import _html
 
 transformers = pytest.importorskip("transformers")
@@ -58,9 +59,9 @@ TASK_FAMILIES = [
 
 
 def test_every_task_in_help_has_a_cli_test():
-    assert {task for task, *_ in TASK_FAMILIES} == set(_models.HF_TASKS)
+    assert {task for task, *_ in TASK_FAMILIES} == set(HF_TASKS)
     parser_help = re.sub(r"-\s+", "-", _cli.build_parser().format_help())  # undo wrapping at hyphens
-    assert all(task in parser_help for task in _models.HF_TASKS)
+    assert all(task in parser_help for task in HF_TASKS)
 
 
 @pytest.mark.slow

@@ -8,8 +8,9 @@ import textwrap
 import pytest
 import torch
 
-from torchatlas import _models
-from torchatlas._models import InputSpec, ModelError, SpecError
+from torchatlas._cli import _models
+from torchatlas._cli._models import InputSpec
+from torchatlas._cli._spec import ModelError, SpecError
 
 MODEL_FILE = """
 import torch

@@ -5,9 +5,7 @@ import typing
 
 from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
 from ._render import RENDERERS as FORMATS
-from ._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
-from ._render._graphviz import GraphvizNotFoundError
-from ._render._html import ViewerBundleMissing
+from ._render import DotOptions, GraphvizNotFoundError, HtmlOptions, SummaryOptions, TreeOptions, ViewerBundleMissing
 
 if typing.TYPE_CHECKING:
     from ._api import (

@@ -18,13 +18,24 @@ from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, graph_from_json
 from ._passes import GraphDiff as _GraphDiff
 from ._passes import diff as diff_graphs
 from ._passes import ensure_analyzed, first_nonfinite, strip_analyses
-from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
-from ._render._decisions import decision_table
-from ._render._diff_page import diff_page
-from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
-from ._render._dot import render as render_dot
-from ._render._graphviz import GraphvizNotFoundError, responsive_svg
-from ._render._html import ViewerBundleMissing, notebook_html
+from ._render import (
+    MAX_DOT_ELEMENTS,
+    RENDERERS,
+    DotOptions,
+    GraphvizNotFoundError,
+    HtmlOptions,
+    ModelExplorerOptions,
+    SummaryOptions,
+    TreeOptions,
+    ViewerBundleMissing,
+    decision_table,
+    diagram_size,
+    diff_page,
+    image_format,
+    notebook_html,
+    render_dot,
+    responsive_svg,
+)
 from ._view import graph_counts
 
 Shape = Sequence[int]

@@ -14,8 +14,12 @@ from typing import Any
 
 from torchatlas._ir import GraphIR
 
-from ._dot import DotOptions, render, to_dot
-from ._html import HtmlOptions, to_html
+from ._decisions import decision_table
+from ._diff_page import diff_page
+from ._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, image_format, to_dot
+from ._dot import render as render_dot
+from ._graphviz import GraphvizNotFoundError, responsive_svg
+from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, to_html
 from ._model_explorer import ModelExplorerOptions, model_explorer_json
 from ._summary import SummaryOptions, summary
 from ._tree import TreeOptions, render_tree
@@ -57,22 +61,32 @@ RENDERERS = Formats({
     "json": Renderer(_graph_json, JsonOptions, "graph.json"),
     "summary": Renderer(summary, SummaryOptions, "summary.txt"),
     "dot": Renderer(to_dot, DotOptions, "graph.dot"),
-    "svg": Renderer(partial(render, fmt="svg"), DotOptions, "graph.svg", text=False),
-    "png": Renderer(partial(render, fmt="png"), DotOptions, "graph.png", text=False),
-    "pdf": Renderer(partial(render, fmt="pdf"), DotOptions, "graph.pdf", text=False),
+    "svg": Renderer(partial(render_dot, fmt="svg"), DotOptions, "graph.svg", text=False),
+    "png": Renderer(partial(render_dot, fmt="png"), DotOptions, "graph.png", text=False),
+    "pdf": Renderer(partial(render_dot, fmt="pdf"), DotOptions, "graph.pdf", text=False),
     "html": Renderer(to_html, HtmlOptions, "graph.html", text=False),
     "model-explorer": Renderer(model_explorer_json, ModelExplorerOptions, "model_explorer.json"),
 })
 """Format name -> renderer, in the order ``--out-dir`` writes them."""
 
 __all__ = [
+    "MAX_DOT_ELEMENTS",
     "RENDERERS",
     "DotOptions",
     "Formats",
+    "GraphvizNotFoundError",
     "HtmlOptions",
     "JsonOptions",
     "ModelExplorerOptions",
     "Renderer",
     "SummaryOptions",
     "TreeOptions",
+    "ViewerBundleMissing",
+    "decision_table",
+    "diagram_size",
+    "diff_page",
+    "image_format",
+    "notebook_html",
+    "render_dot",
+    "responsive_svg",
 ]

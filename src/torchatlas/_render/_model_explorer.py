@@ -22,7 +22,15 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._ops import op_name
-from torchatlas._view import BROADCAST_CALLS, LOCAL_KINDS, CallDistance, arguments_text, backward_apart, call_holding, model_title
+from torchatlas._view import (
+    BROADCAST_CALLS,
+    LOCAL_KINDS,
+    CallDistance,
+    arguments_text,
+    backward_apart,
+    call_holding,
+    model_title,
+)
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:

@@ -30,7 +30,17 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-from torchatlas._view import LINE_LIMIT, STATE_KINDS, ViewOptions, dominant_dtype, fold_runs, fold_totals, relative_name, run_label, shape_list
+from torchatlas._view import (
+    LINE_LIMIT,
+    STATE_KINDS,
+    ViewOptions,
+    dominant_dtype,
+    fold_runs,
+    fold_totals,
+    relative_name,
+    run_label,
+    shape_list,
+)
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 

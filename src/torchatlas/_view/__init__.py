@@ -69,7 +69,18 @@ from ._palette import (
     leaf_module_category,
     legend_graphs,
 )
-from ._units import BROADCAST_CALLS, DotOptions, Edge, Layout, Unit, build_layout, call_holding, fold_runs, fold_totals, rank_pins
+from ._units import (
+    BROADCAST_CALLS,
+    DotOptions,
+    Edge,
+    Layout,
+    Unit,
+    build_layout,
+    call_holding,
+    fold_runs,
+    fold_totals,
+    rank_pins,
+)
 
 __all__ = [
     "BACKWARD",

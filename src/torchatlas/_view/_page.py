@@ -12,8 +12,8 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, TensorMeta
 from torchatlas._text import format_bytes, format_compact, format_duration, format_shape, format_si
-from torchatlas._view._options import ViewOptions
 from torchatlas._view._labels import fold_name, relative_name, scope_name, shape_text
+from torchatlas._view._options import ViewOptions
 from torchatlas._view._units import fold_runs, fold_totals
 
 

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import torchatlas
 from torchatlas import GraphvizNotFoundError, ViewerBundleMissing
+from torchatlas._io import write_atomic
+from torchatlas._text import error_text, to_ascii, visible
 
 from . import _models
-from ._io import write_atomic
-from ._models import ModelError, SpecError
-from ._text import error_text, to_ascii, visible
+from ._spec import HF_TASKS, ModelError, SpecError, no_status
 
 if TYPE_CHECKING:
     from torchatlas import Graph
@@ -113,9 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--task",
-        choices=list(_models.HF_TASKS),
+        choices=list(HF_TASKS),
         metavar="TASK",
-        help=f"hf: which head to build: {', '.join(_models.HF_TASKS)} (default: base)",
+        help=f"hf: which head to build: {', '.join(HF_TASKS)} (default: base)",
     )
     parser.add_argument("--device", help="build and run the model here, e.g. cpu, cuda, meta (no memory, shapes only)")
     parser.add_argument(
@@ -333,7 +333,7 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
         task=opts.task,
         device=device,
         has_inputs=bool(input_specs or tokens),
-        status=_status if _interactive(opts) else _models.no_status,
+        status=_status if _interactive(opts) else no_status,
         warn=lambda text: _say(f"torchatlas: warning: {text}"),
     )
     import torch

@@ -18,8 +18,9 @@ from typing import Any
 
 import torch
 
-from ._models import HF_PREFIX, HF_TASKS, LoadedModel, ModelError, SpecError, Status
-from ._text import error_text, format_bytes, format_compact
+from torchatlas._text import error_text, format_bytes, format_compact
+
+from ._spec import HF_PREFIX, HF_TASKS, LoadedModel, ModelError, SpecError, Status
 
 # Config keywords that transformers accepts although a fresh config has no such attribute.
 _EXTRA_KEYS = frozenset({"attn_implementation"})

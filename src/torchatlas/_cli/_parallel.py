@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from ._models import SpecError
+from ._spec import SpecError
 
 COLUMN_WISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
 ROW_WISE = ("o_proj", "down_proj")

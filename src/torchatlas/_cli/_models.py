@@ -25,47 +25,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._text import error_text
+from torchatlas._text import error_text
+
+from ._spec import HF_PREFIX, LoadedModel, ModelError, SpecError, Status, no_status
 
 if TYPE_CHECKING:
     import torch
 
-    from ._api import Graph
-
-HF_PREFIX = "hf:"
-
-# The transformers Auto class for each task name accepted after ``hf:<type>/`` or by ``--task``.
-HF_TASKS: dict[str, str] = {
-    "base": "AutoModel",
-    "causal-lm": "AutoModelForCausalLM",
-    "masked-lm": "AutoModelForMaskedLM",
-    "seq2seq-lm": "AutoModelForSeq2SeqLM",
-    "sequence-classification": "AutoModelForSequenceClassification",
-    "token-classification": "AutoModelForTokenClassification",
-    "question-answering": "AutoModelForQuestionAnswering",
-    "image-classification": "AutoModelForImageClassification",
-    "speech-seq2seq": "AutoModelForSpeechSeq2Seq",
-}
+    from torchatlas import Graph
 
 _DTYPES = "float16 bfloat16 float32 float64 half float double int8 uint8 int16 int32 int64 long int bool complex64".split()
-
-
-class SpecError(Exception):
-    """The command line names a model, file, field or shape that is not there or malformed."""
-
-
-class ModelError(Exception):
-    """The model was found but fails to import, build, or accept its inputs."""
-
-
-@dataclass
-class LoadedModel:
-    """A built model and what the spec offers for calling it."""
-
-    model: Any
-    spec: str
-    example_input: Callable[[], Any] | None = None
-    """The spec's own ``example_input()``, used when the command line gives no inputs."""
 
 
 @dataclass(frozen=True)
@@ -74,14 +43,6 @@ class InputSpec:
 
     shape: tuple[int, ...]
     dtype: torch.dtype | None = None
-
-
-Status = Callable[[str], AbstractContextManager[Any]]
-"""Shows what is being done (``building hf:llama (536M params)…``) while the block runs."""
-
-
-def no_status(text: str) -> AbstractContextManager[Any]:
-    return nullcontext()
 
 
 @dataclass
