@@ -541,3 +541,25 @@ class Stack(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
+
+
+def test_a_failing_forward_leaves_the_process_group_as_it_found_it(world: int) -> None:
+    class Fails(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = MLP()
+
+        def forward(self, x):
+            y = self.mlp(x)
+            dist.all_reduce(y)
+            raise KeyError("boom")
+
+    model = Fails()
+    parallelize_module(model.mlp, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    before = dist.all_reduce, torch.ops._c10d_functional.all_reduce
+    with pytest.raises(KeyError):
+        torchatlas.trace(model, torch.randn(2, 16))
+    graph = torchatlas.trace(model, torch.randn(2, 16), partial=True)
+    assert (dist.all_reduce, torch.ops._c10d_functional.all_reduce) == before
+    assert no_pending_work()
+    assert kinds(graph.ir) == {"all_reduce": 2}
