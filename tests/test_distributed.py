@@ -563,3 +563,16 @@ def test_a_failing_forward_leaves_the_process_group_as_it_found_it(world: int) -
     assert (dist.all_reduce, torch.ops._c10d_functional.all_reduce) == before
     assert no_pending_work()
     assert kinds(graph.ir) == {"all_reduce": 2}
+
+
+def test_the_diagram_draws_collectives_in_their_colour_with_dashed_edges(world: int) -> None:
+    from torchatlas._view import PALETTES
+
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    dot = torchatlas.trace(model, torch.randn(2, 16)).to_dot(depth=5, expand_leaf_modules=True)
+    colour = PALETTES["light"].border["communication"]
+    (box,) = [line for line in dot.splitlines() if "<B>all_reduce</B>" in line]
+    assert f"over tp:{world}, 128 B (Partial(sum) → Replicate)" in box and f'color="{colour}"' in box
+    dashed = [line for line in dot.splitlines() if "->" in line and f'style=dashed, color="{colour}"' in line]
+    assert len(dashed) == 2  # into the all-reduce, and out of it to the output
