@@ -576,3 +576,20 @@ def test_the_diagram_draws_collectives_in_their_colour_with_dashed_edges(world: 
     assert f"over tp:{world}, 128 B (Partial(sum) → Replicate)" in box and f'color="{colour}"' in box
     dashed = [line for line in dot.splitlines() if "->" in line and f'style=dashed, color="{colour}"' in line]
     assert len(dashed) == 2  # into the all-reduce, and out of it to the output
+
+
+def test_the_page_dashes_edges_across_a_collective_and_names_it(world: int, browser, tmp_path) -> None:
+    from _viewer import Viewer
+
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    ir = torchatlas.trace(model, torch.randn(2, 16)).ir
+    v = Viewer(browser, ir, tmp_path, "tensor-parallel")
+    try:
+        v.search("all_reduce")
+        assert f"all_reduce over tp:{world}, 128 B" in v.details()["collective"]
+        assert v.count(".edge.comm") == 2  # into the all-reduce and out of it
+        assert v.count('.unit[data-category="communication"]') == 1
+        assert v.errors == []
+    finally:
+        v.close()

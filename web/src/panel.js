@@ -137,6 +137,7 @@ export class DetailsPanel {
       ["class", scope.cls, "mono"],
       ["call", n.a ? `${this.describer.opName(n)} ${n.a}` : null, "mono"],
       ["in-place", n.ip ? "yes" : null],
+      ["collective", n.cl || null],
       ["unused", n.dead ? "yes: nothing reads its result" : null],
       ["decides", n.dc ? n.dc.join("; ") : null, "mono"],
       ["size only", n.so ? "yes: only its size was read" : null],

@@ -35,6 +35,7 @@ from torchatlas._view import (
     PALETTES,
     arguments_text,
     backward_apart,
+    collective_text,
     decisions,
     leaf_module_category,
     legend_graphs,
@@ -207,6 +208,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         facts = n.meta.get("collective")
         if collective_kind(n.target) is not None and isinstance(facts, dict):  # drawn with dashed edges
             d["cm"] = 1
+            d["cl"] = visible(collective_text(n) or "")  # the details panel's words, as the tree's
             if _number(facts.get("bytes")) is not None:
                 d["cb"] = facts["bytes"]
         if _number(n.meta.get("flops")) is not None:
