@@ -407,6 +407,22 @@ def test_cli_tensor_parallel_on_meta_draws_the_all_reduces(capsys: pytest.Captur
     assert q.device == "meta" and q.placements == ("Shard(2)",) and q.local_shape == (1, 8, 16)
 
 
+def test_cli_tensor_parallel_and_fsdp_together_shard_on_a_2d_mesh(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from _cli_helpers import run_cli
+
+    out = tmp_path / "2d.json"
+    code, _, err = run_cli(capsys, "hf:llama", "--tp", "4", "--fsdp", "2", "--tokens", "1,8", *LLAMA_SETS, "-o", str(out))
+    assert code == 0, err
+    ir = torchatlas.load(out).ir
+    assert ir.meta["distributed"] == {"rank": 0, "world_size": 8}
+    assert kinds(ir) == {"all_reduce": 4, "all_gather": 3}
+    assert set(ir.meta["comm_by_group"]) == {"dp", "tp"}
+    for c in collectives(ir):
+        facts = c.meta["collective"]
+        assert (facts["group"], facts["group_size"]) == (("tp", 4) if collective_kind(c.target) == "all_reduce" else ("dp", 2))
+    assert not any(c.meta["dead"] for c in collectives(ir))
+
+
 def test_cli_fsdp_gathers_per_layer(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from _cli_helpers import run_cli
 
@@ -422,7 +438,6 @@ def test_cli_fsdp_gathers_per_layer(capsys: pytest.CaptureFixture[str], tmp_path
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (("--tp", "2", "--fsdp", "2"), "one way at a time"),
         (("--rank", "1"), "add one of them"),
         (("--tp", "4", "--rank", "4"), "not a rank of 4"),
         (("--tp", "0"), ">= 1"),

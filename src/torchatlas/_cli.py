@@ -123,7 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="tensor parallelism over N ranks (fake process group, one process): q/k/v/gate/up split by "
         "columns, o/down by rows; add --device meta for big models",
     )
-    parser.add_argument("--fsdp", type=int, metavar="N", help="FSDP2 over N ranks: each decoder layer and the root")
+    parser.add_argument(
+        "--fsdp", type=int, metavar="N",
+        help="FSDP2 over N ranks: each decoder layer and the root (with --tp: a 2-D dp×tp mesh)",
+    )
     parser.add_argument("--rank", type=int, metavar="R", help="with --tp/--fsdp: trace what rank R runs (default 0)")
     parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")
     parser.add_argument(
