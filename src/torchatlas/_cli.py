@@ -156,8 +156,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="time each op and module call in untraced passes after the trace: the summary gets Time and %% Time columns (on CUDA also CUDA time)",
     )
     parser.add_argument(
-        "--stats", action="store_true",
+        "--stats", action="store_const", const=True, default=False,
         help="record value statistics: NaN/Inf marks in the tree and diagram, output ranges in the summary",
+    )
+    parser.add_argument(
+        "--stats-sample", dest="stats", action="store_const", const="sample",
+        help="--stats, with outputs over 65,536 elements measured on a strided sample (faster on big models)",
     )
     parser.add_argument("--sort", choices=("time",), help="summary: every call, flat, hottest first (with --profile)")
     parser.add_argument(
@@ -361,7 +365,7 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
                 level=opts.level,
                 backward=opts.backward,
                 progress=opts.progress,
-                stats=opts.find_nan or opts.stats,
+                stats=opts.stats or opts.find_nan,
                 profile=opts.profile,
             )
     except torchatlas.TraceError:

@@ -54,6 +54,8 @@ def build_graph(recording: Recording) -> GraphIR:
         meta = dict(s.extra) if s.extra else {}
         if s.passthrough:
             meta["passthrough"] = True
+        if i in recording.scope_input_names:  # the parameter each of its inputs was passed as
+            meta["input_names"] = recording.scope_input_names[i]
         scopes.append(
             Scope(
                 scope_ids[i],
@@ -135,11 +137,16 @@ def _read(read: Any, source: Callable[[Any, int], Source | None]) -> dict[str, A
     """One read into Python as the graph document saves it (docs/format.md, ``reads``)."""
     how, slot, code, line, value = read
     where = source(code, line)
-    return {
-        "as": how, "slot": slot, "value": value,
-        "statement": _source.read_statement(where.file, where.line) if where is not None and how != "size" else None,
+    statement = _source.read_statement(where.file, where.line) if where is not None and how != "size" else None
+    out = {
+        "as": how, "slot": slot, "value": value, "statement": statement,
         "source": {"file": where.file, "line": where.line, "code": where.code} if where is not None else None,
     }
+    if where is not None and statement in ("break", "continue"):
+        loop = _source.enclosing_loop(where.file, where.line)
+        if loop is not None:
+            out["loop"] = {"line": loop[0], "code": loop[1]}
+    return out
 
 
 def _variable_names(recording: Recording) -> dict[int, str]:

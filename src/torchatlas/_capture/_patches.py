@@ -84,13 +84,18 @@ ActiveTracker = Callable[[], Any]
 
 
 def _opaque_to_dynamo(stand_in: Callable[..., Any]) -> Callable[..., Any]:
-    """``stand_in``, which dynamo calls as it is (a graph break) and never compiles or inlines."""
+    """``stand_in``, which dynamo calls as it is (a graph break) and never inlines; its frames
+    are skipped (``_skip_frames``), what it calls is compiled as usual."""
     stand_in._torchdynamo_disable = True  # type: ignore[attr-defined]  # as torch._dynamo.skip marks one
+    return stand_in
+
+
+def _skip_frames(*codes: Any) -> None:
+    """Dynamo never compiles a frame of ``codes`` (set once: the stand-ins' code never changes)."""
     frames = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
     if frames is not None and hasattr(frames, "set_code_exec_strategy"):
-        skip = frames._FrameExecStrategy(frames._FrameAction.SKIP, frames._FrameAction.DEFAULT)
-        frames.set_code_exec_strategy(stand_in.__code__, skip)  # what forward calls is compiled as usual
-    return stand_in
+        for code in codes:
+            frames.set_code_exec_strategy(code, frames._FrameExecStrategy(frames._FrameAction.SKIP, frames._FrameAction.DEFAULT))
 
 
 def _compiles_paused() -> Any:
@@ -183,6 +188,9 @@ def _fast_path_check(ours_of: RecordingModes) -> Callable[[Any], bool]:
     return has_torch_function
 
 
+_skip_frames(*(make(lambda: None).__code__ for make in (_module_call, _script_call, _set, _fast_path_check)))
+
+
 @contextlib.contextmanager
 def installed(
     active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes, inside_dtensor_op: ActiveLevel
@@ -219,18 +227,19 @@ def installed(
 
 
 @contextlib.contextmanager
-def dynamo_shared(refusal: BaseException) -> Iterator[None]:
+def dynamo_shared(refusal: Callable[[], BaseException]) -> Iterator[None]:
     """Hold dynamo's process-wide state with other traces (and no ``compile_report``) meanwhile.
 
     A ``compile_report`` waiting for the traces running now goes first: a thread that traces in
-    a loop must not keep it out for ever. ``refusal`` is raised when this thread holds it
+    a loop must not keep it out for ever. ``refusal()`` is raised when this thread holds it
     exclusively, which waiting would deadlock.
     """
     global _sharing
     if getattr(_holding, "exclusive", False):
-        raise refusal
+        raise refusal()
     with _dynamo_state:
-        _dynamo_state.wait_for(lambda: not _exclusive and not _waiting_for_exclusive)
+        if _exclusive or _waiting_for_exclusive:
+            _dynamo_state.wait_for(lambda: not _exclusive and not _waiting_for_exclusive)
         _sharing += 1
     _holding.shared = getattr(_holding, "shared", 0) + 1
     try:
@@ -243,14 +252,14 @@ def dynamo_shared(refusal: BaseException) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def dynamo_exclusive(refusal: BaseException) -> Iterator[None]:
+def dynamo_exclusive(refusal: Callable[[], BaseException]) -> Iterator[None]:
     """Hold dynamo's process-wide state alone: no trace runs meanwhile, in any thread.
 
-    ``refusal`` is raised when this thread traces or holds it already, which waiting would
+    ``refusal()`` is raised when this thread traces or holds it already, which waiting would
     deadlock."""
     global _exclusive, _waiting_for_exclusive
     if getattr(_holding, "exclusive", False) or getattr(_holding, "shared", 0):
-        raise refusal
+        raise refusal()
     with _dynamo_state:
         _waiting_for_exclusive += 1
         try:

@@ -49,6 +49,10 @@ class LossError(TraceError):
     """``loss_fn`` failed on what forward returned (``backward=True``)."""
 
 
+def _inside_compile_report() -> TraceError:
+    return TraceError("torchatlas.trace cannot run inside torchatlas.compile_report's compiled run in the same thread")
+
+
 def active_session() -> Session | None:
     return getattr(_tls, "session", None)
 
@@ -147,7 +151,10 @@ class Session:
         if profile:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
-            timer = Timer(recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds)
+            timer = Timer(
+                recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds,
+                compiled_calls=self.index.compiled_calls,
+            )
             self.python.timer = timer
             self.after_release = timer.measure
 
@@ -155,8 +162,7 @@ class Session:
         """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""
         if active_session() is not None:
             raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
-        busy = TraceError("torchatlas.trace cannot run inside torchatlas.compile_report's compiled run in the same thread")
-        with _patches.dynamo_shared(busy), _patches.collection_paused():
+        with _patches.dynamo_shared(_inside_compile_report), _patches.collection_paused():
             return self._run(partial)
 
     def _run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:

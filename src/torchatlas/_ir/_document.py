@@ -445,6 +445,18 @@ def _python_reads(value: Any, where: str) -> None:
         statement = item.get("statement")
         _require(statement is None or statement in READ_STATEMENTS, f"{at}.statement must be null or one of {', '.join(READ_STATEMENTS)}")
         _load_source(item.get("source"), at)
+        if item.get("loop") is not None:
+            loop = _obj(item["loop"], f"{at}.loop")
+            _count(loop.get("line"), f"{at}.loop.line")
+            _string(loop.get("code", ""), f"{at}.loop.code")
+
+
+def _compile_graphs(value: Any, where: str, nodes: dict[str, Node], _scopes: dict[str, Scope]) -> None:
+    """How many graphs dynamo compiled: at least one more than the highest an op ran in."""
+    count = _count(value, where)
+    regions = [n.meta.get("compile_region") for n in nodes.values()]
+    highest = max((r for r in regions if type(r) is int), default=-1)
+    _require(highest < count, f"{where} is {count}, but an op ran in compiled graph {highest}")
 
 
 _TENSOR_ENTRY = {
@@ -509,7 +521,7 @@ GRAPH_FACTS: dict[str, Check] = {
     "save_note": _of(_string),
     "profile_runs": _of(_count),
     "time_measure": _of(_string),
-    "compile_graphs": _of(_count),
+    "compile_graphs": _compile_graphs,
     "graph_breaks": _graph_breaks,
     "distributed": _of(lambda v, w: [_count(_obj(v, w).get(k), f"{w}.{k}") for k in ("rank", "world_size")]),
 }

@@ -21,7 +21,6 @@ from rich.text import Text
 
 from torchatlas._ir import GraphIR, Scope, TensorMeta
 from torchatlas._text import (
-    fold_label,
     format_bytes,
     format_compact,
     format_count,
@@ -31,7 +30,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, shape_list
+from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, run_label, shape_list
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -159,7 +158,7 @@ def summary_rows(
         macs_text = format_si(m.get("macs")) + unknown
         if run:
             last = ir.scope(runs[s.id][-1])
-            label = fold_label(s.path, last.path, s.class_name, len(run))
+            label = run_label(ir, s, last, len(run))
             # Calls of one shared module own one set of parameters, not one per call.
             owners = list({ir.scope(sid).path: ir.scope(sid).meta for sid in runs[s.id]}.values())
             if len(owners) > 1:
@@ -287,20 +286,22 @@ _DISTRIBUTED_KEYS: dict[str, tuple[str, str, Callable[[Any], str]]] = {
 
 
 def _output_range(members: list[Scope]) -> str:
-    """``[-1.2, 3.4]`` over the first output of each member; ``-`` without numbers."""
-    lows, highs, nonfinite = [], [], 0
+    """``[-1.2, 3.4]`` over the first output of each member (``≈[…]`` where a strided sample
+    was measured, ``stats="sample"``); ``-`` without numbers."""
+    lows, highs, nonfinite, sampled = [], [], 0, False
     for m in members:
         stats = m.meta.get("output_stats")
         first = stats[0] if isinstance(stats, list) and stats else None
         if not isinstance(first, dict):
             continue
         nonfinite += (first.get("nan") or 0) + (first.get("inf") or 0)
+        sampled = sampled or "sampled" in first
         if isinstance(first.get("min"), (int, float)) and isinstance(first.get("max"), (int, float)):
             lows.append(first["min"])
             highs.append(first["max"])
     if nonfinite:
         return "NaN/Inf"  # the range of the finite values would hide what matters
-    return f"[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
+    return f"{'≈' if sampled else ''}[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
 
 
 def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row) -> list[list[str]]:
