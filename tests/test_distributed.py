@@ -608,3 +608,14 @@ def test_the_page_dashes_edges_across_a_collective_and_names_it(world: int, brow
         assert v.errors == []
     finally:
         v.close()
+
+
+def test_run_time_numbers_of_a_sharded_model_leave_no_work_pending(world: int) -> None:
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    stats = torchatlas.trace(model, torch.randn(2, 16), stats=True).ir
+    assert all(n.meta.get("stats") for n in stats.ops())  # a DTensor's: this rank's part
+    assert no_pending_work()
+    timed = torchatlas.trace(model, torch.randn(2, 16), profile=True).ir  # untraced timing passes too
+    assert all(isinstance(n.meta.get("time_us"), float) for n in timed.ops())
+    assert no_pending_work()

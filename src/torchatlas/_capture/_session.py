@@ -152,7 +152,8 @@ class Session:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
             timer = Timer(
-                recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds,
+                recording, lambda: _distributed.settled(self.model(*self.args, **self.kwargs)), self.model,
+                *profile_rounds,
                 compiled_calls=self.index.compiled_calls,
             )
             self.python.timer = timer

@@ -23,6 +23,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .._text import error_text
+from . import _distributed
 from ._records import Recording
 
 Tensor = torch.Tensor
@@ -105,6 +106,9 @@ class OutputStats:
                     self._skipped.append((index, slot, f"could not be measured: {error_text(exc)}"))
 
     def _measure(self, index: int, slot: int, t: Tensor) -> None:
+        inner = _distributed.inner_tensor(t) if type(t) is not Tensor else None
+        if inner is not None:  # a DTensor: the numbers of this rank's part
+            t = inner
         reason = skip_reason(t)
         if reason is not None:
             self._skipped.append((index, slot, reason))
