@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from ._tree import Line, _TreeBuilder
 
 Edge = tuple[Item, Item]
+_SINGLES_TRIED = 8
+"""Values tried alone before every one is broken: each try lays the call out once more."""
 
 
 def nesting(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> int | None:
@@ -64,7 +66,7 @@ def untangled(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> Scop
     chosen = _with_references(flow, [edge for edges in later.values() for edge in edges])
     least = nesting(builder, chosen, items)
     if len(later) > 1:
-        for edges in later.values():
+        for edges in list(later.values())[:_SINGLES_TRIED]:
             trial = _with_references(flow, edges)
             depth = nesting(builder, trial, items)
             if depth is not None and (least is None or depth <= least + 1):
