@@ -137,9 +137,9 @@ def _with_references(flow: ScopeFlow, edges: list[Edge]) -> ScopeFlow:
 
 
 def reference_names(builder: _TreeBuilder, item: Item, side: list[tuple[Item, Ref]]) -> list[str]:
-    """The names of the side values ``item`` reads, in order, once each; values it was given in
-    one list (a dense layer's ``features``, ``torch.cat(features, 1)``) by their place in it:
-    ``features[0..2]``."""
+    """The names of the side values ``item`` reads, once each: values it was given in one list
+    (a dense layer's ``features``, ``torch.cat(features, 1)``) by their place in it,
+    ``features[0..2]``; the others as the reader calls them, else by their own names."""
     listed = _list_positions(builder, item)
     places = sorted({listed[1][ref] for _, ref in side if ref in listed[1]}) if listed else []
     names: list[str] = []
@@ -149,7 +149,11 @@ def reference_names(builder: _TreeBuilder, item: Item, side: list[tuple[Item, Re
             first, last = places[start], places[k - 1]
             names.append(f"{listed[0]}[{first}]" if first == last else f"{listed[0]}[{first}..{last}]")  # type: ignore[index]
             start = k
-    names += [builder.value_name(producer, ref) for producer, ref in side if not listed or ref not in listed[1]]
+    names += [
+        builder.read_name(item, ref) or builder.value_name(producer, ref)
+        for producer, ref in side
+        if not listed or ref not in listed[1]
+    ]
     return list(dict.fromkeys(names))
 
 
