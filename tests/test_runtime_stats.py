@@ -198,3 +198,25 @@ def test_the_cli_samples_with_stats_sample(capsys) -> None:
     assert "Output range" in out.splitlines()[0] and "≈[" in out  # CoolCNN's big outputs are sampled
     assert main(["--stats", "-f", "summary", "--wide"]) == 0
     assert "≈[" not in capsys.readouterr().out
+
+
+class ManyOps(nn.Module):
+    def forward(self, x):
+        for k in range(300):  # more outputs than a buffer's first 256 rows
+            x = x * 1.01 + (k % 3)
+        return (x > 0).sum(), torch.nan_to_num(x / 0.0, posinf=1.0)
+
+
+def test_the_buffered_device_path_end_to_end_equals_the_cpus(monkeypatch) -> None:
+    x = torch.randn(4, 8)
+    x[0, 0] = 0.0
+    read_now = torchatlas.trace(ManyOps(), x, stats=True)
+    monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())  # the accelerator's path, on CPU tensors
+    buffered = torchatlas.trace(ManyOps(), x, stats=True)
+    pairs = list(zip(read_now.ir.ops(), buffered.ir.ops()))
+    assert len(pairs) > 600
+    for a, b in pairs:
+        for sa, sb in zip(a.meta["stats"], b.meta["stats"]):
+            assert sa.keys() == sb.keys(), a.target
+            for key, value in sa.items():
+                assert sb[key] == (pytest.approx(value, rel=1e-5, abs=1e-6) if value is not None else None), (a.target, key)

@@ -36,6 +36,8 @@ _CHUNK = 1 << 24
 SAMPLE = 1 << 16
 """``stats="sample"``: outputs over this many elements are measured on a strided sample of about as many."""
 _COLUMNS = 7  # min, max, sum, L2 norm, non-zero count, NaN count, Inf count
+_READ_AT_ONCE = frozenset({"cpu"})
+"""Devices whose numbers are read as each op runs (reading waits for nothing there)."""
 
 
 def skip_reason(t: Tensor) -> str | None:
@@ -123,7 +125,7 @@ class OutputStats:
             x = sample_of(x, self.limit)
             self._sampled += 1
         floating = x.dtype in _FLOATS
-        if x.device.type == "cpu":
+        if x.device.type in _READ_AT_ONCE:
             numbers: Any = _float_numbers_now(x) if floating else _int_numbers_now(x)
         else:
             key = (x.device, _row_dtype(x.dtype))
