@@ -1,0 +1,342 @@
+"""Lining two graphs up without shared ids: module calls first, then the ops inside them.
+
+Calls are matched by ``(path, call)``; a call left over is matched under its matched
+parent by its relative name, then by structure (same class and structural hash), then
+by shape signature (same class, input and output shapes) among its parent's leftovers.
+Ops are matched inside each matched pair of calls by a sequence alignment
+(``difflib``) of ``(op, input shapes, output shapes, dtypes)`` in execution order; the
+pool of a call also holds the ops of calls only one side has (a wrapper added around the
+same ops lines them up). Targets are normalised (``torch.relu``, ``torch.Tensor.relu``
+and ``aten.relu.default`` are all ``relu``), a chain of indexing ops is one step (``x[:, 1:, 0]``
+is one ``getitem`` eagerly and two or three ops in ``torch.export``), and copies that pass
+their input through (``clone``, ``contiguous``, ``Identity``, an eval ``dropout``...) are left
+out of the alignment and read through.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchatlas._ir import GraphIR, Node, Ref, Scope
+from torchatlas._ops import op_name
+
+_ALIASES = {
+    "getitem": "index", "slice": "index", "select": "index", "narrow": "index", "unsqueeze": "index",
+    "reshape": "view", "flatten": "view", "unflatten": "view", "view_as": "view", "reshape_as": "view",
+    "_unsafe_view": "view", "true_divide": "div", "truediv": "div", "linear_default": "linear",
+}
+_INDEXING = frozenset({"index"})
+_PASS_THROUGH = frozenset({
+    "identity", "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "to", "type_as", "float",
+    "_to_copy", "copy", "dropout", "feature_dropout", "alpha_dropout", "view_as_real_copy",
+})
+
+
+def normal_name(target: str | None) -> str:
+    """The op a target names, the same for the eager and the ATen spelling."""
+    name = op_name(target)
+    return _ALIASES.get(name, name)
+
+
+def target_family(target: str | None) -> str:
+    """``aten`` for ATen targets, ``torch`` for the Python API's: arguments compare only within one."""
+    return "aten" if (target or "").startswith("aten.") else "torch"
+
+
+@dataclass
+class Matching:
+    """What lines up between graphs ``a`` and ``b``."""
+
+    calls: dict[str, str] = field(default_factory=dict)
+    """Scope id in ``a`` -> its match in ``b``."""
+    call_reasons: dict[str, str] = field(default_factory=dict)
+    """Scope id in ``a`` left unmatched -> why."""
+    nodes: dict[str, str] = field(default_factory=dict)
+    """Node id in ``a`` -> its match in ``b``."""
+    node_reasons: dict[str, str] = field(default_factory=dict)
+    """Node id in ``a`` left unmatched -> why."""
+    pass_through: dict[str, set[str]] = field(default_factory=lambda: {"a": set(), "b": set()})
+    """Per side, the ops that pass their input through (left out of the alignment)."""
+    op_pairs: list[tuple[list[str], list[str]]] = field(default_factory=list)
+    """Matched steps (an op, or a chain of indexing ops) in ``b``'s execution order: the ones to compare."""
+    only_b_ops: list[str] = field(default_factory=list)
+    """Ops of ``b`` that nothing in ``a`` lines up with."""
+
+
+# -- module calls ------------------------------------------------------------------
+
+
+def _relative(path: str, parent_path: str) -> str:
+    return path[len(parent_path) + 1:] if parent_path and path.startswith(parent_path + ".") else path
+
+
+def match_calls(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]]) -> tuple[dict[str, str], dict[str, str]]:
+    """Scope id in ``a`` -> its match in ``b``, and why each unmatched one is unmatched."""
+    by_key = {(s.path, s.call): s.id for s in b.scopes}
+    pairs: dict[str, str] = {}
+    taken: set[str] = set()
+    for s in a.scopes:
+        other = by_key.get((s.path, s.call))
+        if other is not None:
+            pairs[s.id] = other
+            taken.add(other)
+    left = [s for s in a.scopes if s.id not in pairs]
+    if not left:
+        return pairs, {}
+    b_children = b.children()
+    hash_a, hash_b = hashes
+    by_structure: dict[tuple[str, str], list[str]] = {}
+    for s in b.scopes:
+        if s.id not in taken:
+            by_structure.setdefault((s.cls, hash_b[s.id]), []).append(s.id)
+    reasons: dict[str, str] = {}
+    for s in left:  # call order: a parent is settled before its children
+        parent = pairs.get(s.parent) if s.parent is not None else None
+        siblings = [b.scope(c) for c in b_children.get(parent, [])] if parent is not None else []
+        free = [o for o in siblings if o.id not in taken and o.cls == s.cls]
+        rel = _relative(s.path, a.scope(s.parent).path) if s.parent is not None else s.path
+        parent_path = b.scope(parent).path if parent is not None else ""
+        found = next((o.id for o in free if o.call == s.call and _relative(o.path, parent_path) == rel), None)
+        if found is None:
+            queue = [o for o in by_structure.get((s.cls, hash_a[s.id]), []) if o not in taken]
+            found = queue[0] if queue else None
+        if found is None:
+            shapes = _shape_signature(s)
+            found = next((o.id for o in free if _shape_signature(o) == shapes), None)
+        if found is None:
+            reasons[s.id] = (
+                f"no call of {s.path or '<root>'} in B, and no call of {s.class_name} there "
+                "with the same structure or shapes"
+            )
+            continue
+        pairs[s.id] = found
+        taken.add(found)
+    return pairs, reasons
+
+
+def _shape_signature(s: Scope) -> tuple[Any, Any]:
+    return (repr(s.meta.get("input_shapes")), repr(s.meta.get("output_shapes")))
+
+
+# -- ops -----------------------------------------------------------------------------
+
+
+def is_pass_through(ir: GraphIR, n: Node) -> bool:
+    """An op that hands its input on unchanged: a copy, a same-dtype cast, an eval dropout."""
+    if n.kind != "op":
+        return False
+    if not n.outputs:
+        return True  # export's _assert_tensor_metadata and the like compute nothing
+    name = normal_name(n.target)
+    if name not in _PASS_THROUGH or not n.inputs or len(n.outputs) != 1:
+        return False
+    if name.endswith("dropout") and _training(n) is not False:
+        return False
+    first = ir.value_meta(n.inputs[0])
+    out = n.outputs[0]
+    return first is not None and (first.shape, first.dtype) == (out.shape, out.dtype)
+
+
+def _training(n: Node) -> Any:
+    """The ``training`` flag of a dropout: keyword eagerly, third argument in ATen."""
+    if "training" in n.kwargs:
+        return n.kwargs["training"]
+    return n.args[2] if len(n.args) > 2 else None
+
+
+def resolve(ir: GraphIR, ref: Ref, through: set[str]) -> Ref:
+    """``ref`` read through the pass-through ops in ``through``."""
+    while ref.node in through:
+        ref = ir.node(ref).inputs[0]
+    return ref
+
+
+@dataclass
+class _Step:
+    """One step of a call's op sequence: an op, or a chain of indexing ops."""
+
+    nodes: list[str]
+    key: tuple[Any, ...]
+    name: str
+
+
+def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[_Step]:
+    users: dict[str, int] = {}
+    for n in ops:
+        for r in n.inputs:
+            users[r.node] = users.get(r.node, 0) + 1
+    steps: list[_Step] = []
+    chain_of: dict[str, _Step] = {}
+    for n in ops:
+        name = normal_name(n.target)
+        ins = [resolve(ir, r, through) for r in n.inputs]
+        in_meta = [ir.value_meta(r) for r in ins]
+        in_shapes = tuple((m.shape, m.dtype) if m else None for m in in_meta)
+        outs = tuple((m.shape, m.dtype) for m in n.outputs)
+        head = chain_of.get(ins[0].node) if name in _INDEXING and ins else None
+        if head is not None and users.get(ins[0].node) == 1:
+            head.nodes.append(n.id)
+            head.key = (head.key[0], head.key[1], outs)
+            chain_of[n.id] = head
+            continue
+        step = _Step([n.id], (name, in_shapes, outs), name)
+        if name in _INDEXING:
+            chain_of[n.id] = step
+        steps.append(step)
+    return steps
+
+
+def align(a_steps: list[_Step], b_steps: list[_Step]) -> tuple[list[tuple[_Step, _Step]], list[_Step], list[_Step]]:
+    """Pairs of steps that line up, and the ones left on each side."""
+    pairs: list[tuple[_Step, _Step]] = []
+    only_a: list[_Step] = []
+    only_b: list[_Step] = []
+    outer = difflib.SequenceMatcher(None, [s.key for s in a_steps], [s.key for s in b_steps], autojunk=False)
+    for tag, i1, i2, j1, j2 in outer.get_opcodes():
+        if tag == "equal":
+            pairs += zip(a_steps[i1:i2], b_steps[j1:j2])
+            continue
+        sa, sb = a_steps[i1:i2], b_steps[j1:j2]
+        inner = difflib.SequenceMatcher(None, [s.name for s in sa], [s.name for s in sb], autojunk=False)
+        for tag2, k1, k2, l1, l2 in inner.get_opcodes():
+            if tag2 in ("equal", "replace"):  # same op with other shapes, or another op in its place
+                n = min(k2 - k1, l2 - l1)
+                pairs += zip(sa[k1:k1 + n], sb[l1:l1 + n])
+                only_a += sa[k1 + n:k2]
+                only_b += sb[l1 + n:l2]
+            else:
+                only_a += sa[k1:k2]
+                only_b += sb[l1:l2]
+    return pairs, only_a, only_b
+
+
+def match(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]]) -> Matching:
+    """Calls, then ops inside matched calls, then the graph's inputs, outputs and state."""
+    m = Matching()
+    m.calls, m.call_reasons = match_calls(a, b, hashes)
+    matched_b = set(m.calls.values())
+    pool_a = _pools(a, set(m.calls))
+    pool_b = _pools(b, matched_b)
+    for side, ir in (("a", a), ("b", b)):
+        m.pass_through[side] = {n.id for n in ir.nodes if is_pass_through(ir, n)}
+    ops_a = _ops_by_pool(a, pool_a, m.pass_through["a"])
+    ops_b = _ops_by_pool(b, pool_b, m.pass_through["b"])
+    matched_ops_b: set[str] = set()
+    for sa, sb in m.calls.items():
+        steps_a = _steps(a, ops_a.get(sa, []), m.pass_through["a"])
+        steps_b = _steps(b, ops_b.get(sb, []), m.pass_through["b"])
+        pairs, only_a, _ = align(steps_a, steps_b)
+        for x, y in pairs:
+            for nid in x.nodes:
+                m.nodes[nid] = y.nodes[-1]
+            m.op_pairs.append((x.nodes, y.nodes))
+            matched_ops_b.update(y.nodes)
+        for x in only_a:
+            for nid in x.nodes:
+                m.node_reasons[nid] = "no op of the matched call in B lines up with it"
+    order_b = {n.id: i for i, n in enumerate(b.nodes)}
+    m.op_pairs.sort(key=lambda p: order_b[p[1][0]])
+    m.only_b_ops = [n.id for n in b.nodes if n.kind == "op" and n.id not in matched_ops_b and n.id not in m.pass_through["b"]]
+    _match_pass_through(a, b, m)
+    _match_values(a, b, m)
+    for n in a.nodes:
+        if n.id not in m.nodes and n.id not in m.node_reasons:
+            m.node_reasons[n.id] = _why_unmatched(a, n, m)
+    return m
+
+
+def _pools(ir: GraphIR, matched: set[str]) -> dict[str | None, list[str]]:
+    """Scope id -> the matched call whose op pool holds its ops (itself, or its nearest matched ancestor)."""
+    owner: dict[str, str | None] = {}
+    for s in ir.scopes:
+        owner[s.id] = s.id if s.id in matched else (owner[s.parent] if s.parent is not None else None)
+    pools: dict[str | None, list[str]] = {}
+    for s in ir.scopes:
+        pools.setdefault(owner[s.id], []).append(s.id)
+    return pools
+
+
+def _ops_by_pool(ir: GraphIR, pools: dict[str | None, list[str]], through: set[str]) -> dict[str | None, list[Node]]:
+    pool_of = {sid: owner for owner, members in pools.items() for sid in members}
+    out: dict[str | None, list[Node]] = {}
+    for n in ir.nodes:
+        if n.kind == "op" and n.id not in through:
+            out.setdefault(pool_of[n.scope], []).append(n)
+    return out
+
+
+def _match_pass_through(a: GraphIR, b: GraphIR, m: Matching) -> None:
+    """A copy in ``a`` matches a copy of the same kind in ``b`` reading the matched value."""
+    waiting: dict[tuple[str, str, int], list[str]] = {}
+    for nid in m.pass_through["b"]:
+        n = b.node(nid)
+        if n.outputs:
+            src = resolve(b, n.inputs[0], m.pass_through["b"])
+            waiting.setdefault((normal_name(n.target), src.node, src.slot), []).append(nid)
+    for nid in sorted(m.pass_through["a"], key=lambda i: int(i[1:]) if i[1:].isdigit() else 0):
+        n = a.node(nid)
+        reason = f"passes its input through ({normal_name(n.target) or 'no output'}), read through"
+        if not n.outputs:
+            m.node_reasons[nid] = reason
+            continue
+        src = resolve(a, n.inputs[0], m.pass_through["a"])
+        queue = waiting.get((normal_name(n.target), m.nodes.get(src.node, ""), src.slot))
+        if queue:
+            m.nodes[nid] = queue.pop(0)
+        else:
+            m.node_reasons[nid] = reason
+
+
+def map_state_path(path: str, module_map: dict[str, str]) -> str:
+    """``blocks.0.fc.weight`` -> ``layers.0.fc.weight`` when module ``blocks.0.fc`` matched ``layers.0.fc``."""
+    module, _, name = path.rpartition(".")
+    while module and module not in module_map:
+        module, _, rest = module.rpartition(".")
+        name = f"{rest}.{name}"
+    if not module:
+        return path
+    target = module_map[module]
+    return f"{target}.{name}" if target else name
+
+
+def module_map(a: GraphIR, b: GraphIR, calls: dict[str, str]) -> dict[str, str]:
+    return {a.scope(sa).path: b.scope(sb).path for sa, sb in calls.items()}
+
+
+def _match_values(a: GraphIR, b: GraphIR, m: Matching) -> None:
+    """Inputs and outputs by path, parameters and buffers by (mapped) path, constants by their first reader."""
+    paths = module_map(a, b, m.calls)
+    by_key: dict[tuple[str, str], str] = {}
+    for n in b.nodes:
+        if n.kind in ("input", "output", "param", "buffer") and n.path is not None:
+            by_key.setdefault((n.kind, n.path), n.id)
+    for n in a.nodes:
+        if n.kind in ("input", "output") and n.path is not None:
+            path = n.path
+        elif n.kind in ("param", "buffer") and n.path is not None:
+            path = map_state_path(n.path, paths)
+        else:
+            continue
+        other = by_key.get((n.kind, path))
+        if other is not None:
+            m.nodes[n.id] = other
+            m.node_reasons.pop(n.id, None)
+    for na, nb in m.op_pairs:
+        x, y = a.node(na[0]), b.node(nb[0])
+        for ra, rb in zip(x.inputs, y.inputs):
+            pa, pb = a.node(ra), b.node(rb)
+            if pa.kind == "constant" and pb.kind == "constant" and pa.id not in m.nodes:
+                m.nodes[pa.id] = pb.id
+
+
+def _why_unmatched(a: GraphIR, n: Node, m: Matching) -> str:
+    scope = a.scope(n.scope)
+    if n.kind == "op":
+        return "no op of the matched call in B lines up with it"
+    if n.kind in ("param", "buffer"):
+        return f"no {n.kind} {n.path} in B"
+    if n.kind in ("input", "output"):
+        return f"no {n.kind} {n.path} in B"
+    return f"no op reading it in {scope.label} lines up with one in B"
