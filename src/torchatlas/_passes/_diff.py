@@ -13,16 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Ref
+from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._ops import op_name
 from torchatlas._passes._analyze import ensure_analyzed
-from torchatlas._passes._diff_match import Matching, match, normal_name, resolve, target_family
+from torchatlas._passes._diff_match import Matching, is_unordered, match, normal_name, resolve, target_family
 from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, NodeMatch, ScopeChange
 from torchatlas._passes._diff_tree import merged_calls, summary_text, tree_text
 from torchatlas._passes._repeats import structural_hashes
 from torchatlas._text import format_count, format_shape, format_shapes, markdown_text, visible
 
-_COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or", "bitwise_and"})
 
 
 @dataclass
@@ -166,10 +165,12 @@ class _Differ:
             self._note("b", b_id, "class", *names)
         if (sa.path, sa.call) != (sb.path, sb.call):
             self._note("b", b_id, "path", sa.label, sb.label)
-        for key, name in (("input_shapes", "input shapes"), ("output_shapes", "output shapes")):
-            before, after = sa.meta.get(key, []), sb.meta.get(key, [])
-            if before != after:
-                self._note("b", b_id, name, format_shapes(before), format_shapes(after))
+        before, after = sa.meta.get("input_shapes", []), sb.meta.get("input_shapes", [])
+        if before != after:
+            self._note("b", b_id, "input shapes", format_shapes(before), format_shapes(after))
+        before, after = self._made(self.a, sa, "a"), self._made(self.b, sb, "b")
+        if before != after:
+            self._note("b", b_id, "output shapes", format_shapes(before), format_shapes(after))
         if sa.call == 0 and sb.call == 0:
             before_state, after_state = _own_state(self.a, sa.path), _own_state(self.b, sb.path)
             if before_state != after_state:
@@ -177,6 +178,17 @@ class _Differ:
         for key, name in (("params", "parameters"), ("flops", "FLOPs")):
             if sa.meta.get(key) != sb.meta.get(key):
                 self._note("b", b_id, name, format_count(sa.meta.get(key)), format_count(sb.meta.get(key)))
+
+    def _made(self, ir: GraphIR, scope: Scope, side: str) -> list[Any]:
+        """The shapes a call returned that it made itself, read through copies: a call handing on
+        a copy of its input (export's ``to`` of a float tensor) returned nothing new there."""
+        if not scope.outputs:
+            return list(scope.meta.get("output_shapes", []))
+        shapes = []
+        for ref in dict.fromkeys(resolve(ir, r, self.m.pass_through[side]) for r in scope.outputs):
+            if scope.id in ir.ancestry(ir.node(ref).scope) and (meta := ir.value_meta(ref)) is not None:
+                shapes.append(list(meta.shape))
+        return shapes
 
     def _only_pass_through(self, ir: GraphIR, scope_id: str, side: str) -> bool:
         """A call only one side has that hands its input on (``Identity``, an eval ``Dropout``)."""
@@ -204,7 +216,7 @@ class _Differ:
             [m.shape if m else None for m in ins_a], [m.shape if m else None for m in ins_b],
             [m.shape for m in last_a.outputs], [m.shape for m in last_b.outputs],
         )
-        if shapes[0] != shapes[1] or shapes[2] != shapes[3]:
+        if sorted(map(repr, shapes[0])) != sorted(map(repr, shapes[1])) or shapes[2] != shapes[3]:  # eager and ATen order differ
             found.append(("op shapes", _op_text(head_a, shapes[0], shapes[2]), _op_text(head_b, shapes[1], shapes[3])))
         dtypes_a = [m.dtype for m in last_a.outputs]
         dtypes_b = [m.dtype for m in last_b.outputs]
@@ -217,7 +229,7 @@ class _Differ:
             consts_b = [_constants(self.b.node(y)) for y in step_b]
             if consts_a != consts_b:
                 found.append(("op arguments", _args_text(head_a, consts_a), _args_text(head_b, consts_b)))
-        flow = self._flow(head_a.inputs, head_b.inputs, normal_name(head_b.target) in _COMMUTATIVE)
+        flow = self._flow(head_a.inputs, head_b.inputs, is_unordered(head_a.target, head_b.target))
         if flow is not None:
             name = op_name(head_b.target)
             found.append(("data flow", f"{name} ← {flow[0]}", f"{name} ← {flow[1]}"))

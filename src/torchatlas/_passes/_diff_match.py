@@ -25,13 +25,16 @@ from torchatlas._ops import op_name
 _ALIASES = {
     "getitem": "index", "slice": "index", "select": "index", "narrow": "index", "unsqueeze": "index",
     "reshape": "view", "flatten": "view", "unflatten": "view", "view_as": "view", "reshape_as": "view",
-    "_unsafe_view": "view", "true_divide": "div", "truediv": "div", "linear_default": "linear",
+    "_unsafe_view": "view", "true_divide": "div", "truediv": "div", "float": "to", "double": "to",
+    "half": "to", "bfloat16": "to", "long": "to", "int": "to", "bool": "to", "type": "to", "_to_copy": "to",
 }
 _INDEXING = frozenset({"index"})
 _PASS_THROUGH = frozenset({
-    "identity", "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "to", "type_as", "float",
-    "_to_copy", "copy", "dropout", "feature_dropout", "alpha_dropout", "view_as_real_copy",
+    "identity", "clone", "contiguous", "alias", "detach", "lift_fresh_copy", "to", "type_as", "copy",
+    "dropout", "feature_dropout", "alpha_dropout", "index", "view", "expand",
 })
+"""Ops that hand their one tensor input on when the result has its shape and dtype: a copy, a
+same-dtype cast, a full slice (``x[:, :]``, which ``torch.export`` drops), a view to the same shape."""
 
 
 def normal_name(target: str | None) -> str:
@@ -130,7 +133,7 @@ def is_pass_through(ir: GraphIR, n: Node) -> bool:
     if not n.outputs:
         return True  # export's _assert_tensor_metadata and the like compute nothing
     name = normal_name(n.target)
-    if name not in _PASS_THROUGH or not n.inputs or len(n.outputs) != 1:
+    if name not in _PASS_THROUGH or len(n.inputs) != 1 or len(n.outputs) != 1:
         return False
     if name.endswith("dropout") and _training(n) is not False:
         return False
@@ -159,7 +162,18 @@ class _Step:
 
     nodes: list[str]
     key: tuple[Any, ...]
+    """(op, input shapes and dtypes, output shapes and dtypes): what the alignment compares."""
     name: str
+    sources: list[Ref]
+    """Where the first op's inputs come from, read through pass-through copies."""
+
+
+_COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or", "bitwise_and"})
+
+
+def is_unordered(target_a: str | None, target_b: str | None) -> bool:
+    """Inputs compare as a set: a commutative op, or one whose ATen spelling orders them differently."""
+    return normal_name(target_b) in _COMMUTATIVE or target_family(target_a) != target_family(target_b)
 
 
 def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[_Step]:
@@ -173,7 +187,7 @@ def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[_Step]:
         name = normal_name(n.target)
         ins = [resolve(ir, r, through) for r in n.inputs]
         in_meta = [ir.value_meta(r) for r in ins]
-        in_shapes = tuple((m.shape, m.dtype) if m else None for m in in_meta)
+        in_shapes = tuple(sorted(repr((m.shape, m.dtype) if m else None) for m in in_meta))  # eager and ATen order differ
         outs = tuple((m.shape, m.dtype) for m in n.outputs)
         head = chain_of.get(ins[0].node) if name in _INDEXING and ins else None
         if head is not None and users.get(ins[0].node) == 1:
@@ -181,7 +195,7 @@ def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[_Step]:
             head.key = (head.key[0], head.key[1], outs)
             chain_of[n.id] = head
             continue
-        step = _Step([n.id], (name, in_shapes, outs), name)
+        step = _Step([n.id], (name, in_shapes, outs), name, ins)
         if name in _INDEXING:
             chain_of[n.id] = step
         steps.append(step)
@@ -212,38 +226,78 @@ def align(a_steps: list[_Step], b_steps: list[_Step]) -> tuple[list[tuple[_Step,
     return pairs, only_a, only_b
 
 
+def _source_key(ir: GraphIR, ref: Ref, mapped: dict[str, str] | None) -> tuple[Any, ...] | None:
+    """Where a value comes from, in ``b``'s terms: a (matched) node, or a constant's shape."""
+    n = ir.node(ref)
+    if n.kind == "constant":
+        meta = ir.value_meta(ref)
+        return ("c", meta.shape if meta else None, meta.dtype if meta else None)
+    node = ref.node if mapped is None else mapped.get(ref.node)
+    return None if node is None else ("n", node, ref.slot)
+
+
+def _anchor_key(ir: GraphIR, step: _Step, pool: str, mapped: dict[str, str] | None) -> tuple[Any, ...] | None:
+    keys = [_source_key(ir, r, mapped) for r in step.sources]
+    if any(k is None for k in keys):
+        return None
+    # as a set: the ATen spelling may order them differently; the comparison afterwards sees order
+    return (pool, step.key, tuple(sorted(keys, key=repr)))
+
+
 def match(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]]) -> Matching:
-    """Calls, then ops inside matched calls, then the graph's inputs, outputs and state."""
+    """Calls; the graph's inputs, outputs and state by path; then the ops inside matched calls:
+    first those whose op, shapes and (matched) inputs agree, in execution order, then the rest
+    of each call by sequence alignment."""
     m = Matching()
     m.calls, m.call_reasons = match_calls(a, b, hashes)
-    matched_b = set(m.calls.values())
-    pool_a = _pools(a, set(m.calls))
-    pool_b = _pools(b, matched_b)
     for side, ir in (("a", a), ("b", b)):
         m.pass_through[side] = {n.id for n in ir.nodes if is_pass_through(ir, n)}
-    ops_a = _ops_by_pool(a, pool_a, m.pass_through["a"])
-    ops_b = _ops_by_pool(b, pool_b, m.pass_through["b"])
-    matched_ops_b: set[str] = set()
-    for sa, sb in m.calls.items():
-        steps_a = _steps(a, ops_a.get(sa, []), m.pass_through["a"])
-        steps_b = _steps(b, ops_b.get(sb, []), m.pass_through["b"])
-        pairs, only_a, _ = align(steps_a, steps_b)
+    _match_values(a, b, m)
+    ops_a = _ops_by_pool(a, _pools(a, set(m.calls)), m.pass_through["a"])
+    ops_b = _ops_by_pool(b, _pools(b, set(m.calls.values())), m.pass_through["b"])
+    steps_a = {pool: _steps(a, ops, m.pass_through["a"]) for pool, ops in ops_a.items()}
+    steps_b = {pool: _steps(b, ops, m.pass_through["b"]) for pool, ops in ops_b.items()}
+    paired: set[int] = set()
+
+    def pair(x: _Step, y: _Step) -> None:
+        for nid in x.nodes:
+            m.nodes[nid] = y.nodes[-1]
+        m.op_pairs.append((x.nodes, y.nodes))
+        paired.update((id(x), id(y)))
+
+    waiting: dict[tuple[Any, ...], list[_Step]] = {}
+    for pool, steps in steps_b.items():
+        for y in steps:
+            key = _anchor_key(b, y, pool or "", None)
+            if key is not None:
+                waiting.setdefault(key, []).append(y)
+    position = {n.id: i for i, n in enumerate(a.nodes)}
+    in_order = sorted(((pool, x) for pool, steps in steps_a.items() for x in steps), key=lambda px: position[px[1].nodes[0]])
+    for pool, x in in_order:
+        key = _anchor_key(a, x, m.calls.get(pool or "", ""), m.nodes)
+        queue = waiting.get(key) if key is not None else None
+        while queue and id(queue[0]) in paired:
+            queue.pop(0)
+        if queue:
+            pair(x, queue.pop(0))
+    for pool_a, pool_b in m.calls.items():
+        left_a = [x for x in steps_a.get(pool_a, []) if id(x) not in paired]
+        left_b = [y for y in steps_b.get(pool_b, []) if id(y) not in paired]
+        pairs, only_a, _ = align(left_a, left_b)
         for x, y in pairs:
-            for nid in x.nodes:
-                m.nodes[nid] = y.nodes[-1]
-            m.op_pairs.append((x.nodes, y.nodes))
-            matched_ops_b.update(y.nodes)
+            pair(x, y)
         for x in only_a:
             for nid in x.nodes:
                 m.node_reasons[nid] = "no op of the matched call in B lines up with it"
     order_b = {n.id: i for i, n in enumerate(b.nodes)}
     m.op_pairs.sort(key=lambda p: order_b[p[1][0]])
-    m.only_b_ops = [n.id for n in b.nodes if n.kind == "op" and n.id not in matched_ops_b and n.id not in m.pass_through["b"]]
+    matched_b = set(m.nodes.values())
+    m.only_b_ops = [n.id for n in b.nodes if n.kind == "op" and n.id not in matched_b and n.id not in m.pass_through["b"]]
+    _match_constants(a, b, m)
     _match_pass_through(a, b, m)
-    _match_values(a, b, m)
     for n in a.nodes:
         if n.id not in m.nodes and n.id not in m.node_reasons:
-            m.node_reasons[n.id] = _why_unmatched(a, n, m)
+            m.node_reasons[n.id] = _why_unmatched(a, n)
     return m
 
 
@@ -306,7 +360,7 @@ def module_map(a: GraphIR, b: GraphIR, calls: dict[str, str]) -> dict[str, str]:
 
 
 def _match_values(a: GraphIR, b: GraphIR, m: Matching) -> None:
-    """Inputs and outputs by path, parameters and buffers by (mapped) path, constants by their first reader."""
+    """Inputs and outputs by path, parameters and buffers by (mapped) path."""
     paths = module_map(a, b, m.calls)
     by_key: dict[tuple[str, str], str] = {}
     for n in b.nodes:
@@ -322,7 +376,9 @@ def _match_values(a: GraphIR, b: GraphIR, m: Matching) -> None:
         other = by_key.get((n.kind, path))
         if other is not None:
             m.nodes[n.id] = other
-            m.node_reasons.pop(n.id, None)
+
+
+def _match_constants(a: GraphIR, b: GraphIR, m: Matching) -> None:
     for na, nb in m.op_pairs:
         x, y = a.node(na[0]), b.node(nb[0])
         for ra, rb in zip(x.inputs, y.inputs):
@@ -331,7 +387,7 @@ def _match_values(a: GraphIR, b: GraphIR, m: Matching) -> None:
                 m.nodes[pa.id] = pb.id
 
 
-def _why_unmatched(a: GraphIR, n: Node, m: Matching) -> str:
+def _why_unmatched(a: GraphIR, n: Node) -> str:
     scope = a.scope(n.scope)
     if n.kind == "op":
         return "no op of the matched call in B lines up with it"
