@@ -213,3 +213,19 @@ def test_llama_with_wider_mlps_and_a_layer_more() -> None:
     summary = d.summary().splitlines()
     assert any("model.layers.0–1 (LlamaDecoderLayer) ×2" in row and "15.4K → 27.7K" in row for row in summary)
     assert not any("self_attn" in line for line in lines if line.startswith("~"))  # attention is unchanged
+
+
+def test_cli_diffs_two_model_specs_and_prints_the_tree(capsys, tmp_path) -> None:
+    from torchatlas._cli import main
+
+    page = tmp_path / "diff.html"
+    assert main(["diff", "torchatlas._example:CoolCNN", "torchatlas._example:CoolCNN", "-o", str(page)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["  <root> (CoolCNN)", "A and B compute the same (up to naming)"]
+    assert page.is_file()
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    torchatlas.trace(_net(), X).save(a)
+    torchatlas.trace(_net(act="tanh"), X).save(b)
+    assert main(["diff", str(a), str(b), "-f", "summary"]) == 0
+    summary = capsys.readouterr().out
+    assert "~    blocks.0–1 (Block) ×2" in summary and "op" in summary
