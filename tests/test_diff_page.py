@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -106,6 +107,26 @@ def test_hostile_names_are_escaped_in_the_page() -> None:
     assert page.count("<script") == 2  # the data and the one script, nothing injected
 
 
+def test_a_module_named_like_markup_cannot_reach_the_script() -> None:
+    name = "<!--<script"
+
+    class Sly(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_module(name, torch.nn.Linear(2, 2))
+
+        def forward(self, x):
+            return getattr(self, name)(x)
+
+    d = torchatlas.diff(torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)), torchatlas.trace(Sly(), torch.randn(1, 2)))
+    page = str(d.to_html())
+    assert "<!--" not in page and page.count("<script") == 2
+    block = page.split('<script type="application/json" id="calls">', 1)[1].split("</script>", 1)[0]
+    assert not set("<>&") & set(block)
+    labels = [c["label"] for c in json.loads(block)]
+    assert f"{name} (Linear)" in labels  # the name itself, intact once parsed
+
+
 def test_cli_writes_the_diff_page(tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     _llama(2).save(a)
@@ -133,8 +154,28 @@ def test_clicking_a_call_shows_both_sides_in_chromium(llama_diff, tmp_path: Path
         assert cells and len(cells) % 3 == 0
         for k in range(0, len(cells), 3):
             assert cells[k + 1] != cells[k + 2]  # a changed field differs between A and B
+        assert page.eval_on_selector_all("#panel ul.notes li", "lis => lis.length") > 0  # the changes inside
+        # field names never break mid-word (they did: "input sh" / "apes")
+        lines = page.eval_on_selector_all(
+            "#panel td:first-child",
+            "tds => tds.map(td => { const r = document.createRange(); r.selectNodeContents(td);"
+            " return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })",
+        )
+        assert lines and set(lines) == {1}
         page.click(".row.added >> nth=0")
         assert page.eval_on_selector_all("#panel td", "tds => tds.map(td => td.textContent)")[1] == "—"
+        visible_rows = "() => [...document.querySelectorAll('.row')].filter(r => r.offsetParent !== null).length"
+        everything = page.evaluate(visible_rows)
+        page.check("#changed-only")
+        shown = page.evaluate(visible_rows)
+        assert 0 < shown < everything
+        assert page.evaluate("() => [...document.querySelectorAll('.row.same')].every(r => r.offsetParent === null)")
+        page.uncheck("#changed-only")
+        page.fill("#search", "layers.2.mlp")
+        assert page.evaluate("() => [...document.querySelectorAll('.row')].filter(r => r.offsetParent !== null)"
+                             ".map(r => r.textContent).every(t => t.includes('layers.2.mlp'))")
+        page.fill("#search", "")
+        assert page.evaluate("() => document.querySelectorAll('.row.changed .badge').length") > 0
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "diff_page.png"))
         browser.close()
