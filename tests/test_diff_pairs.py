@@ -229,3 +229,43 @@ def test_cli_diffs_two_model_specs_and_prints_the_tree(capsys, tmp_path) -> None
     assert main(["diff", str(a), str(b), "-f", "summary"]) == 0
     summary = capsys.readouterr().out
     assert "~    blocks.0–1 (Block) ×2" in summary and "op" in summary
+
+
+class Loop(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        for _ in range(3):
+            x = torch.relu(self.fc(x))
+        return x
+
+
+def test_aten_level_trace_and_export_and_fx_line_up() -> None:
+    model, x = Loop().eval(), torch.randn(2, 4)
+    eager = torchatlas.trace(model, x)
+    aten = torchatlas.trace(model, x, level="aten")  # linear recorded as t(w) + addmm
+    exported = torchatlas.from_export(torch.export.export(model, (x,)))
+    fx = torchatlas.from_fx(torch.fx.symbolic_trace(model))  # no shapes, input named x
+    assert torchatlas.diff(aten, exported).equal
+    assert torchatlas.diff(eager, aten).equal
+    assert torchatlas.diff(eager, fx).equal
+
+
+def test_dtype_and_argument_changes() -> None:
+    x = torch.randn(2, 4)
+    torch.manual_seed(0)
+    d = torchatlas.diff(torchatlas.trace(nn.Linear(4, 4), x), torchatlas.trace(nn.Linear(4, 4).double(), x.double()))
+    assert ("<root> (Linear)", "op dtypes", "linear float32", "linear float64") in _fields(d) and not d.equal
+
+    class Softmax(nn.Module):
+        def __init__(self, dim: int) -> None:
+            super().__init__()
+            self.dim = dim
+
+        def forward(self, x):
+            return torch.softmax(x, dim=self.dim)
+
+    d = torchatlas.diff(torchatlas.trace(Softmax(0), x), torchatlas.trace(Softmax(1), x))
+    assert _fields(d) == {("<root> (Softmax)", "op arguments", "softmax(dim=0)", "softmax(dim=1)")}

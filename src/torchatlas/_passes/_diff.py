@@ -17,12 +17,11 @@ from typing import Any
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._ops import op_name
 from torchatlas._passes._analyze import ensure_analyzed
-from torchatlas._passes._diff_match import Matching, is_unordered, match, normal_name, resolve, target_family
+from torchatlas._passes._diff_match import Matching, Step, is_unordered, match, resolve, target_family
 from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, NodeMatch, ScopeChange
 from torchatlas._passes._diff_tree import merged_calls, summary_text, tree_text
 from torchatlas._passes._repeats import structural_hashes
 from torchatlas._text import format_count, format_shape, format_shapes, markdown_text, visible
-
 
 
 @dataclass
@@ -125,11 +124,12 @@ class _Differ:
         self.a, self.b, self.m = a, b, m
         self.b_of_scope = m.calls
         self.a_of_scope = {sb: sa for sa, sb in m.calls.items()}
-        self.matched_b_nodes = set(m.nodes.values())
         self.records: dict[tuple[str, str], list[ScopeChange]] = {}
         """(side, scope id) -> its changes; a matched call's are filed under its ``b`` id."""
         self.changed_nodes: set[str] = set()
         self.state_a, self.state_b = _own_state(a), _own_state(b)
+        # An fx graph imported without shape propagation knows no shapes (nor FLOPs): compare what both know.
+        self.shapes = _has_shapes(a) and _has_shapes(b)
         self.one_sided = {("a", s.id): self._only_pass_through(a, s.id, "a") for s in a.scopes if s.id not in m.calls}
         self.one_sided.update(
             {("b", s.id): self._only_pass_through(b, s.id, "b") for s in b.scopes if s.id not in self.a_of_scope}
@@ -149,7 +149,7 @@ class _Differ:
         order = {("b", s.id): i for i, s in enumerate(self.b.scopes)}
         for key in sorted(self.records, key=lambda k: order.get(k, -1)):
             result.changed += self.records[key]
-        for meta_key, name in (("param_count", "parameters"), ("flops", "FLOPs")):
+        for meta_key, name in (("param_count", "parameters"), ("flops", "FLOPs"))[: 2 if self.shapes else 1]:
             before, after = self.a.meta.get(meta_key), self.b.meta.get(meta_key)
             if before != after:
                 result.totals.append(ScopeChange("<total>", name, format_count(before), format_count(after)))
@@ -169,23 +169,23 @@ class _Differ:
 
     def _compare_calls(self, a_id: str, b_id: str) -> None:
         sa, sb = self.a.scope(a_id), self.b.scope(b_id)
-        if sa.cls != sb.cls:
+        if sa.cls != sb.cls and ("." in sa.cls and "." in sb.cls or sa.class_name != sb.class_name):
             # Same name from another module: show where each class comes from.
             names = (sa.class_name, sb.class_name) if sa.class_name != sb.class_name else (sa.cls, sb.cls)
             self._note("b", b_id, "class", *names)
         if (sa.path, sa.call) != (sb.path, sb.call):
             self._note("b", b_id, "path", sa.label, sb.label)
         before, after = sa.meta.get("input_shapes", []), sb.meta.get("input_shapes", [])
-        if before != after:
+        if before != after and self.shapes:
             self._note("b", b_id, "input shapes", format_shapes(before), format_shapes(after))
         before, after = self._made(self.a, sa, "a"), self._made(self.b, sb, "b")
-        if before != after:
+        if before != after and self.shapes:
             self._note("b", b_id, "output shapes", format_shapes(before), format_shapes(after))
         if sa.call == 0 and sb.call == 0:
             before_state, after_state = self.state_a.get(sa.path, {}), self.state_b.get(sb.path, {})
             if before_state != after_state:
                 self._note("b", b_id, "parameter shapes", _state_text(before_state), _state_text(after_state))
-        for key, name in (("params", "parameters"), ("flops", "FLOPs")):
+        for key, name in (("params", "parameters"), ("flops", "FLOPs"))[: 2 if self.shapes else 1]:
             if sa.meta.get(key) != sb.meta.get(key):
                 self._note("b", b_id, name, format_count(sa.meta.get(key)), format_count(sb.meta.get(key)))
 
@@ -213,50 +213,45 @@ class _Differ:
             return ("b", self.m.calls[node.scope])
         return (side, node.scope)
 
-    def _compare_ops(self, step_a: list[str], step_b: list[str]) -> None:
-        head_a, head_b = self.a.node(step_a[0]), self.b.node(step_b[0])
-        last_a, last_b = self.a.node(step_a[-1]), self.b.node(step_b[-1])
+    def _compare_ops(self, x: Step, y: Step) -> None:
+        main_a, main_b = self.a.node(x.main), self.b.node(y.main)
+        last_a, last_b = self.a.node(x.nodes[-1]), self.b.node(y.nodes[-1])
         home = self._home(last_b, "b")
         found: list[tuple[str, str, str]] = []
-        if normal_name(head_a.target) != normal_name(head_b.target):
-            found.append(("op", head_a.target or "?", head_b.target or "?"))
-        ins_a = [self.a.value_meta(resolve(self.a, r, self.m.pass_through["a"])) for r in head_a.inputs]
-        ins_b = [self.b.value_meta(resolve(self.b, r, self.m.pass_through["b"])) for r in head_b.inputs]
+        if x.name != y.name:
+            found.append(("op", main_a.target or "?", main_b.target or "?"))
         shapes = (
-            [m.shape if m else None for m in ins_a], [m.shape if m else None for m in ins_b],
+            [m.shape if (m := self.a.value_meta(r)) else None for r in x.sources],
+            [m.shape if (m := self.b.value_meta(r)) else None for r in y.sources],
             [m.shape for m in last_a.outputs], [m.shape for m in last_b.outputs],
         )
-        if sorted(map(repr, shapes[0])) != sorted(map(repr, shapes[1])) or shapes[2] != shapes[3]:  # eager and ATen order differ
-            found.append(("op shapes", _op_text(head_a, shapes[0], shapes[2]), _op_text(head_b, shapes[1], shapes[3])))
+        differ = sorted(map(repr, shapes[0])) != sorted(map(repr, shapes[1])) or shapes[2] != shapes[3]  # eager and ATen order differ
+        if differ and self.shapes:
+            found.append(("op shapes", _op_text(x.name, shapes[0], shapes[2]), _op_text(y.name, shapes[1], shapes[3])))
         dtypes_a = [m.dtype for m in last_a.outputs]
         dtypes_b = [m.dtype for m in last_b.outputs]
-        if dtypes_a != dtypes_b:
-            found.append(("op dtypes", f"{op_name(head_a.target)} {', '.join(dtypes_a)}", f"{op_name(head_b.target)} {', '.join(dtypes_b)}"))
-        if len(step_a) == len(step_b) and all(
-            target_family(self.a.node(x).target) == target_family(self.b.node(y).target) for x, y in zip(step_a, step_b)
-        ):
-            nodes_a, nodes_b = [self.a.node(x) for x in step_a], [self.b.node(y) for y in step_b]
-            same = all(x.args == y.args and x.kwargs == y.kwargs for x, y in zip(nodes_a, nodes_b))
-            consts_a, consts_b = ([], []) if same else ([_constants(x) for x in nodes_a], [_constants(y) for y in nodes_b])
+        if dtypes_a != dtypes_b and self.shapes:
+            found.append(("op dtypes", f"{x.name} {', '.join(dtypes_a)}", f"{y.name} {', '.join(dtypes_b)}"))
+        nodes_a, nodes_b = [self.a.node(i) for i in x.nodes], [self.b.node(i) for i in y.nodes]
+        if len(nodes_a) == len(nodes_b) and all(target_family(p.target) == target_family(q.target) for p, q in zip(nodes_a, nodes_b)):
+            same = all(p.args == q.args and p.kwargs == q.kwargs for p, q in zip(nodes_a, nodes_b))
+            consts_a, consts_b = ([], []) if same else ([_constants(p) for p in nodes_a], [_constants(q) for q in nodes_b])
             if consts_a != consts_b:
-                found.append(("op arguments", _args_text(head_a, consts_a), _args_text(head_b, consts_b)))
-        flow = self._flow(head_a.inputs, head_b.inputs, is_unordered(head_a.target, head_b.target))
+                found.append(("op arguments", _args_text(x.name, consts_a), _args_text(y.name, consts_b)))
+        flow = self._flow(x.sources, y.sources, is_unordered(x, y, self.a, self.b))
         if flow is not None:
-            name = op_name(head_b.target)
-            found.append(("data flow", f"{name} ← {flow[0]}", f"{name} ← {flow[1]}"))
+            found.append(("data flow", f"{y.name} ← {flow[0]}", f"{y.name} ← {flow[1]}"))
         for fld, before, after in found:
             self._note(*home, fld, before, after)
         if found:
-            self.changed_nodes.update(step_a)
+            self.changed_nodes.update(x.nodes)
 
-    def _flow(self, refs_a: list[Ref], refs_b: list[Ref], commutative: bool) -> tuple[str, str] | None:
-        """Where each input comes from, both sides, when the sources differ (and are matched)."""
-        src_a = [resolve(self.a, r, self.m.pass_through["a"]) for r in refs_a]
-        src_b = [resolve(self.b, r, self.m.pass_through["b"]) for r in refs_b]
+    def _flow(self, src_a: list[Ref], src_b: list[Ref], commutative: bool) -> tuple[str, str] | None:
+        """Where each input comes from (read through copies), both sides, when the sources differ (and are matched)."""
         mapped, own = [], []
         for ra, rb in zip(src_a, src_b):
             other = self.m.nodes.get(ra.node)
-            if other is None or rb.node not in self.matched_b_nodes:
+            if other is None or rb.node not in self.m.matched_b:
                 continue  # an unmatched source is reported as removed or added already
             mapped.append((other, ra.slot))
             own.append((rb.node, rb.slot))
@@ -279,7 +274,9 @@ class _Differ:
             if n.kind != "output" or n.id not in self.m.nodes:
                 continue
             other = self.b.node(self.m.nodes[n.id])
-            flow = self._flow(n.inputs, other.inputs, False)
+            through_a, through_b = self.m.pass_through["a"], self.m.pass_through["b"]
+            flow = self._flow([resolve(self.a, r, through_a) for r in n.inputs],
+                              [resolve(self.b, r, through_b) for r in other.inputs], False)
             if flow is not None:
                 self._note("b", self.b.scopes[0].id, "data flow", f"{n.path} ← {flow[0]}", f"{other.path} ← {flow[1]}")
                 self.changed_nodes.add(n.id)
@@ -292,7 +289,7 @@ class _Differ:
                 home = self._home(n, side)
                 if home in self.one_sided:
                     continue
-                text = _op_text(n, [m.shape if (m := ir.value_meta(r)) else None for r in n.inputs], [o.shape for o in n.outputs])
+                text = _op_text(op_name(n.target), [m.shape if (m := ir.value_meta(r)) else None for r in n.inputs], [o.shape for o in n.outputs])
                 before, after = (text, "—") if side == "a" else ("—", text)
                 self._note(*home, "op removed" if side == "a" else "op added", before, after)
 
@@ -310,11 +307,15 @@ class _Differ:
             else:
                 out.append(NodeMatch(n.id, None, "removed", self.m.node_reasons.get(n.id, "")))
         for n in self.b.nodes:
-            if n.id not in self.matched_b_nodes:
+            if n.id not in self.m.matched_b:
                 passes = n.id in self.m.pass_through["b"]
                 reason = "passes its input through, read through" if passes else "nothing in A lines up with it"
                 out.append(NodeMatch(None, n.id, "pass-through" if passes else "added", reason))
         return out
+
+
+def _has_shapes(ir: GraphIR) -> bool:
+    return any(n.outputs for n in ir.nodes if n.kind == "op")
 
 
 def _index(scope_id: str) -> int:
@@ -366,7 +367,7 @@ def _constants(n: Node) -> Any:
     return (norm(n.args), norm(n.kwargs))
 
 
-def _args_text(n: Node, constants: list[Any]) -> str:
+def _args_text(name: str, constants: list[Any]) -> str:
     def show(v: Any) -> str:
         if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and not v[0].startswith("<"):
             return f"{v[0]}={show(v[1])}"
@@ -378,11 +379,11 @@ def _args_text(n: Node, constants: list[Any]) -> str:
     for args, kwargs in constants:
         shown = [show(x) for x in args if x != "<tensor>"] + [show(kv) for kv in kwargs]
         parts.append(", ".join(shown))
-    return f"{op_name(n.target)}({'; '.join(parts)})"
+    return f"{name}({'; '.join(parts)})"
 
 
-def _op_text(n: Node, ins: list[Any], outs: list[Any]) -> str:
-    return f"{op_name(n.target)}({format_shapes([s for s in ins if s is not None])}): {format_shapes(outs)}"
+def _op_text(name: str, ins: list[Any], outs: list[Any]) -> str:
+    return f"{name}({format_shapes([s for s in ins if s is not None])}): {format_shapes(outs)}"
 
 
 def _hashes(ir: GraphIR) -> dict[str, str]:

@@ -62,8 +62,10 @@ class Matching:
     """Node id in ``a`` left unmatched -> why."""
     pass_through: dict[str, set[str]] = field(default_factory=lambda: {"a": set(), "b": set()})
     """Per side, the ops that pass their input through (left out of the alignment)."""
-    op_pairs: list[tuple[list[str], list[str]]] = field(default_factory=list)
+    op_pairs: list[tuple[Step, Step]] = field(default_factory=list)
     """Matched steps (an op, or a chain of indexing ops) in ``b``'s execution order: the ones to compare."""
+    matched_b: set[str] = field(default_factory=set)
+    """Nodes of ``b`` something in ``a`` lines up with (every op of a matched step)."""
     only_b_ops: list[str] = field(default_factory=list)
     """Ops of ``b`` that nothing in ``a`` lines up with."""
 
@@ -130,9 +132,9 @@ def is_pass_through(ir: GraphIR, n: Node) -> bool:
     """An op that hands its input on unchanged: a copy, a same-dtype cast, an eval dropout."""
     if n.kind != "op":
         return False
-    if not n.outputs:
-        return True  # export's _assert_tensor_metadata and the like compute nothing
     name = normal_name(n.target)
+    if not n.outputs and name.startswith("_assert"):
+        return True  # export's _assert_tensor_metadata and the like compute nothing
     if name not in _PASS_THROUGH or len(n.inputs) != 1 or len(n.outputs) != 1:
         return False
     if name.endswith("dropout") and _training(n) is not False:
@@ -157,56 +159,81 @@ def resolve(ir: GraphIR, ref: Ref, through: set[str]) -> Ref:
 
 
 @dataclass
-class _Step:
-    """One step of a call's op sequence: an op, or a chain of indexing ops."""
+class Step:
+    """One step of a call's op sequence: an op, a chain of indexing ops, or a decomposed
+    ``linear`` (``t`` of a weight and ``addmm``/``mm``, as ATen records it)."""
 
     nodes: list[str]
+    """Its ops in execution order; the last one makes the step's result."""
     key: tuple[Any, ...]
     """(op, input shapes and dtypes, output shapes and dtypes): what the alignment compares."""
     name: str
+    """The op it computes, spelled the same eagerly and in ATen (``normal_name``)."""
     sources: list[Ref]
-    """Where the first op's inputs come from, read through pass-through copies."""
+    """The values it reads from outside itself, read through pass-through copies."""
+    main: str
+    """The op that names it: the first of a chain, the ``addmm`` of a linear."""
 
 
 _COMMUTATIVE = frozenset({"add", "mul", "maximum", "minimum", "eq", "ne", "logical_and", "logical_or", "bitwise_and"})
+_TRANSPOSES = frozenset({"t", "permute", "transpose"})
 
 
-def is_unordered(target_a: str | None, target_b: str | None) -> bool:
-    """Inputs compare as a set: a commutative op, or one whose ATen spelling orders them differently."""
-    return normal_name(target_b) in _COMMUTATIVE or target_family(target_a) != target_family(target_b)
+def is_unordered(x: Step, y: Step, a: GraphIR, b: GraphIR) -> bool:
+    """Inputs compare as a set: a commutative op, a folded linear, or one whose ATen spelling orders them differently."""
+    ta, tb = a.node(x.main).target, b.node(y.main).target
+    return y.name in _COMMUTATIVE or len(x.nodes) != len(y.nodes) or target_family(ta) != target_family(tb)
 
 
-def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[_Step]:
+def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[Step]:
     users: dict[str, int] = {}
     for n in ops:
         for r in n.inputs:
             users[r.node] = users.get(r.node, 0) + 1
-    steps: list[_Step] = []
-    chain_of: dict[str, _Step] = {}
+    steps: list[Step] = []
+    step_of: dict[str, Step] = {}
+
+    def key(name: str, sources: list[Ref], outs: tuple[Any, ...]) -> tuple[Any, ...]:
+        metas = [ir.value_meta(r) for r in sources]
+        return (name, tuple(sorted(repr((m.shape, m.dtype) if m else None) for m in metas)), outs)  # eager and ATen order differ
+
     for n in ops:
         name = normal_name(n.target)
         ins = [resolve(ir, r, through) for r in n.inputs]
-        in_meta = [ir.value_meta(r) for r in ins]
-        in_shapes = tuple(sorted(repr((m.shape, m.dtype) if m else None) for m in in_meta))  # eager and ATen order differ
         outs = tuple((m.shape, m.dtype) for m in n.outputs)
-        head = chain_of.get(ins[0].node) if name in _INDEXING and ins else None
-        if head is not None and users.get(ins[0].node) == 1:
+        head = step_of.get(ins[0].node) if name in _INDEXING and ins else None
+        if head is not None and head.name in _INDEXING and users.get(ins[0].node) == 1:
             head.nodes.append(n.id)
             head.key = (head.key[0], head.key[1], outs)
-            chain_of[n.id] = head
+            step_of[n.id] = head
             continue
-        step = _Step([n.id], (name, in_shapes, outs), name, ins)
-        if name in _INDEXING:
-            chain_of[n.id] = step
+        weight = _transposed_weight(ir, name, ins, step_of, users)
+        if weight is not None:  # ATen's linear: addmm(bias, x, t(w)) or mm(x, t(w))
+            steps.remove(weight)
+            sources = [ins[-2], ir.node(weight.nodes[0]).inputs[0], *ins[:-2]]
+            step = Step([*weight.nodes, n.id], key("linear", sources, outs), "linear", sources, n.id)
+        else:
+            step = Step([n.id], key(name, ins, outs), name, ins, n.id)
+        step_of[n.id] = step
         steps.append(step)
     return steps
 
 
-def align(a_steps: list[_Step], b_steps: list[_Step]) -> tuple[list[tuple[_Step, _Step]], list[_Step], list[_Step]]:
+def _transposed_weight(ir: GraphIR, name: str, ins: list[Ref], step_of: dict[str, Step], users: dict[str, int]) -> Step | None:
+    if name not in ("addmm", "mm") or len(ins) != (3 if name == "addmm" else 2):
+        return None
+    t = step_of.get(ins[-1].node)
+    if t is None or t.name not in _TRANSPOSES or len(t.nodes) != 1 or users.get(ins[-1].node) != 1:
+        return None
+    source = ir.node(t.nodes[0]).inputs
+    return t if source and ir.node(source[0]).kind == "param" else None
+
+
+def align(a_steps: list[Step], b_steps: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
     """Pairs of steps that line up, and the ones left on each side."""
-    pairs: list[tuple[_Step, _Step]] = []
-    only_a: list[_Step] = []
-    only_b: list[_Step] = []
+    pairs: list[tuple[Step, Step]] = []
+    only_a: list[Step] = []
+    only_b: list[Step] = []
     outer = difflib.SequenceMatcher(None, [s.key for s in a_steps], [s.key for s in b_steps], autojunk=False)
     for tag, i1, i2, j1, j2 in outer.get_opcodes():
         if tag == "equal":
@@ -236,7 +263,7 @@ def _source_key(ir: GraphIR, ref: Ref, mapped: dict[str, str] | None) -> tuple[A
     return None if node is None else ("n", node, ref.slot)
 
 
-def _anchor_key(ir: GraphIR, step: _Step, pool: str, mapped: dict[str, str] | None) -> tuple[Any, ...] | None:
+def _anchor_key(ir: GraphIR, step: Step, pool: str, mapped: dict[str, str] | None) -> tuple[Any, ...] | None:
     keys = [_source_key(ir, r, mapped) for r in step.sources]
     if any(k is None for k in keys):
         return None
@@ -259,13 +286,14 @@ def match(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]])
     steps_b = {pool: _steps(b, ops, m.pass_through["b"]) for pool, ops in ops_b.items()}
     paired: set[int] = set()
 
-    def pair(x: _Step, y: _Step) -> None:
+    def pair(x: Step, y: Step) -> None:
         for nid in x.nodes:
             m.nodes[nid] = y.nodes[-1]
-        m.op_pairs.append((x.nodes, y.nodes))
+        m.op_pairs.append((x, y))
+        m.matched_b.update(y.nodes)
         paired.update((id(x), id(y)))
 
-    waiting: dict[tuple[Any, ...], list[_Step]] = {}
+    waiting: dict[tuple[Any, ...], list[Step]] = {}
     for pool, steps in steps_b.items():
         for y in steps:
             key = _anchor_key(b, y, pool or "", None)
@@ -290,11 +318,11 @@ def match(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]])
             for nid in x.nodes:
                 m.node_reasons[nid] = "no op of the matched call in B lines up with it"
     order_b = {n.id: i for i, n in enumerate(b.nodes)}
-    m.op_pairs.sort(key=lambda p: order_b[p[1][0]])
-    matched_b = set(m.nodes.values())
-    m.only_b_ops = [n.id for n in b.nodes if n.kind == "op" and n.id not in matched_b and n.id not in m.pass_through["b"]]
+    m.op_pairs.sort(key=lambda p: order_b[p[1].nodes[0]])
     _match_constants(a, b, m)
     _match_pass_through(a, b, m)
+    m.matched_b.update(m.nodes.values())
+    m.only_b_ops = [n.id for n in b.nodes if n.kind == "op" and n.id not in m.matched_b and n.id not in m.pass_through["b"]]
     for n in a.nodes:
         if n.id not in m.nodes and n.id not in m.node_reasons:
             m.node_reasons[n.id] = _why_unmatched(a, n)
@@ -376,12 +404,16 @@ def _match_values(a: GraphIR, b: GraphIR, m: Matching) -> None:
         other = by_key.get((n.kind, path))
         if other is not None:
             m.nodes[n.id] = other
+    # Inputs named otherwise (an fx graph calls args[0] by its parameter name, x) pair in order.
+    taken = set(m.nodes.values())
+    left_b = [n.id for n in b.nodes if n.kind == "input" and n.id not in taken]
+    for n, other in zip([n for n in a.nodes if n.kind == "input" and n.id not in m.nodes], left_b):
+        m.nodes[n.id] = other
 
 
 def _match_constants(a: GraphIR, b: GraphIR, m: Matching) -> None:
-    for na, nb in m.op_pairs:
-        x, y = a.node(na[0]), b.node(nb[0])
-        for ra, rb in zip(x.inputs, y.inputs):
+    for x, y in m.op_pairs:
+        for ra, rb in zip(x.sources, y.sources):
             pa, pb = a.node(ra), b.node(rb)
             if pa.kind == "constant" and pb.kind == "constant" and pa.id not in m.nodes:
                 m.nodes[pa.id] = pb.id
