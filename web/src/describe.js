@@ -74,6 +74,9 @@ export function foldedPath(first, last) {
   return `${first}–${last.slice(k)}`;
 }
 
+/** What a diff's merged graph says of a box: which side has it. */
+export const DIFF_WORDS = { same: "in A and B", changed: "changed from A to B", added: "added in B", removed: "removed from A", "pass-through": "passes its input on, on one side only" };
+
 export class Describer {
   constructor(model) {
     this.model = model;
@@ -115,7 +118,7 @@ export class Describer {
   /** Everything a box shows, as one string: a box is redrawn when it changes. */
   said(id) {
     const d = this.unit(id);
-    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}`;
+    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}\u0000${d.diff || ""}`;
   }
 
   /** A box's hover text: its whole name, what it is and what it makes. */
@@ -130,10 +133,20 @@ export class Describer {
       const s = m.scopes[Model.unitScope(id)];
       lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
     }
+    const x = id[0] === "n" ? m.nodes[Number(id.slice(1))] : m.scopes[Model.unitScope(id)];
+    if (x && x.df && x.df !== "same") lines.push(`${DIFF_WORDS[x.df] || x.df}${x.dfn ? ": " + x.dfn : ""}`);
     return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
   }
 
+  /** A unit as baseUnit gives it; in a diff's merged graph also which side has it, its badge the change. */
   fullUnit(id) {
+    const d = this.baseUnit(id);
+    const x = id[0] === "n" ? this.model.nodes[Number(id.slice(1))] : this.model.scopes[Model.unitScope(id)];
+    if (!x || !x.df) return d;
+    return { ...d, diff: x.df, subtitle: x.dfn || d.subtitle };
+  }
+
+  baseUnit(id) {
     const m = this.model;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
@@ -206,6 +219,7 @@ export class Describer {
   }
 
   containerSubtitle(sIdx) {
-    return shorten(lastComponent(this.model.scopes[sIdx].cls));
+    const s = this.model.scopes[sIdx];
+    return shorten(lastComponent(s.cls) + (s.df && s.df !== "same" && s.dfn ? ` · ${s.dfn}` : ""));
   }
 }

@@ -1,7 +1,7 @@
 // The details panel and the search box. Every string from the graph is set
 // with textContent: module names and source lines come from user code.
 
-import { formatBytes, formatCount, formatMeta, formatTime, lastComponent, nonfiniteText } from "./describe.js";
+import { DIFF_WORDS, formatBytes, formatCount, formatMeta, formatTime, lastComponent, nonfiniteText } from "./describe.js";
 
 function h(tag, cls, text) {
   const e = document.createElement(tag);
@@ -64,6 +64,14 @@ export class DetailsPanel {
       dl.appendChild(h("dd", cls || null, String(v)));
     }
     parent.appendChild(dl);
+  }
+
+  /** In a diff's merged graph: which side has the box, and each change from A to B. */
+  diff(x) {
+    if (!x.df) return;
+    const sec = this.section("A → B");
+    sec.classList.add("diff", "diff-" + x.df);
+    this.rows(sec, [["status", DIFF_WORDS[x.df] || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
   }
 
   tensors(parent, title, items) {
@@ -145,6 +153,7 @@ export class DetailsPanel {
       ["CUDA time", n.ctu != null ? formatTime(n.ctu) : null],
       ["output bytes", n.ab != null ? formatBytes(n.ab) : null],
     ]);
+    this.diff(n);
     const ins = (n.i || []).map((i, j) => {
       const src = m.nodes[i];
       const srcKind = m.kindOf(src);
@@ -185,6 +194,7 @@ export class DetailsPanel {
       ["activation bytes", s.ab != null ? formatBytes(s.ab) : null],
       ["NaN/Inf ops", s.nf != null ? String(s.nf) : null, s.nf ? "warn" : null],
     ]);
+    this.diff(s);
     const bar = h("div", "actions");
     const hidden = m.foldedGroupOf(s) !== null && m.groups.get(s.rep[0])[0] !== sIdx;
     const open = m.expanded.has(sIdx) && !hidden;

@@ -229,7 +229,7 @@ export class Renderer {
   /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
   makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.diff ? " diff-" + d.diff : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
     g.said = this.describer.said(id);
     if (old) g.style.transform = old.style.transform;
     el("title", {}, g).textContent = this.describer.tooltip(id);

@@ -18,6 +18,7 @@ from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._ops import op_name
 from torchatlas._passes._analyze import ensure_analyzed
 from torchatlas._passes._diff_match import Matching, Step, is_unordered, match, resolve, target_family
+from torchatlas._passes._diff_merge import merged_graph
 from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, NodeMatch, ScopeChange
 from torchatlas._passes._diff_tree import merged_calls, summary_text, tree_text
 from torchatlas._passes._repeats import structural_hashes
@@ -40,6 +41,9 @@ class GraphDiff:
     removed call under its parent, for the visual diff."""
     nodes: list[NodeMatch] = field(default_factory=list)
     """Every node of ``a`` (in order), then the nodes only ``b`` has."""
+    graph: GraphIR | None = field(default=None, repr=False, compare=False)
+    """Both graphs as one, for the viewer: ``b`` with what only ``a`` had put back where it was,
+    each node and call marked (``meta["diff"]``, ``meta["diff_note"]``)."""
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed or self.totals)
@@ -127,6 +131,8 @@ class _Differ:
         self.records: dict[tuple[str, str], list[ScopeChange]] = {}
         """(side, scope id) -> its changes; a matched call's are filed under its ``b`` id."""
         self.changed_nodes: set[str] = set()
+        self.node_changes: dict[str, list[str]] = {}
+        """``b``'s node id -> its changes, for the merged graph's badges."""
         self.state_a, self.state_b = _own_state(a), _own_state(b)
         # An fx graph imported without shape propagation knows no shapes (nor FLOPs): compare what both know.
         self.shapes = _has_shapes(a) and _has_shapes(b)
@@ -154,7 +160,8 @@ class _Differ:
             if before != after:
                 result.totals.append(ScopeChange("<total>", name, format_count(before), format_count(after)))
         result.nodes = self._node_matches()
-        result.calls = merged_calls(self.a, self.b, self.m.calls, self.records, self.one_sided)
+        result.calls, keys = merged_calls(self.a, self.b, self.m.calls, self.records, self.one_sided)
+        result.graph = merged_graph(self.a, self.b, self.m, result.nodes, self.node_changes, result.calls, keys)
         return result
 
     # -- calls -------------------------------------------------------------------
@@ -245,6 +252,10 @@ class _Differ:
             self._note(*home, fld, before, after)
         if found:
             self.changed_nodes.update(x.nodes)
+            self.node_changes[y.nodes[-1]] = [
+                f"{name.removeprefix('op ')} {before} → {after}" if name != "op" else f"{before} → {after}"
+                for name, before, after in found
+            ]
 
     def _flow(self, src_a: list[Ref], src_b: list[Ref], commutative: bool) -> tuple[str, str] | None:
         """Where each input comes from (read through copies), both sides, when the sources differ (and are matched)."""

@@ -33,9 +33,9 @@ def _facts(scope: Scope) -> dict[str, str]:
 def merged_calls(
     a: GraphIR, b: GraphIR, calls: dict[str, str], records: dict[tuple[str, str], list[ScopeChange]],
     one_sided: dict[tuple[str, str], bool],
-) -> list[DiffCall]:
+) -> tuple[list[DiffCall], list[tuple[str, str]]]:
     """``b``'s call tree with ``a``'s calls that ``b`` lacks hung where they were: after the
-    match of the sibling they followed in ``a``."""
+    match of the sibling they followed in ``a``; and each call's (side, scope id)."""
     a_of = {sb: sa for sa, sb in calls.items()}
     children: dict[tuple[str, str] | None, list[tuple[str, str]]] = {}
     for s in b.scopes:
@@ -54,13 +54,14 @@ def merged_calls(
             spot += 1
         siblings.insert(spot, ("a", s.id))
     out: list[DiffCall] = []
-    _walk(None, 0, children, out, a, b, a_of, records, one_sided)
+    keys: list[tuple[str, str]] = []
+    _walk(None, 0, children, out, keys, a, b, a_of, records, one_sided)
     _mark_containers(out)
-    return out
+    return out, keys
 
 
-def _walk(key: Any, depth: int, children: dict, out: list[DiffCall], a: GraphIR, b: GraphIR,
-          a_of: dict[str, str], records: dict, one_sided: dict) -> None:
+def _walk(key: Any, depth: int, children: dict, out: list[DiffCall], keys: list[tuple[str, str]], a: GraphIR,
+          b: GraphIR, a_of: dict[str, str], records: dict, one_sided: dict) -> None:
     stack = [(depth, k) for k in reversed(children.get(key, []))]
     while stack:
         depth, (side, sid) = stack.pop()
@@ -82,6 +83,7 @@ def _walk(key: Any, depth: int, children: dict, out: list[DiffCall], a: GraphIR,
         fields = tuple(dict.fromkeys(c.field for c in own))
         notes = tuple(f"{c.field} {c.before} → {c.after}" for c in own)
         out.append(DiffCall(depth, s.label, status, before, after, fields, s.path, s.class_name, notes))
+        keys.append((side, sid))
         stack.extend((depth + 1, k) for k in reversed(children.get((side, sid), [])))
 
 

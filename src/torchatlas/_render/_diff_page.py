@@ -16,7 +16,8 @@ import html
 import json
 from typing import Any
 
-from torchatlas._render._html import sha256_source
+from torchatlas._ir import GraphIR
+from torchatlas._render._html import HtmlOptions, sha256_source, to_html
 from torchatlas._text import format_compact, visible
 
 _STATUS = {
@@ -133,6 +134,61 @@ def diff_page(doc: dict[str, Any], title: str = "torchatlas diff") -> str:
         f'<script type="application/json" id="calls">{data}</script>\n'
         f"<script>{script}</script></body></html>\n"
     )
+
+
+_DIFF_ROW = ' class="diff"'
+_LIST_STYLE = """
+.diff-list{position:fixed;left:12px;bottom:36px;z-index:20;max-width:min(46em,60vw);max-height:40vh;overflow:auto;
+font:12px system-ui,sans-serif;background:var(--bg);color:var(--text);border:1px solid var(--cluster-border);
+border-radius:6px;padding:4px 8px}
+.diff-list>summary{font-weight:600;cursor:pointer}.diff-list .counts span{margin-right:10px}
+.diff-list details.call>summary{cursor:pointer;white-space:nowrap;font-family:ui-monospace,monospace;border-radius:4px;padding:0 4px}
+.diff-list .added>summary{background:#c8ecc3}.diff-list .removed>summary{background:#f6d2d2}
+.diff-list .changed>summary{background:#ffe9a8}.diff-list .mark{display:inline-block;width:1.2em;font-weight:bold}
+.diff-list .badge{margin-left:8px;font-size:11px;opacity:.8}
+.diff-list table{border-collapse:collapse;margin:2px 0 6px 1.6em}.diff-list td,.diff-list th{padding:1px 6px;text-align:left;
+vertical-align:top;overflow-wrap:anywhere;border-bottom:1px solid var(--cluster-border)}.diff-list td:first-child{white-space:nowrap}
+.diff-list tr.diff td{background:#ffe9a8}.diff-list ul.notes{margin:0 0 6px 1.6em;padding-left:1em}
+:root[data-theme="dark"] .diff-list :is(.added>summary){background:#244a2a}
+:root[data-theme="dark"] .diff-list :is(.removed>summary){background:#5a2e2e}
+:root[data-theme="dark"] .diff-list :is(.changed>summary,tr.diff td){background:#5a4a12}
+"""
+
+
+def diff_graph_page(graph: GraphIR, doc: dict[str, Any], title: str = "torchatlas diff") -> str:
+    """Both graphs as one in the viewer (``GraphDiff.graph``): added boxes green, removed red,
+    changed amber with the change as their subtitle; the fill menu's "changes" colours only what
+    changed; the calls that differ listed beside it, each opening to both sides' facts."""
+    calls = [_visible_call(c) for c in doc.get("calls", [])]
+    counts = {status: sum(c["status"] == status for c in calls) for status in _STATUS}
+    verdict = "A and B compute the same (up to naming)" if doc.get("equal") else "A and B differ"
+    summary = " ".join(
+        f'<span class="{status}">{_STATUS[status][0] or "="} {counts[status]} {_STATUS[status][1]}</span>'
+        for status in ("added", "removed", "changed", "same")
+    )
+    rows = []
+    for c in calls:
+        if c["status"] in ("same", "pass-through"):
+            continue
+        badge = _badge(c)
+        table = "".join(
+            f'<tr{_DIFF_ROW if f in c["changed"] else ""}><td>{html.escape(f)}</td>'
+            f"<td>{html.escape((c['before'] or {}).get(f, '—'))}</td><td>{html.escape((c['after'] or {}).get(f, '—'))}</td></tr>"
+            for f in _FIELDS
+        )
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in c["notes"])
+        rows.append(
+            f'<details class="call {c["status"]}"><summary>{"  " * c["depth"]}<span class="mark">{_STATUS[c["status"]][0]}</span>'
+            f'{html.escape(c["label"])}' + (f'<span class="badge">{html.escape(badge)}</span>' if badge else "")
+            + f"</summary><table><tr><th></th><th>A</th><th>B</th></tr>{table}</table>"
+            + (f'<ul class="notes">{notes}</ul>' if notes else "") + "</details>"
+        )
+    aside = (
+        f'<details class="diff-list"{" open" if len(rows) <= 12 else ""}><summary>{verdict}: '
+        f'{len(rows)} module calls differ</summary>'
+        f'<p class="counts">{summary}</p>' + "".join(rows) + "</details>\n"
+    )
+    return to_html(graph, HtmlOptions(title=title), beside=(aside, _LIST_STYLE))
 
 
 def _badge(call: dict[str, Any]) -> str:
