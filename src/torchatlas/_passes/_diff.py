@@ -225,7 +225,7 @@ class _Differ:
         last_a, last_b = self.a.node(x.nodes[-1]), self.b.node(y.nodes[-1])
         home = self._home(last_b, "b")
         found: list[tuple[str, str, str]] = []
-        if x.name != y.name:
+        if x.name != y.name or main_a.inplace != main_b.inplace:
             found.append(("op", main_a.target or "?", main_b.target or "?"))
         shapes = (
             [m.shape if (m := self.a.value_meta(r)) else None for r in x.sources],

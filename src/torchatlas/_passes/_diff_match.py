@@ -15,6 +15,7 @@ out of the alignment and read through.
 
 from __future__ import annotations
 
+import collections
 import difflib
 from dataclasses import dataclass, field
 from typing import Any
@@ -166,7 +167,7 @@ class Step:
     nodes: list[str]
     """Its ops in execution order; the last one makes the step's result."""
     key: tuple[Any, ...]
-    """(op, input shapes and dtypes, output shapes and dtypes): what the alignment compares."""
+    """(op, input shapes and dtypes, output shapes and dtypes, in place): what the alignment compares."""
     name: str
     """The op it computes, spelled the same eagerly and in ATen (``normal_name``)."""
     sources: list[Ref]
@@ -193,9 +194,10 @@ def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[Step]:
     steps: list[Step] = []
     step_of: dict[str, Step] = {}
 
-    def key(name: str, sources: list[Ref], outs: tuple[Any, ...]) -> tuple[Any, ...]:
+    def key(name: str, sources: list[Ref], outs: tuple[Any, ...], inplace: bool = False) -> tuple[Any, ...]:
         metas = [ir.value_meta(r) for r in sources]
-        return (name, tuple(sorted(repr((m.shape, m.dtype) if m else None) for m in metas)), outs)  # eager and ATen order differ
+        shapes = tuple(sorted(repr((m.shape, m.dtype) if m else None) for m in metas))  # eager and ATen order differ
+        return (name, shapes, outs, inplace)
 
     for n in ops:
         name = normal_name(n.target)
@@ -204,7 +206,7 @@ def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[Step]:
         head = step_of.get(ins[0].node) if name in _INDEXING and ins else None
         if head is not None and head.name in _INDEXING and users.get(ins[0].node) == 1:
             head.nodes.append(n.id)
-            head.key = (head.key[0], head.key[1], outs)
+            head.key = (head.key[0], head.key[1], outs, head.key[3])
             step_of[n.id] = head
             continue
         weight = _transposed_weight(ir, name, ins, step_of, users)
@@ -213,7 +215,7 @@ def _steps(ir: GraphIR, ops: list[Node], through: set[str]) -> list[Step]:
             sources = [ins[-2], ir.node(weight.nodes[0]).inputs[0], *ins[:-2]]
             step = Step([*weight.nodes, n.id], key("linear", sources, outs), "linear", sources, n.id)
         else:
-            step = Step([n.id], key(name, ins, outs), name, ins, n.id)
+            step = Step([n.id], key(name, ins, outs, n.inplace), name, ins, n.id)
         step_of[n.id] = step
         steps.append(step)
     return steps
@@ -229,8 +231,58 @@ def _transposed_weight(ir: GraphIR, name: str, ins: list[Ref], step_of: dict[str
     return t if source and ir.node(source[0]).kind == "param" else None
 
 
+_EDIT_CELLS = 40_000
+"""Leftovers up to this many (a × b) are aligned by least edits; longer ones by ``difflib``."""
+
+
 def align(a_steps: list[Step], b_steps: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
     """Pairs of steps that line up, and the ones left on each side."""
+    if len(a_steps) * len(b_steps) <= _EDIT_CELLS:
+        return _least_edits(a_steps, b_steps)
+    return _by_difflib(a_steps, b_steps)
+
+
+def _cost(x: Step, y: Step) -> float:
+    """Of taking ``y`` for ``x``: nothing for the same op on the same shapes, less than dropping one and
+    adding the other (2) for the same op on other shapes or another op on the same shapes."""
+    if x.key == y.key:
+        return 0.0
+    if x.name == y.name:
+        return 0.5
+    return 1.0 if x.key[1:] == y.key[1:] else 1.9
+
+
+def _least_edits(a_steps: list[Step], b_steps: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
+    """The alignment with the least cost (Levenshtein, substitutions weighed by ``_cost``): of two
+    alike ops in ``a`` and one in ``b``, the change is one op changed, not one dropped and one added."""
+    n, k = len(a_steps), len(b_steps)
+    cost = [[0.0] * (k + 1) for _ in range(n + 1)]
+    for i in range(1, n + 1):
+        cost[i][0] = float(i)
+    for j in range(1, k + 1):
+        cost[0][j] = float(j)
+    for i in range(1, n + 1):
+        row, prev, x = cost[i], cost[i - 1], a_steps[i - 1]
+        for j in range(1, k + 1):
+            row[j] = min(prev[j - 1] + _cost(x, b_steps[j - 1]), prev[j] + 1.0, row[j - 1] + 1.0)
+    pairs: list[tuple[Step, Step]] = []
+    only_a: list[Step] = []
+    only_b: list[Step] = []
+    i, j = n, k
+    while i > 0 or j > 0:
+        if i > 0 and j > 0 and cost[i][j] == cost[i - 1][j - 1] + _cost(a_steps[i - 1], b_steps[j - 1]):
+            pairs.append((a_steps[i - 1], b_steps[j - 1]))
+            i, j = i - 1, j - 1
+        elif i > 0 and cost[i][j] == cost[i - 1][j] + 1.0:
+            only_a.append(a_steps[i - 1])
+            i -= 1
+        else:
+            only_b.append(b_steps[j - 1])
+            j -= 1
+    return pairs[::-1], only_a[::-1], only_b[::-1]
+
+
+def _by_difflib(a_steps: list[Step], b_steps: list[Step]) -> tuple[list[tuple[Step, Step]], list[Step], list[Step]]:
     pairs: list[tuple[Step, Step]] = []
     only_a: list[Step] = []
     only_b: list[Step] = []
@@ -271,6 +323,34 @@ def _anchor_key(ir: GraphIR, step: Step, pool: str, mapped: dict[str, str] | Non
     return (pool, step.key, tuple(sorted(keys, key=repr)))
 
 
+def _by_key(ir: GraphIR, steps: dict[str | None, list[Step]], key_of: Any) -> dict[Any, list[Step]]:
+    out: dict[Any, list[Step]] = {}
+    for pool, members in steps.items():
+        for y in members:
+            key = key_of(y, pool or "")
+            if key is not None:
+                out.setdefault(key, []).append(y)
+    return out
+
+
+def _take(waiting: dict[Any, list[Step]], key: Any, paired: set[int], pair: Any) -> None:
+    """Pair with the one step of ``b`` waiting under ``key``; none where there are several or none."""
+    queue = [y for y in waiting.get(key, []) if id(y) not in paired] if key is not None else []
+    if len(queue) == 1:
+        pair(queue[0])
+
+
+def _reader_key(step: Step, pool: str, users: dict[str, list[str]], mapped: Any) -> tuple[Any, ...] | None:
+    """(call, step, where its result goes): the readers of its last op, as ``b``'s nodes."""
+    readers = []
+    for r in users.get(step.nodes[-1], []):
+        other = mapped(r)
+        if other is None:
+            return None
+        readers.append(other)
+    return (pool, step.key, tuple(sorted(readers))) if readers else None
+
+
 def match(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]]) -> Matching:
     """Calls; the graph's inputs, outputs and state by path; then the ops inside matched calls:
     first those whose op, shapes and (matched) inputs agree, in execution order, then the rest
@@ -293,21 +373,25 @@ def match(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]])
         m.matched_b.update(y.nodes)
         paired.update((id(x), id(y)))
 
-    waiting: dict[tuple[Any, ...], list[Step]] = {}
-    for pool, steps in steps_b.items():
-        for y in steps:
-            key = _anchor_key(b, y, pool or "", None)
-            if key is not None:
-                waiting.setdefault(key, []).append(y)
+    # Along the data flow, forward: an op reading what its match reads. A twin in a (the same op
+    # on the same values, made twice) is left to the backward pass, which tells twins apart by
+    # who reads them.
+    twins = collections.Counter(_anchor_key(a, x, pool or "", None) for pool, steps in steps_a.items() for x in steps)
+    waiting = _by_key(b, steps_b, lambda y, pool: _anchor_key(b, y, pool, None))
     position = {n.id: i for i, n in enumerate(a.nodes)}
     in_order = sorted(((pool, x) for pool, steps in steps_a.items() for x in steps), key=lambda px: position[px[1].nodes[0]])
     for pool, x in in_order:
-        key = _anchor_key(a, x, m.calls.get(pool or "", ""), m.nodes)
-        queue = waiting.get(key) if key is not None else None
-        while queue and id(queue[0]) in paired:
-            queue.pop(0)
-        if queue:
-            pair(x, queue.pop(0))
+        if twins[_anchor_key(a, x, pool or "", None)] > 1:
+            continue
+        _take(waiting, _anchor_key(a, x, m.calls.get(pool or "", ""), m.nodes), paired, lambda y, x=x: pair(x, y))
+    # Backward: an op read by the matches of its readers.
+    users_a, users_b = a.users(), b.users()
+    last_b = {nid: y.nodes[-1] for steps in steps_b.values() for y in steps for nid in y.nodes}
+    waiting = _by_key(b, steps_b, lambda y, pool: _reader_key(y, pool, users_b, lambda r: last_b.get(r, r)))
+    for pool, x in reversed(in_order):
+        if id(x) not in paired:
+            key = _reader_key(x, m.calls.get(pool or "", ""), users_a, m.nodes.get)
+            _take(waiting, key, paired, lambda y, x=x: pair(x, y))
     for pool_a, pool_b in m.calls.items():
         left_a = [x for x in steps_a.get(pool_a, []) if id(x) not in paired]
         left_b = [y for y in steps_b.get(pool_b, []) if id(y) not in paired]
