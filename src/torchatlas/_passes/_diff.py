@@ -252,7 +252,8 @@ class _Differ:
             self._note(*home, fld, before, after)
         if found:
             self.changed_nodes.update(x.nodes)
-            self.node_changes[y.nodes[-1]] = [
+            badge = _op_badge(found[0], (shapes[2], shapes[3]), (dtypes_a, dtypes_b), (main_a.target, main_b.target))
+            self.node_changes[y.nodes[-1]] = [badge] + [
                 f"{name.removeprefix('op ')} {before} → {after}" if name != "op" else f"{before} → {after}"
                 for name, before, after in found
             ]
@@ -323,6 +324,19 @@ class _Differ:
                 reason = "passes its input through, read through" if passes else "nothing in A lines up with it"
                 out.append(NodeMatch(None, n.id, "pass-through" if passes else "added", reason))
         return out
+
+
+def _op_badge(first: tuple[str, str, str], outs: tuple[list[Any], list[Any]], dtypes: tuple[list[str], list[str]],
+              targets: tuple[str | None, str | None]) -> str:
+    """A changed op's box subtitle: ``relu → tanh``, ``1×6×128 → 1×6×256``, ``float32 → float64``."""
+    field = first[0]
+    if field == "op":
+        return f"{op_name(targets[0])} → {op_name(targets[1])}"
+    if field == "op shapes" and outs[0] != outs[1]:
+        return f"{format_shapes(outs[0])} → {format_shapes(outs[1])}"
+    if field == "op dtypes":
+        return f"{', '.join(dtypes[0])} → {', '.join(dtypes[1])}"
+    return {"op shapes": "input shapes changed", "op arguments": "arguments changed", "data flow": "reads another value"}.get(field, field)
 
 
 def _has_shapes(ir: GraphIR) -> bool:

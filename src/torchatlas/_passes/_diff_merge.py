@@ -80,8 +80,7 @@ def merged_graph(
     for n in b.nodes:
         meta = {**n.meta, "diff": status_b.get(n.id, "same")}
         if node_changes.get(n.id):
-            meta["diff_changes"] = node_changes[n.id]
-            meta["diff_note"] = node_changes[n.id][0]
+            meta["diff_note"], *meta["diff_changes"] = node_changes[n.id]
         out_nodes.append(replace(n, meta=meta))
         out_nodes += inserted.get(n.id, [])
     return GraphIR(scopes=scopes, nodes=out_nodes, meta={**b.meta, "diff": True})
@@ -93,11 +92,12 @@ def _call_note(c: DiffCall) -> str:
         facts = c.after if c.status == "added" else c.before
         params = (facts or {}).get("parameters", "?")
         return f"{'+' if c.status == 'added' else '−'} params {_compact(params)}"
-    for field, note in zip(c.changed, c.notes):
-        if field == "parameters":
-            before, _, after = note[len(field) + 1:].partition(" → ")
-            return f"params {_compact(before)} → {_compact(after)}"
-    return c.notes[0] if c.notes else ""
+    notes = dict(zip(c.changed, c.notes))
+    for field, short in (("parameters", "params"), ("FLOPs", "FLOPs")):
+        if field in notes:
+            before, _, after = notes[field][len(field) + 1:].partition(" → ")
+            return f"{short} {_compact(before)} → {_compact(after)}"
+    return notes.get("output shapes", c.notes[0] if c.notes else "")
 
 
 def _compact(text: str) -> str:
