@@ -126,7 +126,6 @@ def diff(a: GraphIR, b: GraphIR) -> GraphDiff:
 class _Differ:
     def __init__(self, a: GraphIR, b: GraphIR, m: Matching) -> None:
         self.a, self.b, self.m = a, b, m
-        self.b_of_scope = m.calls
         self.a_of_scope = {sb: sa for sa, sb in m.calls.items()}
         self.records: dict[tuple[str, str], list[ScopeChange]] = {}
         """(side, scope id) -> its changes; a matched call's are filed under its ``b`` id."""
@@ -134,6 +133,9 @@ class _Differ:
         self.node_changes: dict[str, list[str]] = {}
         """``b``'s node id -> its changes, for the merged graph's badges."""
         self.state_a, self.state_b = _own_state(a), _own_state(b)
+        self._computing: dict[str, set[str]] = {}
+        self._children: dict[str, dict[str | None, list[str]]] = {}
+        """Per side, the calls running an op of their own that is not a pass-through copy."""
         # An fx graph imported without shape propagation knows no shapes (nor FLOPs): compare what both know.
         self.shapes = _has_shapes(a) and _has_shapes(b)
         self.one_sided = {("a", s.id): self._only_pass_through(a, s.id, "a") for s in a.scopes if s.id not in m.calls}
@@ -209,8 +211,10 @@ class _Differ:
 
     def _only_pass_through(self, ir: GraphIR, scope_id: str, side: str) -> bool:
         """A call only one side has that hands its input on (``Identity``, an eval ``Dropout``)."""
-        inside = set(_subtree(ir, scope_id))
-        return all(n.id in self.m.pass_through[side] for n in ir.nodes if n.kind == "op" and n.scope in inside)
+        if side not in self._computing:
+            self._computing[side] = {n.scope for n in ir.nodes if n.kind == "op" and n.id not in self.m.pass_through[side]}
+            self._children[side] = ir.children()
+        return not any(sid in self._computing[side] for sid in _subtree(self._children[side], scope_id))
 
     # -- ops -----------------------------------------------------------------------
 
@@ -347,8 +351,7 @@ def _index(scope_id: str) -> int:
     return int(scope_id[1:]) if scope_id[1:].isdigit() else 0
 
 
-def _subtree(ir: GraphIR, scope_id: str) -> list[str]:
-    children = ir.children()
+def _subtree(children: dict[str | None, list[str]], scope_id: str) -> list[str]:
     out, stack = [], [scope_id]
     while stack:
         sid = stack.pop()
