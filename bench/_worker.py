@@ -34,6 +34,32 @@ THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 """Intra-op threads; 0 leaves torch's default. One by default: on a busy 2-core
 machine OpenMP workers wait for each other at every parallel region, and a
 ResNet-50 forward measured 0.41 s on one thread against 1.7-4.6 s on two."""
+DEVICE = os.environ.get("BENCH_DEVICE", "cpu")
+"""Where the models run (``compare.py --device``). On cuda every timed call ends in
+``torch.cuda.synchronize()``, and peaks are ``torch.cuda.max_memory_allocated``."""
+
+
+def _synchronized(fn: Callable[[], Any]) -> Callable[[], Any]:
+    if DEVICE != "cuda":
+        return fn
+
+    def run() -> Any:
+        result = fn()
+        torch.cuda.synchronize()
+        return result
+
+    return run
+
+
+def _reset_peaks() -> None:
+    reset_peak_rss()
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def _gpu_peak_mb() -> float:
+    return torch.cuda.max_memory_allocated() / 2**20
 
 
 def _write(path: Path, doc: dict[str, Any]) -> None:
@@ -55,7 +81,7 @@ def run(tool_name: str, model_name: str, out: Path, outputs: bool = True) -> Non
     tool, spec = TOOLS[tool_name], models.MODELS[model_name]
     doc: dict[str, Any] = {"tool": tool_name, "model": model_name, "version": tool.version()}
     _write(out, doc)
-    build_s, (model, args, kwargs) = timed(lambda: models.build(model_name))
+    build_s, (model, args, kwargs) = timed(lambda: models.build(model_name, DEVICE))
     doc.update(
         device=model_device(model),
         params=sum(p.numel() for p in model.parameters()),
@@ -63,10 +89,12 @@ def run(tool_name: str, model_name: str, out: Path, outputs: bool = True) -> Non
         grad=tool.needs_grad,
     )
 
+    @_synchronized
     def forward() -> Any:
         with torch.no_grad():
             return model(*args, **kwargs)
 
+    @_synchronized
     def capture() -> Any:
         with _grad_mode(tool):
             return tool.capture(model, args, kwargs, workdir)
@@ -74,12 +102,14 @@ def run(tool_name: str, model_name: str, out: Path, outputs: bool = True) -> Non
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         workdir = Path(tmp)
         forward()  # first call pays for lazy initialisation
-        reset_peak_rss()
+        _reset_peaks()
         doc["forward_s"], _ = timed(forward)
         doc["forward_peak_rss_mb"] = peak_rss_mb()
+        if DEVICE == "cuda":
+            doc["forward_peak_gpu_mb"] = _gpu_peak_mb()
         _write(out, doc)
 
-        reset_peak_rss()
+        _reset_peaks()
         try:
             doc["first_capture_s"], handle = timed(capture)
         except Exception as exc:  # the tool failing is a result, not a harness error
@@ -87,6 +117,8 @@ def run(tool_name: str, model_name: str, out: Path, outputs: bool = True) -> Non
             _write(out, doc)
             return
         doc["capture_peak_rss_mb"] = peak_rss_mb()
+        if DEVICE == "cuda":
+            doc["capture_peak_gpu_mb"] = _gpu_peak_mb()
         nodes, edges = tool.size(handle)
         doc.update(nodes=nodes, edges=edges, size_unit=tool.size_unit)
         _write(out, doc)

@@ -14,6 +14,9 @@ and ``scale.png`` (plots, when matplotlib is there).
     python bench/compare.py --models gpt2,llama-70b --tools torchatlas,torchview
     python bench/compare.py --update --models t5-small --tools torchinfo   # redo one cell
     python bench/compare.py --python "$(which python)"   # use this interpreter, no venv
+    python bench/compare.py --device cuda   # on a GPU: ratios to a synchronised forward, GPU peak memory
+
+With ``--device cuda`` the results go to ``bench/results/cuda/`` unless ``--out`` says otherwise.
 """
 
 from __future__ import annotations
@@ -103,13 +106,32 @@ def checkout_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def worker_env(threads: int, budget: float) -> dict[str, str]:
+def worker_env(threads: int, budget: float, device: str = "cpu") -> dict[str, str]:
     return {
         **checkout_env(),
         "BENCH_THREADS": str(threads),
         "BENCH_BUDGET_S": str(budget),
+        "BENCH_DEVICE": device,
         "PYTHONUNBUFFERED": "1",
     }
+
+
+def check_device(parser: argparse.ArgumentParser, device: str) -> str | None:
+    """The card's name for ``--device cuda`` (None on the CPU); a usage error where there is none."""
+    if device == "cpu":
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device on this machine")
+    return torch.cuda.get_device_name()
+
+
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu",
+        help="where the models run; cuda: each time ends in torch.cuda.synchronize() and peaks are GPU memory",
+    )
 
 
 def installed_tools(python: str, env: dict[str, str]) -> dict[str, str]:
@@ -147,7 +169,7 @@ def write_results(
 
     env_doc = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs" + (f", {opts.card}" if opts.card else ""),
         "torch": torch.__version__,
         "threads": opts.threads or next((d["threads"] for d in runs.values() if "threads" in d), "torch's default"),
         "versions": available,
@@ -168,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated model names (default: all)")
     parser.add_argument("--tools", help="comma-separated tool names (default: every installed one)")
     parser.add_argument("--python", help="interpreter for the workers (default: the comparison venv)")
-    parser.add_argument("--out", type=Path, default=BENCH / "results", help="folder for the results")
+    parser.add_argument("--out", type=Path, help="folder for the results (default: bench/results, or results/cuda)")
     parser.add_argument("--timeout", type=float, default=600, help="seconds per (tool, model) process")
     parser.add_argument("--scale-timeout", type=float, default=300, help="seconds per (tool, synthetic chain) process")
     parser.add_argument("--budget", type=float, default=15, help="seconds of alternating rounds per (tool, model)")
@@ -188,7 +210,11 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="torch intra-op threads in the workers (0: torch's default; see _worker.THREADS)",
     )
+    add_device_option(parser)
     opts = parser.parse_args(argv)
+    opts.card = check_device(parser, opts.device)
+    if opts.out is None:
+        opts.out = BENCH / "results" / ("cuda" if opts.device == "cuda" else "")
 
     if opts.python is None:
         python = ensure_venv()
@@ -206,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import models  # needs torch: only once in an interpreter that has it
 
-    env = worker_env(opts.threads, opts.budget)
+    env = worker_env(opts.threads, opts.budget, opts.device)
     available = installed_tools(opts.python, env)
     tools = [t for t in (opts.tools.split(",") if opts.tools else available) if t in available]
     missing = sorted(set(opts.tools.split(",")) - set(available)) if opts.tools else []

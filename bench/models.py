@@ -1,6 +1,6 @@
 """Benchmark models, built from configs with random weights (nothing is downloaded).
 
-Every builder takes a device (``"cpu"`` or ``"meta"``) and returns
+Every builder takes a device (``"cpu"``, ``"cuda"`` or ``"meta"``) and returns
 ``(model, args, kwargs)`` ready for ``model(*args, **kwargs)``: batch 1, images
 224x224 (CoolCNN: 32x32), token sequences of 128. ``smoke`` models are the tiny
 ones the test suite runs; the rest are the real architectures at their

@@ -10,6 +10,11 @@ was written after the value was made reads the last writer if the write went
 through the same view of the storage, else a ``torchatlas.updated`` node made at
 that read from its old value and the write.
 
+A pass-through call (``v5 = self.drop(v2)``) returns the very tensor it was given: ``v5``
+and ``v2`` are one tensor object, and only reads through ``v5`` read through the call
+(one op that reads both variables reads both through it: capture decides per op, by the
+variables its line loads, not per operand).
+
 Labels follow ``_capture_helpers``: ``op3``, ``op3.1`` (second output),
 ``input:args[0]``, ``param:lins.0.weight``.
 """
@@ -67,9 +72,6 @@ class TrueGraph:
     scopes: list[tuple[str, int]] = field(default_factory=list)
     """(path, call) of each module call, in call order."""
     outputs: dict[str, str] = field(default_factory=dict)
-    returned_inputs: dict[str, str] = field(default_factory=dict)
-    """Input label -> the node a module call made when it returned that input tensor unchanged
-    (the last one): what the input tensor holds when the program ends."""
 
 
 @dataclass
@@ -138,6 +140,8 @@ class _Value:
     order: int
     """Index of the producing op; -1 for inputs."""
     contiguous: bool = True
+    tensor: int = -1
+    """Which tensor object holds it: a pass-through call's result is the tensor it was given."""
 
 
 class _Simulator:
@@ -150,10 +154,11 @@ class _Simulator:
         self.last_write: dict[int, tuple[int, str, bool | None]] = {}
         """storage -> (op index, label, contiguity of the view written; None: a slice)"""
         self.storages = itertools.count()
+        self.tensors = itertools.count()
         self.calls: dict[str, int] = {}
         for path, expr in zip(INPUT_PATHS, INPUT_EXPRS):
             self.emit(f"v{len(self.pool)} = {expr}")
-            self.pool.append(_Value(next(self.storages), f"input:{path}", -1))
+            self.pool.append(_Value(next(self.storages), f"input:{path}", -1, tensor=next(self.tensors)))
 
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
@@ -166,8 +171,21 @@ class _Simulator:
         if contiguous == value.contiguous:  # every value is 4×4: the same strides are the same view
             return writer
         updated = self.op("torchatlas.updated", [value.producer, writer], scope=scope)
+        for alias in self.pool:  # made for the tensor object: every variable holding it reads it
+            if alias.tensor == value.tensor:
+                alias.producer, alias.order = f"op{updated}", updated
         value.producer, value.order = f"op{updated}", updated
         return value.producer
+
+    def read_all(self, values: list[_Value], scope: str = "") -> list[str]:
+        """One op's reads: a tensor it reads through several variables is read, for all of them,
+        as the latest pass-through any of them got (capture decides per op, not per operand)."""
+        labels = [self.read(v, scope) for v in values]
+        latest: dict[int, str] = {}
+        for v, label in zip(values, labels):
+            if v.tensor not in latest or _order(label) > _order(latest[v.tensor]):
+                latest[v.tensor] = label
+        return [latest[v.tensor] for v in values]
 
     def op(self, target: str, reads: list[str], scope: str = "", inplace: bool = False) -> int:
         self.truth.ops.append((target, tuple(reads)))
@@ -177,7 +195,7 @@ class _Simulator:
 
     def new(self, k: int, slot: int = 0, storage: int | None = None, contiguous: bool = True) -> _Value:
         label = f"op{k}" if slot == 0 else f"op{k}.{slot}"
-        return _Value(next(self.storages) if storage is None else storage, label, k, contiguous)
+        return _Value(next(self.storages) if storage is None else storage, label, k, contiguous, next(self.tensors))
 
     def write(self, value: _Value, k: int) -> _Value:
         self.last_write[value.storage] = (k, f"op{k}", value.contiguous)
@@ -203,10 +221,10 @@ class _Simulator:
         elif kind in ("add", "mul", "matmul"):
             symbol = {"add": "+", "mul": "*", "matmul": "@"}[kind]
             self.emit(f"{out} = {names[0]} {symbol} {names[1]}")
-            self.pool.append(self.new(self.op(f"{T}__{kind}__", [self.read(v) for v in vals])))
+            self.pool.append(self.new(self.op(f"{T}__{kind}__", self.read_all(vals))))
         elif kind == "maximum":
             self.emit(f"{out} = torch.maximum({names[0]}, {names[1]})")
-            self.pool.append(self.new(self.op("torch.maximum", [self.read(v) for v in vals])))
+            self.pool.append(self.new(self.op("torch.maximum", self.read_all(vals))))
         elif kind == "linear":
             path = f"lins.{s.choice}"
             self.emit(f"{out} = self.lins[{s.choice}]({names[0]})")
@@ -216,7 +234,7 @@ class _Simulator:
         elif kind == "mixer":
             self.emit(f"{out}, v{len(self.pool) + 1} = self.mixer({{'a': {names[0]}, 'b': {names[1]}}})")
             self.call("mixer")
-            reads = [self.read(v, "mixer") for v in vals]
+            reads = self.read_all(vals, "mixer")
             total = self.op(T + "__add__", reads, scope="mixer")
             product = self.op(T + "__mul__", reads, scope="mixer")
             self.pool += [self.new(total), self.new(product)]
@@ -274,9 +292,9 @@ class _Simulator:
             self.call(path)
             v = vals[0]
             k = self.op(target, [self.read(v, path)], scope=path)
-            # The call returns the same tensor: later readers of it read through the call.
-            v.producer, v.order = f"op{k}", k
-            self.pool.append(v)
+            # The call returns the same tensor object: readers of the new variable read through
+            # the call, readers of the old one read what it was given.
+            self.pool.append(_Value(v.storage, f"op{k}", k, v.contiguous, v.tensor))
         elif kind == "second_chunk":
             self.emit(f"{out} = self.second({names[0]})")
             self.call("second")
@@ -285,7 +303,7 @@ class _Simulator:
             self.pool.append(self.new(chunk, slot=1, storage=next(self.storages)))
         elif kind == "stack_sum":
             self.emit(f"{out} = torch.stack([{names[0]}, {names[1]}]).sum(0)")
-            k = self.op("torch.stack", [self.read(v) for v in vals])
+            k = self.op("torch.stack", self.read_all(vals))
             self.pool.append(self.new(self.op(T + "sum", [f"op{k}"])))
         else:
             raise ValueError(f"unknown step kind {kind!r}")
@@ -312,14 +330,18 @@ class _Simulator:
         return f"{name}.clone()", f"op{self.op(T + 'clone', [self.read(value)])}"
 
     def finish(self, returned: tuple[int, ...]) -> None:
-        for path, value in zip(INPUT_PATHS, self.pool):
-            if value.producer != f"input:{path}" and value.storage not in self.last_write:
-                self.truth.returned_inputs[f"input:{path}"] = value.producer
         main, *extra = returned
         self.emit(f"return {{'main': v{main}, 'extra': [{', '.join(f'v{i}' for i in extra)}]}}")
-        self.truth.outputs["output['main']"] = self.read(self.pool[main])
-        for k, i in enumerate(extra):
-            self.truth.outputs[f"output['extra'][{k}]"] = self.read(self.pool[i])
+        # The return reads them all at once, as one op does.
+        labels = self.read_all([self.pool[i] for i in returned])
+        self.truth.outputs["output['main']"] = labels[0]
+        for k, label in enumerate(labels[1:]):
+            self.truth.outputs[f"output['extra'][{k}]"] = label
+
+
+def _order(label: str) -> int:
+    """The op index a label names (-1 for a leaf)."""
+    return int(label[2:].partition(".")[0]) if label.startswith("op") else -1
 
 
 _filenames = itertools.count()

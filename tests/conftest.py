@@ -1,10 +1,12 @@
-"""Shared test options: ``@pytest.mark.slow`` tests run only with ``--run-slow`` or ``RUN_SLOW=1``."""
+"""Shared test options: ``@pytest.mark.slow`` tests run only with ``--run-slow`` or ``RUN_SLOW=1``;
+``@pytest.mark.gpu`` tests run only where torch sees a CUDA device (``./dev test-gpu``)."""
 
 from __future__ import annotations
 
 import os
 
 import pytest
+import torch
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,6 +24,11 @@ def slow_enabled(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not torch.cuda.is_available():
+        no_gpu = pytest.mark.skip(reason="gpu: torch sees no CUDA device")
+        for item in items:
+            if item.get_closest_marker("gpu") is not None:  # not keywords: a folder may be named gpu
+                item.add_marker(no_gpu)
     if slow_enabled(config):
         return
     skip = pytest.mark.skip(reason="slow: run with --run-slow or RUN_SLOW=1")

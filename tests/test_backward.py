@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import pytest
 import torch
 from _capture_helpers import load_coolcnn, wiring
@@ -12,6 +15,7 @@ import torchatlas
 from torchatlas._capture import TraceError, capture
 from torchatlas._capture._backward import default_loss
 from torchatlas._ir import GraphIR
+from torchatlas._render._html import viewer_document
 
 
 def mlp() -> nn.Module:
@@ -135,6 +139,33 @@ def test_diagram_draws_backward_ops_in_their_own_dashed_part():
     assert "dashed" in backward_part.split("\n", 2)[1]  # the part's own border style
     saved_edges = [line for line in dot.splitlines() if "->" in line and "#8e44ad" in line]
     assert saved_edges, "no edge carries a saved forward tensor into the backward part"
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")
+@pytest.mark.graphviz
+def test_rendered_diagram_is_the_dot_text_drawn_with_its_dashed_backward_part() -> None:
+    graph = _mlp_backward()
+    svg = graph.render(format="svg").decode()
+    assert svg == subprocess.run(["dot", "-Tsvg"], input=graph.to_dot().encode(), capture_output=True, check=True).stdout.decode()
+    backward_part = svg.split("<title>cluster_s_backward</title>", 1)
+    assert len(backward_part) == 2, "no backward part in the drawing"
+    assert 'stroke="#8e44ad" stroke-dasharray' in backward_part[1]  # dashed, in the backward colour
+    assert "threshold_backward" in backward_part[1] and "threshold_backward" not in backward_part[0]
+
+
+def test_the_page_sets_the_backward_part_apart_as_the_diagram_does() -> None:
+    graph = _mlp_backward()
+    page = viewer_document(graph.ir)
+    scopes = page["scopes"]
+    part = [i for i, s in enumerate(scopes) if s.get("bw")]
+    assert [scopes[i]["path"] for i in part] == ["backward", "backward.(model)", "backward.2", "backward.1", "backward.0"]
+    assert scopes[part[0]]["p"] == 0 and all(scopes[i]["p"] == part[0] for i in part[1:])
+    ops = [(n, d) for n, d in zip(graph.ir.nodes, page["nodes"], strict=True) if n.kind == "op"]
+    assert [d["s"] in part for _, d in ops] == [n.meta["phase"] == "backward" for n, _ in ops]
+    names = page["names"]
+    threshold = next(n for n in page["nodes"] if "op" in n and names[n["op"]] == "threshold_backward")
+    assert scopes[threshold["s"]]["path"] == "backward.1"
+    assert not any(scopes[n["s"]].get("bw") for n in page["nodes"] if "op" in n and names[n["op"]] == "relu")
 
 
 def test_the_tree_names_the_models_own_ops_apart_from_the_loss() -> None:

@@ -139,3 +139,16 @@ def test_dot_size_counts_declared_nodes_and_edges_not_defaults() -> None:
 
     source = 'digraph g {\n\tgraph [rankdir=TB]\n\tnode [shape=box]\n\tedge [color=red]\n\t0 [label=<a>]\n\t"x.y" [label="b"]\n\t1 [label=c]\n\t0 -> "x.y"\n\t"x.y" -> 1 [label=d]\n\t0 -> 1\n}\n'
     assert dot_size(source) == (3, 3)
+
+
+@pytest.mark.parametrize("script", ["compare.py", "bench_runtime.py"])
+def test_device_cuda_without_a_gpu_is_one_clear_usage_error(script: str) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), "--device", "cuda"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2 and "--device cuda: torch sees no CUDA device" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -75,11 +75,12 @@ class UsesReturns(nn.Module):
         return self.fc(self.keep(x)) + x
 
 
-def test_a_user_module_returning_its_argument_is_a_node_later_readers_read_through() -> None:
+def test_a_user_module_returning_its_argument_is_a_node_its_readers_read_through() -> None:
     ir = trace(UsesReturns(), torch.randn(2, 4))
     assert wiring(ir)[0] == ("torchatlas.identity", ("input:args[0]",))
-    # x is the same tensor the call returned: both readers read it through the call.
-    assert wiring(ir)[2] == (T + "__add__", ("op1", "op0"))
+    # x is the same tensor the call returned, but the add reads it from x, not from the call.
+    assert wiring(ir)[1][1][0] == "op0"
+    assert wiring(ir)[2] == (T + "__add__", ("op1", "input:args[0]"))
 
 
 # -- 2. a module's outputs keep their slot ------------------------------------------------------

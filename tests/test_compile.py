@@ -90,7 +90,7 @@ def test_tree_summary_and_document_show_the_breaks(tmp_path) -> None:
     _, _, graph = _report(models.TwoBreaks)
     tree = graph.tree()
     assert tree.count("✂ graph break:") == 3
-    assert "✂ graph break: Dynamo does not support tracing `Tensor.item()`" in tree
+    assert "✂ graph break: .item() leaves the graph — Dynamo does not support tracing `Tensor.item()`" in tree
     lines = tree.splitlines()
     item_mark = next(i for i, line in enumerate(lines) if "Tensor.item()" in line)
     assert "truediv" in lines[item_mark + 1]  # marked just before the op execution went on with
@@ -214,7 +214,7 @@ def test_cli_compile_breaks(tmp_path, capsys) -> None:
 
 def test_diagram_and_page_data_show_regions_and_breaks() -> None:
     from torchatlas._render._html import viewer_document
-    from torchatlas._render._palette import COMPILE_REGIONS, GRAPH_BREAK
+    from torchatlas._view import COMPILE_REGIONS, GRAPH_BREAK
 
     _, _, graph = _report(models.TwoBreaks)
     dot = graph.to_dot()
@@ -299,10 +299,11 @@ def test_alignment_of_repeated_layers_with_ops_dropped_and_added() -> None:
     assert brk.node == "n1000" and brk.kind == "print/logging"
 
 
-def test_a_break_at_an_op_listed_as_unused_stays_in_the_tree() -> None:
+def test_a_break_at_an_op_only_its_size_was_read_of_stays_in_the_tree() -> None:
     _, _, graph = _report(models.BreakAtAnUnusedOp)
     (brk,) = _breaks(graph)
-    assert graph.ir.node(brk.node).meta.get("dead")  # execution went on at nonzero, which no op reads
+    node = graph.ir.node(brk.node)  # execution went on at nonzero, which no op reads: only its size
+    assert node.meta["size_only"] and not node.meta["dead"]
     lines = graph.tree(ascii=False).splitlines()
     cut = next(i for i, line in enumerate(lines) if "✂ graph break" in line)
-    assert "(unused: " in lines[cut + 1]  # drawn before the unused group that holds its op
+    assert "nonzero" in lines[cut + 1] and "(size only)" in lines[cut + 1]  # drawn just before its op

@@ -26,7 +26,8 @@ from torchatlas._ops import CATEGORIES, LEGEND, category
 from torchatlas._render import _dot
 from torchatlas._render._dot import DotOptions, diagram_size, image_format, render, to_dot
 from torchatlas._render._graphviz import GraphvizNotFoundError
-from torchatlas._render._palette import PALETTES
+from torchatlas._render._tree import render_tree
+from torchatlas._view import PALETTES
 
 # pydot's parser calls pyparsing names that newer pyparsing deprecates
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -127,9 +128,22 @@ def test_shared_module_calls_are_separate_boxes_in_order():
     assert d.succs(first) == [second] and d.succs(second) == [d.find("output")]
 
 
-def test_fold_repeats_draws_one_box_for_a_run_of_identical_blocks():
+def test_fold_repeats_draws_a_run_as_its_first_member_as_the_tree_does():
     ir = loop_ir(4)
-    d = diagram(ir, fold_repeats=True)
+    d = diagram(ir)  # folded by default, as the tree and the summary
+    [cluster] = d.clusters
+    assert d.cluster_label(cluster) == "layers.0–3 (Block) ×4"
+    assert "layers.0–3 (Block) ×4" in render_tree(ir)
+    inside = [d.label(n).split("\n")[0] for n, a in d.nodes.items() if a.get("cluster") == cluster]
+    assert inside == ["fc (Linear)", "gelu", "masked_fill"]  # the first member's body, once
+    fc, fill = d.find("fc (Linear)"), d.find("masked_fill")
+    assert d.preds(fc) == [d.find("args[0]")] and d.succs(fill) == [d.find("output")]  # the last member's output
+    assert d.preds(fill) == [d.find("gelu"), d.find("mask")] and not [n for n in d.nodes if n.startswith("ref_")]
+
+
+def test_a_fold_below_depth_is_one_box():
+    ir = loop_ir(4)
+    d = diagram(ir, depth=1)
     fold = d.find("layers.0–3 (Block) ×4")
     assert d.preds(fold) == [d.find("args[0]"), d.find("mask")]
     assert d.succs(fold) == [d.find("output")]
@@ -329,7 +343,7 @@ def test_renders_svg_png_and_pdf_files(tmp_path):
 
 
 def test_a_value_read_in_many_calls_gets_reference_boxes_instead_of_long_edges():
-    d = diagram(loop_ir(4))
+    d = diagram(loop_ir(4), fold_repeats=False)
     mask = d.find("mask")
     (first,) = d.succs(mask)
     assert d.cluster_label(d.nodes[first]["cluster"]) == "layers.0 (Block)"
@@ -339,13 +353,13 @@ def test_a_value_read_in_many_calls_gets_reference_boxes_instead_of_long_edges()
         (reader,) = d.succs(ref)
         assert d.label(reader) == "masked_fill" and d.nodes[reader]["cluster"] == d.nodes[ref]["cluster"]
     # two readers are drawn as plain edges
-    assert not [n for n in diagram(loop_ir(2)).nodes if n.startswith("ref_")]
+    assert not [n for n in diagram(loop_ir(2), fold_repeats=False).nodes if n.startswith("ref_")]
 
 
 def test_a_value_read_by_repeated_layers_inside_one_call_gets_reference_boxes():
     # The encoder's output is read in one call below the model (the decoder), but by every
     # one of its layers: it keeps a real edge to the first layer only.
-    d = diagram(encoder_decoder_ir(4))
+    d = diagram(encoder_decoder_ir(4), fold_repeats=False)
     (first,) = d.succs(d.find("fc (Linear)"))
     assert d.cluster_label(d.nodes[first]["cluster"]) == "decoder.layers.0 (Layer)"
     refs = [n for n in d.nodes if d.label(n).startswith("↪ encoder.fc")]
@@ -354,13 +368,13 @@ def test_a_value_read_by_repeated_layers_inside_one_call_gets_reference_boxes():
     plain = encoder_decoder_ir(4)
     for s in plain.scopes:
         s.meta.pop("repeat", None)
-    assert not [n for n in diagram(plain).nodes if n.startswith("ref_")]
+    assert not [n for n in diagram(plain, fold_repeats=False).nodes if n.startswith("ref_")]
 
 
 def test_each_cluster_is_pinned_below_the_last_value_it_reads_from_outside():
     # Layer 1's k reads the encoder's output, made long before: dot would rank it (and with it
     # the top of layer 1's cluster) beside layer 0, and the layers would stand in a staircase.
-    d = diagram(encoder_decoder_ir(2))
+    d = diagram(encoder_decoder_ir(2), fold_repeats=False)
 
     def in_layer(i: int, label: str) -> str:
         return next(
@@ -377,7 +391,7 @@ def test_each_cluster_is_pinned_below_the_last_value_it_reads_from_outside():
 @needs_dot
 @pytest.mark.graphviz
 def test_repeated_layers_stack_one_under_the_other():
-    laid = _layout_json(encoder_decoder_ir(2))
+    laid = _layout_json(encoder_decoder_ir(2), fold_repeats=False)
     boxes = {o["label"]: tuple(map(float, o["bb"].split(","))) for o in laid["objects"] if "bb" in o and "label" in o}
     (_, low0, _, high0), (_, low1, _, high1) = (
         next(bb for label, bb in boxes.items() if f"decoder.layers.{i}" in label) for i in (0, 1)
@@ -419,7 +433,7 @@ def test_real_capture_folds_a_module_list_with_find_repeats():
             return self.head(x)
 
     ir = torchatlas.trace(Net(), (torch.randn(3, 8),)).ir
-    d = parse_dot(to_dot(ir, DotOptions(fold_repeats=True)))
+    d = parse_dot(to_dot(ir, DotOptions(depth=1)))
     fold = d.find("blocks.0–4 (Sequential) ×5")
     assert d.succs(d.find("args[0]")) == [fold] and d.succs(fold) == [d.find("head (Linear)")]
     assert "360 params" in d.label(fold)  # 5 × (64 + 8)

@@ -146,11 +146,8 @@ def nested_truth(truth: TrueGraph, nesting: Nesting) -> TrueGraph:
         out.scopes += [(under(path), call + r * inner_calls[path]) for path, call in truth.scopes]
 
         def read(label: str, r: int = r) -> str:
-            # An input a module call of the previous pass returned unchanged is read through that call.
-            if r > 0 and label in passed:
-                return identity(label, r - 1)
-            if r > 0 and label in truth.returned_inputs:
-                return shift(truth.returned_inputs[label], (r - 1) * n_ops, prefix)
+            # An input a module call of the previous pass returned unchanged is the same tensor, but
+            # the next pass got it from the wrapper's own variable, not from that call: it reads the input.
             return shift(label, r * n_ops, prefix)
 
         out.ops += [(target, tuple(read(x) for x in reads)) for target, reads in truth.ops]

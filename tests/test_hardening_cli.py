@@ -159,16 +159,25 @@ def _archive(tmp_path: Path, name: str, change) -> Path:
     return path
 
 
-@pytest.mark.parametrize("drop, expected", [
-    ("sample_inputs", "PytorchStreamReader failed locating file"),  # torch logs a traceback, then raises
-    ("model.json", "holds no exported program"),  # torch says "check the warnings above"
+@pytest.mark.parametrize("drop, trust, expected", [
+    ("model.json", [], "is missing"),  # read as data: the program's JSON is the one member needed
+    ("sample_inputs", ["--trust-pickle"], "PytorchStreamReader failed locating file"),  # torch logs, then raises
+    ("model.json", ["--trust"], "holds no exported program"),  # torch says "check the warnings above"
 ])
 def test_cli_corrupt_pt2_is_one_line_without_torch_warnings(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, drop: str, expected: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, drop: str, trust: list[str], expected: str
 ) -> None:
     path = _archive(tmp_path, "corrupt.pt2", lambda member, data: None if drop in member else data)
-    code, lines = run_cli(capsys, str(path))
+    code, lines = run_cli(capsys, *trust, str(path))
     assert code == 2 and len(lines) == 1 and expected in lines[0] and str(path) in lines[0]
+
+
+def test_cli_reads_a_pt2_without_sample_inputs_as_data(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """Read as data, a program needs neither its sample inputs nor its weights."""
+    path = _archive(tmp_path, "light.pt2", lambda member, data: None if "/data/" in member else data)
+    code = cli.main([str(path)])
+    out, err = capsys.readouterr()
+    assert code == 0 and err == "" and "relu" in out
 
 
 def test_cli_trusted_legacy_pt2_is_one_line_without_torch_warnings(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -185,3 +194,27 @@ def test_cli_trusted_legacy_pt2_is_one_line_without_torch_warnings(capsys: pytes
         code, lines = run_cli(capsys, "--trust-pickle", str(path))
     assert code == 2 and len(lines) == 1 and "not a torch.export program" in lines[0]
     assert [str(w.message) for w in warned] == []
+
+
+# -- issue 28: the CLI's low items ----------------------------------------------
+
+
+def test_cli_html_to_stdout_is_the_page() -> None:
+    done = subprocess.run([sys.executable, "-m", "torchatlas", "--format", "html", "-o", "-"], capture_output=True)
+    if b"viewer bundle is missing" in done.stderr:
+        pytest.skip("the HTML viewer bundle is not built")
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.lstrip().lower().startswith(b"<!doctype html") and b"TypeError" not in done.stderr
+
+
+def test_cli_set_with_json_nested_too_deep_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines = run_cli(capsys, "--set", "layers=" + "[" * 60_000 + "]" * 60_000)
+    assert code == 2 and lines == ["torchatlas: error: --set 'layers': its JSON value is nested too deeply"]
+
+
+def test_cli_wrote_line_shows_a_hostile_path_escaped(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    name = "graph\n\x1b[31mred\x1b[0m\u202e.json"
+    code = cli.main(["--format", "json", "-o", str(tmp_path / name)])
+    lines = capsys.readouterr().err.splitlines()
+    assert code == 0 and (tmp_path / name).exists()
+    assert lines == [f"torchatlas: wrote {tmp_path}/graph\\n\\x1b[31mred\\x1b[0m\\u202e.json"]

@@ -2,22 +2,30 @@
 
 Real saved documents (CoolCNN with statistics and profile times, a small transformer-like
 model with statistics and kept activations, the same model with its backward pass and at
-the ATen level, and a partial graph) get one field changed: any field, to a value of
-another type or an extreme one (NaN, 1e400, a 5,000-digit integer, ``-1``, ``2**63``,
-an id of the wrong kind...), or deleted; or one capture-time meta key of a node, a
-scope or the graph set to such a value. ``load`` must then raise ``GraphFormatError``,
-or every renderer must work: tree, summary (text, markdown, rich), DOT, HTML, JSON,
-Model Explorer, and a diff of the graph against itself.
+the ATen level, a partial graph, and a ``compile_report`` with a graph break) get one
+field changed: any field, to a value of another type or an extreme one (NaN, 1e400, a
+5,000-digit integer, ``-1``, ``2**63``, ``10**12``, an id of the wrong kind...), or
+deleted; or one capture-time meta key of a node, a scope or the graph set to such a
+value. Or two fields at once: some harm only together (a huge ``compile_graphs`` is drawn
+only where ``graph_breaks`` says the graph is a compile report). ``load`` must then raise
+``GraphFormatError``, or every renderer must work, within a time and memory bound: tree,
+summary (text, markdown, rich), DOT, HTML, JSON, Model Explorer, and a diff of the graph
+against itself.
 
-The hypothesis test draws random mutations; the ``slow`` one tries every value on one
+The hypothesis tests draw random mutations; the ``slow`` one tries every value on one
 field of each kind (the same field of every node of one op target counts once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import itertools
 import json
 import os
+import resource
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +33,7 @@ from typing import Any
 import pytest
 import torch
 from _capture_helpers import load_coolcnn
+from _compile_models import PrintInForward
 from _hostile import DELETE, set_path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -87,6 +96,8 @@ def documents() -> dict[str, dict[str, Any]]:
         "tiny-aten": torchatlas.trace(Tiny().eval(), (ids,), level="aten"),
         "partial": torchatlas.trace(Fails(), torch.ones(2, 4), partial=True),
     }
+    with contextlib.redirect_stdout(io.StringIO()):  # the model prints: that is its graph break
+        graphs["compiled"] = torchatlas.compile_report(PrintInForward(), torch.randn(2, 8))
     return {name: graph.to_dict() for name, graph in graphs.items()}
 
 
@@ -99,7 +110,7 @@ _RAW = {
     "<-Infinity>": "-Infinity",
 }
 EXTREMES: list[Any] = [
-    None, True, False, 0, -1, 1, 2**63, -(2**63), 10**20, 0.5, -0.0, 1e308, *_RAW,
+    None, True, False, 0, -1, 1, 2**63, -(2**63), 10**12, 10**20, 0.5, -0.0, 1e308, *_RAW,
     "", "s0", "n0", "n1", "x", "\x00\x1b\u202e\ud800", "&#1;", [], {}, [None], [[]], [-1], ["s0"], ["n0"], {"": None},
 ]
 JSON_VALUES = st.recursive(
@@ -136,15 +147,43 @@ def renders_everywhere(graph: torchatlas.Graph) -> None:
     json.dumps(changes.to_dict())
 
 
+class TooSlow(Exception):
+    pass
+
+
+def _too_slow(_signum: int, _frame: Any) -> None:
+    raise TooSlow("rendering a 100 KB document took over 30 s")
+
+
+@contextlib.contextmanager
+def bounded(seconds: float = 30, memory: int = 2 << 30) -> Iterator[None]:
+    """Fail (``TooSlow``, ``MemoryError``) rather than hang or exhaust the machine: the
+    block may run ``seconds`` and grow the address space by ``memory`` bytes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    with open("/proc/self/statm") as f:
+        mapped = int(f.read().split()[0]) * resource.getpagesize()
+    limit = mapped + memory if hard == resource.RLIM_INFINITY else min(hard, mapped + memory)
+    previous = signal.signal(signal.SIGALRM, _too_slow)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        signal.signal(signal.SIGALRM, previous)
+
+
 def loads_and_renders_or_is_refused(text: str, tmp_path: Path) -> str:
     path = tmp_path / "graph.json"
     path.write_text(text, encoding="utf-8")
-    try:
-        graph = torchatlas.load(path)
-    except torchatlas.GraphFormatError as e:
-        assert "\n" not in str(e)
-        return "refused"
-    renders_everywhere(graph)
+    with bounded():
+        try:
+            graph = torchatlas.load(path)
+        except torchatlas.GraphFormatError as e:
+            assert "\n" not in str(e)
+            return "refused"
+        renders_everywhere(graph)
     return "rendered"
 
 
@@ -157,12 +196,8 @@ def mutated(doc: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str,
 FACT_KEYS = {"node": sorted(NODE_FACTS), "scope": sorted(SCOPE_FACTS), "graph": sorted(GRAPH_FACTS)}
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_any_mutated_document_loads_and_renders_or_is_refused(
-    documents: dict[str, dict[str, Any]], tmp_path: Path, data: st.DataObject
-) -> None:
-    doc = documents[data.draw(st.sampled_from(sorted(documents)), label="document")]
+def draw_mutation(data: st.DataObject, doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with one field set to a drawn value or deleted, or one capture-time meta key set."""
     value = data.draw(VALUES | st.just(DELETE), label="value")
     if data.draw(st.booleans(), label="set a capture-time meta key"):
         owner = data.draw(st.sampled_from(["node", "scope", "graph"]), label="owner")
@@ -170,9 +205,11 @@ def test_any_mutated_document_loads_and_renders_or_is_refused(
         if owner == "graph":
             path: tuple[Any, ...] = ("meta", key)
         else:
-            items = doc["nodes" if owner == "node" else "scopes"]
+            items = doc.get("nodes" if owner == "node" else "scopes")  # an earlier mutation may have deleted it
+            if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
+                return doc  # an earlier mutation took the list away
             path = ("nodes" if owner == "node" else "scopes", data.draw(st.integers(0, len(items) - 1)), "meta", key)
-            doc = mutated(doc, path[:-1], dict(items[path[1]].get("meta", {})))
+            doc = mutated(doc, path[:-1], dict(items[path[1]].get("meta") or {}))
         value = data.draw(VALUES, label="value")
     else:
         path, target = (), doc
@@ -186,7 +223,78 @@ def test_any_mutated_document_loads_and_renders_or_is_refused(
             target = child
         if value is DELETE and not isinstance(path[-1], str):
             value = None
-    event(loads_and_renders_or_is_refused(encode(mutated(doc, path, value)), tmp_path))
+    return mutated(doc, path, value)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_mutated_document_loads_and_renders_or_is_refused(
+    documents: dict[str, dict[str, Any]], tmp_path: Path, data: st.DataObject
+) -> None:
+    doc = documents[data.draw(st.sampled_from(sorted(documents)), label="document")]
+    event(loads_and_renders_or_is_refused(encode(draw_mutation(data, doc)), tmp_path))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_two_fields_changed_together_load_and_render_or_are_refused(
+    documents: dict[str, dict[str, Any]], tmp_path: Path, data: st.DataObject
+) -> None:
+    """Two mutations, the second drawn on the first's result, often both on the graph's meta."""
+    doc = documents[data.draw(st.sampled_from(sorted(documents)), label="document")]
+    if data.draw(st.booleans(), label="two graph facts"):
+        keys = data.draw(st.lists(st.sampled_from(FACT_KEYS["graph"]), min_size=2, max_size=2, unique=True), label="keys")
+        doc = copy.deepcopy(doc)
+        for key in keys:
+            doc["meta"][key] = data.draw(VALUES, label=key)
+    else:
+        doc = draw_mutation(data, draw_mutation(data, doc))
+    event(loads_and_renders_or_is_refused(encode(doc), tmp_path))
+
+
+def _graph_fact_values(documents: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each graph-level capture-time key's values in any document, each count also as 10**12."""
+    values: dict[str, list[Any]] = {}
+    for doc in documents.values():
+        for key in FACT_KEYS["graph"]:
+            if key in doc["meta"] and doc["meta"][key] not in values.setdefault(key, []):
+                values[key].append(doc["meta"][key])
+    for found in values.values():
+        if any(type(v) is int for v in found):
+            found.append(10**12)
+    return {k: v for k, v in values.items() if v}
+
+
+@pytest.mark.parametrize("name", ["tiny", "compiled"])
+def test_every_pair_of_graph_facts_from_any_document_loads_and_renders_or_is_refused(
+    documents: dict[str, dict[str, Any]], tmp_path: Path, name: str
+) -> None:
+    """Every two graph-level facts set together, to values other documents hold (or a huge count)."""
+    values = _graph_fact_values(documents)
+    keys = sorted(values)
+    for i, first in enumerate(keys):
+        for second in keys[i + 1 :]:
+            for a, b in itertools.product(values[first], values[second]):
+                doc = copy.deepcopy(documents[name])
+                doc["meta"].update({first: a, second: b})
+                try:
+                    loads_and_renders_or_is_refused(encode(doc), tmp_path)
+                except Exception as e:
+                    raise AssertionError(f"{name}: {first} = {str(a)[:40]}, {second} = {str(b)[:40]}: {type(e).__name__}: {e}") from e
+
+
+@pytest.mark.parametrize("name", ["coolcnn", "tiny", "partial", "compiled"])
+def test_a_huge_graph_count_draws_a_few_swatches(documents: dict[str, dict[str, Any]], tmp_path: Path, name: str) -> None:
+    """A 2 KB claim of 10**12 compiled graphs once drew one legend swatch per graph (an OOM kill)."""
+    doc = copy.deepcopy(documents[name])
+    doc["meta"].update(compile_graphs=10**12, graph_breaks=[])
+    assert loads_and_renders_or_is_refused(encode(doc), tmp_path) == "rendered"
+    graph = torchatlas.load(tmp_path / "graph.json")
+    assert "… 999,999,999,992 more" in graph.to_dot()
+    assert graph.to_dot().count(">graph ") == 8
+    with contextlib.suppress(ViewerBundleMissing):
+        page = graph.to_html()
+        assert "… 999,999,999,992 more" in page and page.count('">graph ') == 8
 
 
 def _fields(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -215,7 +323,7 @@ def _kind(doc: dict[str, Any], path: tuple[Any, ...]) -> tuple[str, ...]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["coolcnn", "tiny", "tiny-backward", "tiny-aten", "partial"])
+@pytest.mark.parametrize("name", ["coolcnn", "tiny", "tiny-backward", "tiny-aten", "partial", "compiled"])
 def test_every_field_of_every_kind_with_every_extreme_value(
     documents: dict[str, dict[str, Any]], tmp_path: Path, name: str
 ) -> None:

@@ -182,8 +182,8 @@ UNSAFE_CALLS = {"eval", "exec", "compile", "__import__", "torch.load", "yaml.loa
 
 
 def test_the_package_never_unpickles_or_evaluates() -> None:
-    """The one ``torch.load`` is ``weights_only=True`` (the .pt2 check); ``torch.export.load`` runs
-    only after that check (``tests/test_pt2_safety.py``)."""
+    """No ``torch.load``: a ``.pt2`` is read as data; ``torch.export.load`` runs only for
+    ``trust=True`` (``tests/test_pt2_safety.py``)."""
     offenders = []
     for path in sorted(SRC.rglob("*.py")):
         for name in _calls_and_imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):

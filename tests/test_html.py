@@ -23,7 +23,7 @@ from torchatlas._ir import GraphIR, Node, Ref, Scope, TensorMeta
 from torchatlas._ops import CATEGORIES
 from torchatlas._render import _html
 from torchatlas._render._html import ViewerBundleMissing, notebook_html, script_json, to_html, viewer_document
-from torchatlas._render._palette import PALETTES
+from torchatlas._view import PALETTES
 
 pytestmark = pytest.mark.skipif(
     not (_html.BUNDLE_DIR / "viewer.js").is_file(),

@@ -6,7 +6,7 @@ import pytest
 
 from torchatlas._ops import CATEGORIES, KIND_CATEGORY, LEGEND, OPS, category, is_view, op_info, op_name
 from torchatlas._passes._flops import RULES
-from torchatlas._render._palette import PALETTES
+from torchatlas._view import PALETTES
 
 # The colour a FLOP rule's ops must have: a conv is never drawn as "other".
 RULE_CATEGORIES = {

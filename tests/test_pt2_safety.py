@@ -1,6 +1,7 @@
-"""A crafted ``.pt2`` never runs code: each payload that ``torch.export.load`` would unpickle
-or evaluate is refused, by the API and the CLI, with one line naming the member, and the
-marker file its payload would create never appears. ``trust_pickle`` opens a file anyway."""
+"""A crafted ``.pt2`` never runs code: it is read as data (the program's JSON only), so each
+payload that ``torch.export.load`` would unpickle, evaluate or load is never opened: the file
+reads as the clean program, or is refused in one line naming the member, and the marker file
+its payload would create never appears. ``trust=True`` hands a file to ``torch.export.load``."""
 
 from __future__ import annotations
 
@@ -91,16 +92,51 @@ def _size_expression(members: Members, _payload: bytes) -> None:
     members[name] = text.replace('{"as_int": 2}', json.dumps({"as_expr": {"expr_str": code, "hint": {"as_int": 2}}}), 1).encode()
 
 
+def _aoti_library(members: Members, payload: bytes) -> None:
+    """torch.export.load extracts and dlopens every data/aotinductor/<model>/*.so."""
+    root = next(iter(members)).split("/", 1)[0]
+    members[f"{root}/data/aotinductor/model/model.so"] = b"\x7fELF" + payload
+
+
+def _second_program(members: Members, payload: bytes) -> None:
+    """torch.export.load reads every models/ member as a program, with its own pickled weights."""
+    root = next(iter(members)).split("/", 1)[0]
+    evil = members[_member(members, "models/model.json")].replace(b'{"as_int": 3}', b'{"as_expr": {"expr_str": "__import__(chr(111)+chr(115))"}}')
+    members[f"{root}/models/sub/x.json"] = evil
+    members[f"{root}/models/model_json"] = evil
+    _config_payload("model_weights_config.json", None, True)(members, payload)
+
+
+def _upper_case_config(members: Members, payload: bytes) -> None:
+    """miniz finds names case-insensitively: the second config is the one torch would read."""
+    name = _member(members, "model_weights_config.json")
+    config = json.loads(members[name])
+    for entry in config["config"].values():
+        entry["use_pickle"] = True
+        members[f"{name.rsplit('/', 1)[0]}/{entry['path_name']}.pkl"] = payload
+        entry["path_name"] += ".pkl"
+    members[name.upper()] = json.dumps(config).encode()
+
+
+# case -> (change, None when it reads as the clean program, or the member its one-line refusal names)
 CRAFTED = {
-    "use_pickle weight": (_config_payload("model_weights_config.json", None, True), "model_weights_config.json"),
-    "use_pickle constant": (_config_payload("model_constants_config.json", None, True), "model_constants_config.json"),
-    "opaque object": (_config_payload("model_constants_config.json", "opaque_obj_0", False), "model_constants_config.json"),
-    "custom object": (_config_payload("model_constants_config.json", "custom_obj_0", False), "custom_obj_0"),
-    "sample inputs": (_sample_inputs, "sample_inputs/model.pt"),
-    "legacy weights": (_legacy_weights, "data/weights/model.pt"),
-    "legacy layout": (_legacy_layout, "serialized_state_dict.pt"),
+    "use_pickle weight": (_config_payload("model_weights_config.json", None, True), None),
+    "use_pickle constant": (_config_payload("model_constants_config.json", None, True), None),
+    "opaque object": (_config_payload("model_constants_config.json", "opaque_obj_0", False), None),
+    "custom object": (_config_payload("model_constants_config.json", "custom_obj_0", False), None),
+    "sample inputs": (_sample_inputs, None),
+    "legacy weights": (_legacy_weights, None),
+    "AOTInductor library": (_aoti_library, None),
+    "second program": (_second_program, None),
+    "upper-case weights config": (_upper_case_config, None),
+    "legacy layout": (_legacy_layout, "archive_format"),
     "code in a symbolic size": (_size_expression, "models/model.json"),
 }
+
+
+@pytest.fixture(scope="module")
+def clean_graph(clean_archive: Path) -> dict:
+    return torchatlas.from_export(clean_archive).to_dict()
 
 
 def _craft(clean: Path, target: Path, change: Callable[[Members, bytes], None], marker: Path) -> Path:
@@ -114,32 +150,44 @@ def _craft(clean: Path, target: Path, change: Callable[[Members, bytes], None], 
 
 
 @pytest.mark.parametrize("case", list(CRAFTED))
-def test_a_crafted_archive_is_refused_by_the_api(case: str, clean_archive: Path, tmp_path: Path) -> None:
+def test_a_crafted_archive_is_read_as_data_or_refused_by_the_api(
+    case: str, clean_archive: Path, clean_graph: dict, tmp_path: Path
+) -> None:
     change, member = CRAFTED[case]
     marker = tmp_path / "marker"
     path = _craft(clean_archive, tmp_path / "evil.pt2", change, marker)
-    with pytest.raises(torchatlas.UnsafeArchiveError) as caught:
-        torchatlas.from_export(path)
-    message = str(caught.value)
-    assert "\n" not in message and member in message and "trust_pickle=True" in message
+    if member is None:
+        assert torchatlas.from_export(path).to_dict() == clean_graph
+    else:
+        with pytest.raises(torchatlas.UnsafeArchiveError) as caught:
+            torchatlas.from_export(path)
+        message = str(caught.value)
+        assert "\n" not in message and member in message
     assert not marker.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evil.pt2"]  # nothing extracted or written
 
 
 @pytest.mark.parametrize("case", list(CRAFTED))
-def test_a_crafted_archive_is_refused_by_the_cli(case: str, clean_archive: Path, tmp_path: Path, capsys) -> None:
+def test_a_crafted_archive_is_read_as_data_or_refused_by_the_cli(
+    case: str, clean_archive: Path, tmp_path: Path, capsys
+) -> None:
     change, member = CRAFTED[case]
     marker = tmp_path / "marker"
     path = _craft(clean_archive, tmp_path / "evil.pt2", change, marker)
     code, out, err = run_cli(capsys, str(path))
-    assert code == 2 and out == ""
-    [line] = error_lines(err)
-    assert member in line and "--trust-pickle" in line
+    if member is None:
+        assert code == 0 and "fc (Linear)" in out and err == ""
+    else:
+        assert code == 2 and out == ""
+        [line] = error_lines(err)
+        assert member in line
     assert not marker.exists()
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-def test_the_attack_is_real_without_the_check(clean_archive: Path, tmp_path: Path) -> None:
-    """The payloads above do run code under a plain ``torch.export.load``: the check is what stops them."""
+def test_the_attack_is_real_under_torch_export_load(clean_archive: Path, tmp_path: Path) -> None:
+    """The payloads above do run code under a plain ``torch.export.load`` (what ``trust=True``
+    calls): reading as data is what stops them."""
     marker = tmp_path / "marker"
     path = _craft(clean_archive, tmp_path / "evil.pt2", _sample_inputs, marker)
     try:
@@ -149,8 +197,9 @@ def test_the_attack_is_real_without_the_check(clean_archive: Path, tmp_path: Pat
     assert marker.exists()
 
 
-def test_trust_pickle_opens_a_pickled_archive(clean_archive: Path, tmp_path: Path, capsys) -> None:
-    """A benign pickled weight (what ``torch.export.save`` writes for some tensor subclasses) opens when trusted."""
+def test_trust_opens_a_file_with_torch_export_load(clean_archive: Path, clean_graph: dict, tmp_path: Path, capsys) -> None:
+    """A benign pickled weight (what ``torch.export.save`` writes for some tensor subclasses) reads
+    as data untrusted, and loads through torch when trusted."""
 
     def benign(members: Members, _payload: bytes) -> None:
         import io
@@ -160,12 +209,13 @@ def test_trust_pickle_opens_a_pickled_archive(clean_archive: Path, tmp_path: Pat
         _config_payload("model_weights_config.json", None, True)(members, buffer.getvalue())
 
     path = _craft(clean_archive, tmp_path / "pickled.pt2", benign, tmp_path / "unused")
-    with pytest.raises(torchatlas.UnsafeArchiveError):
-        torchatlas.from_export(path)
-    graph = torchatlas.from_export(path, trust_pickle=True)
-    assert any(n.target == "aten.linear.default" for n in graph.ir.ops())
-    code, out, _ = run_cli(capsys, str(path), "--trust-pickle")
-    assert code == 0 and "fc (Linear)" in out
+    assert torchatlas.from_export(path).to_dict() == clean_graph
+    loaded = torch.export.load(path)
+    for flag in ({"trust": True}, {"trust_pickle": True}):
+        assert torchatlas.from_export(path, **flag).to_dict() == torchatlas.from_export(loaded).to_dict()
+    for flag in ("--trust", "--trust-pickle"):
+        code, out, _ = run_cli(capsys, str(path), flag)
+        assert code == 0 and "fc (Linear)" in out
 
 
 def test_a_clean_archive_with_dynamic_shapes_opens_without_trust(tmp_path: Path) -> None:
@@ -189,3 +239,22 @@ def test_a_corrupt_archive_prints_no_traceback(clean_archive: Path, tmp_path: Pa
     assert code == 2
     assert "Traceback" not in err
     assert len(error_lines(err)) == 1
+
+
+def test_the_program_read_is_model_or_the_one_program(clean_archive: Path, clean_graph: dict, tmp_path: Path) -> None:
+    """torch.export.save writes ``models/model.json``; an archive of several other programs is ambiguous."""
+
+    def rename(new_names: list[str]) -> Callable[[Members, bytes], None]:
+        def change(members: Members, _payload: bytes) -> None:
+            program = members.pop(_member(members, "models/model.json"))
+            root = next(iter(members)).split("/", 1)[0]
+            for name in new_names:
+                members[f"{root}/models/{name}.json"] = program
+
+        return change
+
+    one = _craft(clean_archive, tmp_path / "one.pt2", rename(["forward"]), tmp_path / "unused")
+    assert torchatlas.from_export(one).to_dict() == clean_graph
+    several = _craft(clean_archive, tmp_path / "several.pt2", rename(["forward", "backward"]), tmp_path / "unused")
+    with pytest.raises(torchatlas.UnsafeArchiveError, match="several programs"):
+        torchatlas.from_export(several)

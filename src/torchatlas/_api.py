@@ -17,8 +17,9 @@ from ._io import write_atomic
 from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, graph_from_json
 from ._passes import GraphDiff as _GraphDiff
 from ._passes import diff as diff_graphs
-from ._passes import ensure_analyzed, first_nonfinite, median_times, strip_analyses
+from ._passes import ensure_analyzed, first_nonfinite, strip_analyses
 from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
+from ._render._decisions import decision_table
 from ._render._diff_page import diff_graph_page, diff_page
 from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
@@ -78,6 +79,13 @@ class Graph:
         """The first op, in execution order, with a NaN or Inf in an output (needs ``stats=True``);
         None when there is none. It carries ``target``, ``source`` (file, line) and ``scope``."""
         return first_nonfinite(self.ir)
+
+    def decisions(self, ascii: bool | None = None) -> str:
+        """Each place Python read a tensor's value (an ``if``, a ``while``, a ``break``,
+        ``.item()``), with its line, which ways it went and the op it read: a short table."""
+        if ascii is None:
+            ascii = not _can_encode(sys.stdout, "×")
+        return decision_table(self.ir, ascii)
 
     def activation(self, key: str) -> Any:
         """An output ``save`` kept: a module path (``"fc"``; ``"fc#1"`` for its second call) or a node id."""
@@ -153,16 +161,18 @@ class Graph:
         """A table per module call: shapes, parameters, FLOPs/MACs, activation memory.
 
         ``format``: "rich" (the default on a terminal that can draw its box), "text" or "markdown".
-        On a terminal the columns that fit its width are shown (module, output shapes,
-        params, FLOPs first) and long names are cut, never wrapped; ``wide=True``, a pipe
-        or a file get every column. ``fold_repeats=False`` lists every call of a run of
+        On a terminal, or where ``COLUMNS`` is set (a pipe, Jupyter), the columns that fit
+        its width are shown (module, output shapes, params, FLOPs first) and long names are
+        cut, never wrapped; ``wide=True``, a file, or a pipe without ``COLUMNS`` get every column. ``fold_repeats=False`` lists every call of a run of
         identical layers instead of one ``layers.0–79 ×80`` row. Graphs traced with
         ``profile=True`` add ``Time`` and ``% Time`` (``sort="time"``: every call, hottest
         first), with ``stats=True`` each call's output range and NaN/Inf op count.
         """
         tty = sys.stdout.isatty() and path is None and _can_encode(sys.stdout, "━─│")
         format = format or ("rich" if tty else "text")
-        width = shutil.get_terminal_size((160, 24)).columns if tty and not wide else None
+        # COLUMNS says how wide the reader's screen is where stdout is no terminal (a pipe, Jupyter)
+        fit = (tty or os.environ.get("COLUMNS", "").isdigit()) and path is None and not wide
+        width = max(20, shutil.get_terminal_size((160, 24)).columns) if fit else None
         options = SummaryOptions(
             depth=depth, format=format, width=width, color=tty and format == "rich", fold_repeats=fold_repeats,  # type: ignore[arg-type]
             sort=sort,  # type: ignore[arg-type]
@@ -252,7 +262,7 @@ def trace(
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
     partial: bool = False,
     progress: bool | None = None,
-    stats: bool = False,
+    stats: bool | str = False,
     save: str | Sequence[str] | Callable[[str], bool] | None = None,
     save_device: str | torch.device | None = None,
     profile: bool = False,
@@ -271,17 +281,25 @@ def trace(
       the failing op (marked in ``node.meta["error"]``) and ``graph.error``.
     * ``stats=True``: each op's outputs get ``node.meta["stats"]`` (min, max, mean, std,
       absmax, NaN and Inf counts, fraction of zeros), computed as the op runs; see
-      ``graph.first_nonfinite()``.
+      ``graph.first_nonfinite()``. Only dense float and integer tensors are measured; the
+      reason any other output was not is in ``node.meta["stats_skipped"]``.
+      ``stats="sample"`` measures outputs over 65,536 elements on a strided sample of about
+      as many (``stats["sampled"]`` says how many were read).
     * ``save="layers.0.*"`` (a glob, a list of globs, or a callable on paths) keeps detached
       copies of the outputs of matching module calls, and with a ``:`` of ops
       (``"layers.0.mlp:relu"``, ``"*:softmax"``), on ``save_device`` if given:
       ``graph.activation(path)``, ``graph.activations()``.
     * ``profile=True``: ``node.meta["time_us"]`` per op and ``scope.meta["time_us"]`` per
-      module call (inclusive), from ``torch.profiler``; on CUDA also ``cuda_time_us``.
+      module call (inclusive), measured after the trace in untraced passes of the model
+      (module hooks that only read a clock; a mode that only reads a clock around each torch
+      call), matched to the trace by call order; on CUDA also ``cuda_time_us``, the device
+      time from ``torch.profiler``. Buffers and random state are put back after those passes.
     * ``progress`` shows a live op counter on big traces (default: when stderr is a terminal).
     """
     if level not in _capture.LEVELS or level == "backward":
         raise ValueError(f"torchatlas: level must be 'python' or 'aten', not {level!r}")
+    if stats not in (True, False, "sample"):
+        raise ValueError(f"torchatlas: stats must be True, False or 'sample', not {stats!r}")
     if backward and partial:
         raise ValueError("torchatlas: partial=True records a failing forward pass; it cannot run backward")
     args = _normalize_args(args)
@@ -298,15 +316,14 @@ def trace(
 def profile(
     model: Callable[..., Any], args: Any = (), kwargs: dict[str, Any] | None = None, *, repeat: int = 5, warmup: int = 1
 ) -> Graph:
-    """The graph of one forward pass with ``time_us`` per op and module call: the median of
-    ``repeat`` profiled passes, after ``warmup`` passes that are not counted."""
+    """The graph of one forward pass with ``time_us`` per op and module call (on CUDA also
+    ``cuda_time_us``): the model is traced once, then timed untraced, ``warmup`` rounds not
+    counted and the median of ``repeat`` rounds kept; see ``trace(profile=True)``."""
     if repeat < 1 or warmup < 0:
         raise ValueError("torchatlas: profile needs repeat >= 1 and warmup >= 0")
     args = _normalize_args(args)
-    for _ in range(warmup):
-        _capture.capture(model, args, dict(kwargs or {}), profile=True)
-    runs = [_capture.capture(model, args, dict(kwargs or {}), profile=True).ir for _ in range(repeat)]
-    return Graph(median_times(runs))
+    result = _capture.capture(model, args, dict(kwargs or {}), profile=True, profile_rounds=(repeat, warmup))
+    return Graph(result.ir)
 
 
 def from_fx(graph_module: torch.fx.GraphModule) -> Graph:
@@ -316,18 +333,26 @@ def from_fx(graph_module: torch.fx.GraphModule) -> Graph:
 
 
 def from_export(
-    program: torch.export.ExportedProgram | str | os.PathLike[str], *, trust_pickle: bool = False
+    program: torch.export.ExportedProgram | str | os.PathLike[str],
+    *,
+    trust: bool = False,
+    trust_pickle: bool = False,
 ) -> Graph:
     """The graph of a ``torch.export.ExportedProgram`` (or a ``.pt2`` file saved by
     ``torch.export.save``), with one scope per module call from ``nn_module_stack``.
 
-    A ``.pt2`` file is inspected before torch loads it: a payload that loading would
-    unpickle or evaluate (``use_pickle`` weights, pickled objects, legacy pickles, code in
-    a symbolic size) raises :class:`UnsafeArchiveError` naming the member. Pass
-    ``trust_pickle=True`` only for files you trust as you would trust running their code.
+    A ``.pt2`` file is read as data: the graph comes from its program's JSON, and nothing
+    in the file is unpickled, evaluated, extracted or loaded (weights are not needed). It
+    gives the same graph as the program in memory. An archive laid out to be read
+    differently by another zip reader, or past a size cap, raises :class:`UnsafeArchiveError`
+    naming the member. ``trust=True`` (or ``trust_pickle=True``) hands the file to
+    ``torch.export.load`` instead, which unpickles and runs code from it: only for files you
+    trust as you would trust running them.
     """
     if isinstance(program, (str, os.PathLike)):
-        program = _capture.load_exported(program, trust_pickle=trust_pickle)
+        if not (trust or trust_pickle):
+            return Graph(_capture.read_exported(program))
+        program = _capture.load_exported(program)
     return Graph(_capture.from_export(program))
 
 

@@ -66,10 +66,12 @@ def _common_output_options(parser: argparse.ArgumentParser) -> None:
         "-o", "--output", metavar="FILE", help="write here instead of stdout (atomically for files; - is stdout)"
     )
     parser.add_argument(
+        "--trust",
         "--trust-pickle",
+        dest="trust_pickle",
         action="store_true",
-        help="open a .pt2 even if loading it unpickles or evaluates payloads (runs code from the file: "
-        "only for files you trust)",
+        help="open a .pt2 with torch.export.load, which unpickles, evaluates and loads code from the file "
+        "(only for files you trust as code); without it a .pt2 is read as data",
     )
     parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
@@ -136,12 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
     parser.add_argument(
         "--no-fold", dest="fold", action="store_false",
-        help="tree and summary: list every call of a run of identical layers (default: one 'layers.0–79 ×80' line)",
+        help="list or draw every call of a run of identical layers (default: one 'layers.0–79 ×80', as its first member)",
     )
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
     parser.add_argument(
         "--profile", action="store_true",
-        help="time each op with torch.profiler: the summary gets Time and %% Time columns",
+        help="time each op and module call in untraced passes after the trace: the summary gets Time and %% Time columns (on CUDA also CUDA time)",
     )
     parser.add_argument(
         "--stats", action="store_true",
@@ -156,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="trace with value statistics and print where the first NaN or Inf appeared (op, module, file:line) "
         "and the statistics of that op's inputs",
+    )
+    parser.add_argument(
+        "--decisions",
+        action="store_true",
+        help="after the tree, list every place Python read a tensor's value (if, while, break, .item()) "
+        "with its line and which ways it went",
     )
     parser.add_argument(
         "--progress",
@@ -275,6 +283,8 @@ def _trace(opts: argparse.Namespace) -> int:
     _write_format(graph, fmt, opts.output, opts)
     if opts.compile_breaks and fmt == "tree" and not opts.output:
         sys.stdout.write(_breaks_by_kind(graph))
+    if opts.decisions:  # after the tree on stdout; beside a written file, the table alone
+        _print(sys.stdout, ("\n" if fmt == "tree" and not opts.output else "") + graph.decisions(ascii=opts.ascii))
     return found
 
 
@@ -418,9 +428,10 @@ def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Nam
     if renderer.text and output in (None, "-"):
         _print(sys.stdout, _with_newline(_text(graph, fmt, opts)))
         return
-    if output == "-":  # a picture to a pipe: `torchatlas m --format png -o - | display`
+    if output == "-":  # a picture or a page to a pipe: `torchatlas m --format png -o - | display`
+        made = graph.view(fmt, **_view_options(fmt, opts))
         sys.stdout.flush()
-        sys.stdout.buffer.write(graph.view(fmt, **_view_options(fmt, opts)))
+        sys.stdout.buffer.write(made.encode("utf-8") if isinstance(made, str) else made)
         sys.stdout.buffer.flush()
         return
     path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
@@ -471,7 +482,7 @@ def _file_stem(graph: Graph) -> str:
 
 
 def _wrote(path: Path) -> None:
-    _say(f"torchatlas: wrote {path}")
+    _say(f"torchatlas: wrote {visible(str(path))}")  # a path may hold a newline or ESC
 
 
 # -- torchatlas diff A B ----------------------------------------------------------

@@ -159,7 +159,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise SpecError(f"--set {item!r} must be KEY=VALUE, like num_hidden_layers=2")
-        overrides[key.strip()] = parse_value(value.strip())
+        try:
+            overrides[key.strip()] = parse_value(value.strip())
+        except RecursionError:  # json.loads of lists nested thousands deep
+            raise SpecError(f"--set {key.strip()[:40]!r}: its JSON value is nested too deeply") from None
     return overrides
 
 
@@ -460,7 +463,7 @@ def is_saved_graph(spec: str) -> bool:
 def open_saved(spec: str, *, trust_pickle: bool = False) -> Graph:
     """A graph saved by ``Graph.save`` (``.json``) or a ``torch.export`` program (``.pt2``).
 
-    A ``.pt2`` holding pickled or evaluated payloads is refused unless ``trust_pickle``."""
+    A ``.pt2`` is read as data; ``trust_pickle`` hands it to ``torch.export.load`` (runs its code)."""
     import torchatlas
 
     path = Path(spec)

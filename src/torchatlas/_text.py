@@ -18,7 +18,7 @@ from typing import Any
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
-_ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%", "◀": "<", "⚠": "!"})
+_ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%", "◀": "<", "⚠": "!", "⇢": "=>", "◆": "<>", "—": "--"})
 # ``&`` too: markdown decodes character references (``&#x202e;``) even in table cells.
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~&"})
 
@@ -112,40 +112,45 @@ def format_count(value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else "?"
 
 
+def _scaled(value: float, units: tuple[tuple[float, str], ...], digits: int, roll: float = 1000) -> str | None:
+    """``value`` in the largest unit (``(scale, suffix)``, largest first) it reaches, at ``digits``
+    decimals; one that would read ``roll`` or more once rounded (``1000.00 MiB``) goes up a unit
+    (``0.98 GiB``). None below the smallest unit."""
+    for i, (scale, suffix) in enumerate(units):
+        if abs(value) >= scale:
+            if i > 0 and abs(round(value / scale, digits)) >= roll:
+                scale, suffix = units[i - 1]
+            return f"{value / scale:.{digits}f}{suffix}"
+    if units and abs(round(value)) >= roll:  # 999.6 -> 1.00K, not 1000
+        scale, suffix = units[-1]
+        return f"{value / scale:.{digits}f}{suffix}"
+    return None
+
+
 def format_si(value: Any) -> str:
-    """``1234567`` -> ``1.23M``; ``?`` when unknown."""
+    """``1234567`` -> ``1.23M`` (FLOPs, MACs); ``?`` when unknown."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return "?"
-    for scale, suffix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f}{suffix}"
-    return str(int(value))
+    units = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"))
+    return _scaled(value, units, 2) or str(int(value))
 
 
 def format_compact(value: int) -> str:
-    """``1234567`` -> ``1.2M``: one decimal, for labels that must stay short (``7.1B params``)."""
-    for scale, suffix in ((10**9, "B"), (10**6, "M"), (10**3, "K")):
-        if value >= scale:
-            return f"{value / scale:.1f}{suffix}"
-    return str(value)
+    """``1234567`` -> ``1.2M``: one decimal, for labels that must stay short (``7.1B params``).
+    The one spelling of a parameter count in every output, the page included."""
+    return _scaled(value, ((10**12, "T"), (10**9, "B"), (10**6, "M"), (10**3, "K")), 1) or str(value)
 
 
 def format_duration(microseconds: Any) -> str:
     """``812.4`` -> ``812 µs``, ``3400`` -> ``3.40 ms``, ``1.2e6`` -> ``1.20 s``; ``-`` when unknown."""
     if not isinstance(microseconds, (int, float)) or isinstance(microseconds, bool):
         return "-"
-    if microseconds >= 1e6:
-        return f"{microseconds / 1e6:.2f} s"
-    if microseconds >= 1e3:
-        return f"{microseconds / 1e3:.2f} ms"
-    return f"{microseconds:.0f} µs"
+    return _scaled(microseconds, ((1e6, " s"), (1e3, " ms")), 2) or f"{microseconds:.0f} µs"
 
 
 def format_bytes(value: Any) -> str:
     """``1536`` -> ``1.50 KiB``; ``?`` when unknown."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return "?"
-    for scale, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if abs(value) >= scale:
-            return f"{value / scale:.2f} {suffix}"
-    return f"{int(value)} B"
+    units = ((1 << 40, " TiB"), (1 << 30, " GiB"), (1 << 20, " MiB"), (1 << 10, " KiB"))
+    return _scaled(value, units, 2) or f"{int(value)} B"

@@ -128,7 +128,7 @@ export class Describer {
     let lines;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
-      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", "), n.nf && `⚠ ${nonfiniteText(n.nf)}`];
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", "), n.nf && `⚠ ${nonfiniteText(n.nf)}`, ...(n.dc || []).map((t) => `◆ ${t}`)];
     } else {
       const s = m.scopes[Model.unitScope(id)];
       lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
@@ -138,15 +138,22 @@ export class Describer {
     return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
   }
 
-  /** A unit as baseUnit gives it; in a diff's merged graph also which side has it, its badge the change. */
+  /**
+   * A unit as unitFace gives it, and what the page data adds: a box of the backward part (its
+   * scope's "bw") is drawn dashed, as in the diagram; in a diff's merged graph, which side has
+   * the box, its subtitle the change.
+   */
   fullUnit(id) {
-    const d = this.baseUnit(id);
-    const x = id[0] === "n" ? this.model.nodes[Number(id.slice(1))] : this.model.scopes[Model.unitScope(id)];
-    if (!x || !x.df) return d;
-    return { ...d, diff: x.df, subtitle: x.dfn || d.subtitle };
+    const m = this.model;
+    let d = this.unitFace(id);
+    const s = m.scopes[id[0] === "n" ? m.nodes[Number(id.slice(1))].s : Model.unitScope(id)];
+    if (s.bw) d = { ...d, backward: true };
+    const x = id[0] === "n" ? m.nodes[Number(id.slice(1))] : m.scopes[Model.unitScope(id)];
+    if (x && x.df) d = { ...d, diff: x.df, subtitle: x.dfn || d.subtitle };
+    return d;
   }
 
-  baseUnit(id) {
+  unitFace(id) {
     const m = this.model;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
@@ -156,6 +163,8 @@ export class Describer {
         if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
         if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${nonfiniteText(n.nf)}`, category: cat, nonfinite: true };
         if (n.dead) return { title: this.opName(n), subtitle: "unused", category: cat, dead: true };
+        if (n.dm) return { title: this.opName(n), subtitle: `◆ ${n.dm}`, category: cat, decision: true };
+        if (n.so) return { title: this.opName(n), subtitle: "size only", category: cat };
         return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
       }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);

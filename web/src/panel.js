@@ -146,6 +146,8 @@ export class DetailsPanel {
       ["call", n.a ? `${this.describer.opName(n)} ${n.a}` : null, "mono"],
       ["in-place", n.ip ? "yes" : null],
       ["unused", n.dead ? "yes: nothing reads its result" : null],
+      ["decides", n.dc ? n.dc.join("; ") : null, "mono"],
+      ["size only", n.so ? "yes: only its size was read" : null],
       ["failed", n.err || null],
       ["NaN/Inf", n.nf ? nonfiniteText(n.nf) : null, "warn"],
       ["FLOPs", n.f != null ? formatCount(n.f) : null],

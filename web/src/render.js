@@ -196,7 +196,7 @@ export class Renderer {
   }
 
   makeCluster(cIdx) {
-    const g = el("g", { class: "cluster", "data-id": "c" + cIdx });
+    const g = el("g", { class: `cluster${this.describer.model.scopes[cIdx].bw ? " backward" : ""}`, "data-id": "c" + cIdx });
     g.sizeRects = [el("rect", { class: "frame", rx: "8" }, g)];
     const header = el("g", { class: "header" }, g);
     g.headerHit = el("rect", { class: "header-hit", x: "0", y: "0", height: String(HEADER) }, header);
@@ -229,7 +229,7 @@ export class Renderer {
   /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
   makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.diff ? " diff-" + d.diff : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.decision ? " decision" : ""}${d.backward ? " backward" : ""}${d.diff ? " diff-" + d.diff : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
     g.said = this.describer.said(id);
     if (old) g.style.transform = old.style.transform;
     el("title", {}, g).textContent = this.describer.tooltip(id);
@@ -245,6 +245,11 @@ export class Renderer {
     if (d.subtitle) {
       const sub = el("text", { class: "subtitle", x: String(cx), y: "32" }, g.face);
       sub.textContent = d.subtitle;
+    }
+    if (d.decision) {
+      // A diamond at the right edge: Python read this value to decide (an if, a break).
+      const y = 20;
+      el("polygon", { class: "decision-mark", points: `${width},${y - 7} ${width + 7},${y} ${width},${y + 7} ${width - 7},${y}` }, g.face);
     }
     if (d.module) g.titleRoom = { text: textWidth(d.title, FONT_TITLE), taken: 12 + (d.badge ? textWidth(d.badge, FONT_TITLE) + 18 : 0) };
     if (d.badge) {

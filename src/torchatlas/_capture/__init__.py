@@ -18,9 +18,10 @@ from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
-from ._fx_import import from_export, from_fx
+from ._export_import import from_export
+from ._fx_import import from_fx
 from ._patches import collection_paused
-from ._pt2 import UnsafeArchiveError, load_exported
+from ._pt2 import UnsafeArchiveError, load_exported, read_exported
 from ._records import Recording
 from ._regions import annotate as annotate_compile
 from ._runtime import Keeper, Selector
@@ -39,6 +40,7 @@ __all__ = [
     "from_export",
     "from_fx",
     "load_exported",
+    "read_exported",
     "unwrap_model",
     "user_location",
 ]
@@ -122,19 +124,26 @@ def capture(
     save: Selector | None = None,
     save_device: str | torch.device | None = None,
     profile: bool = False,
+    profile_rounds: tuple[int, int] = (1, 0),
     **options: Any,
 ) -> Capture:
     """Run ``model(*args, **kwargs)`` once, recording it at ``level``.
 
     Without ``partial`` an exception propagates unchanged, with a note naming where it
     happened. ``stats``, ``save`` and ``profile`` record what the model did at run time.
+    ``profile_rounds``: (timed, untimed first) passes of the timing that ``profile`` adds.
     ``options`` go to the level (``loss_fn`` for "backward").
     """
     session = Session(model, args, kwargs, progress)
     LEVELS[level](session, **options)
     keep = Keeper(save, save_device, session.result[0]) if save is not None else None
-    session.watch_run_time(stats, keep, profile)
-    ir, output, error = session.run(partial)
+    session.watch_run_time(stats, keep, profile, profile_rounds)
+    try:
+        ir, output, error = session.run(partial)
+    except BaseException:
+        if keep is not None:  # the traceback's frames still reach the keeper: free the copies now
+            keep.kept.clear()
+        raise
     return Capture(ir, output, error, keep.kept if keep is not None else {})
 
 

@@ -19,6 +19,7 @@ from .._text import error_text
 from . import _source
 from ._boundaries import Boundaries
 from ._dataflow import DataFlow, raw_meta
+from ._reads import read_value
 from ._records import NodeRecord, Recording
 from ._scopes import ScopeTracker
 from ._values import encode, split_tensors, tensors_flat
@@ -149,12 +150,17 @@ class AtenLevel:
         # A written argument that is not returned (batch norm's running stats) is one more output.
         outs += [t for t in written if not any(t is o for o in outs)]
         code, line, frame = self._where()
+        reads = None
+        if "returns" in extra and type(result) in (bool, int, float) and code is not None:
+            # The scalar went into Python (``if t:``, ``t.item()``): the op itself is the read.
+            how = "bool" if type(result) is bool else "item"
+            reads = [(how, 0, code, line, read_value(how, result))]
         index = len(self.nodes)
         self.nodes.append(
             NodeRecord(
                 "op", self.current_scope(), refs, target=str(func), outputs=[raw_meta(t) for t in outs],
                 args=template, kwargs=kw_template, inplace=bool(written), code=code, line=line, frame=frame,
-                extra=extra,
+                extra=extra, reads=reads,
             )
         )
         self.flow.produced(index, outs, written)

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .._text import error_text
 from ._aten import AtenLevel
 from ._dataflow import raw_meta, storage_key
 from ._values import dtype_name, iter_tensors, shape_of, tensors_flat
@@ -28,7 +29,16 @@ Tensor = torch.Tensor
 
 def default_loss(output: Any) -> Tensor:
     """The sum of every floating-point output that requires grad."""
-    terms = [t.sum() for _, t in iter_tensors(output, "") if t.is_floating_point() and t.requires_grad]
+    terms = []
+    for _, t in iter_tensors(output, ""):
+        if t.is_floating_point() and t.requires_grad:
+            try:
+                terms.append(t.sum())
+            except (RuntimeError, NotImplementedError) as exc:  # float8, mkldnn, a strided nested tensor
+                raise ValueError(
+                    f"torchatlas: the default loss cannot sum a {dtype_name(t.dtype)} output of layout "
+                    f"{str(t.layout).replace('torch.', '')} ({error_text(exc)}); pass loss_fn"
+                ) from exc
     if not terms:
         raise ValueError("torchatlas: no floating-point output requires grad, so there is no backward pass to record")
     return functools.reduce(operator.add, terms)

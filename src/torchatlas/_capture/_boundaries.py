@@ -3,7 +3,8 @@ and what each call returns when it closes, for one capture level.
 
 A call that returns a value it was given (eval Dropout, Identity, a user module
 returning its argument) becomes one node in its own scope, so the call sits on the
-data path as it ran and later readers read through it.
+data path as it ran; later readers that got its result read through it, and readers on
+other paths read what it was given (``_passthrough.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import torch
 
 from ._dataflow import DataFlow, raw_meta
+from ._passthrough import PassThroughs
 from ._records import NodeRecord, Recording, Slot
 from ._scopes import ScopeTracker
 from ._values import TensorArg, iter_tensors, tensors_flat
@@ -44,6 +46,7 @@ class Boundaries:
         self._inputs = inputs
         self._passed_by = passed_by
         self._first: dict[int, int] = {}  # scope index -> its first record index
+        self.passes = flow.passes = PassThroughs(tracker.running)
 
     def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
         if index == 0:
@@ -76,21 +79,39 @@ class Boundaries:
         first = self._first.pop(index, 0)
         root = self.tracker.scopes[index].parent is None  # the model's own call: its outputs are the graph's
         refs = []
-        for t in tensors:
-            made = self.flow.made_by(t)  # the record that last made or wrote its value
-            if made is None:
-                found = self.flow.ref(t)
-            else:
-                found = self.flow.known(t, index)  # read here: a value updated through a view is, here
-                if made < first and not root:  # made before the call: the call passed it through
-                    found = self._passthrough(index, t, found)
-            refs.append(found)
+        flow = self.flow
+        flow.returning = index  # a pass-through's value is read here only if this call returns it
+        here: dict[int, Slot] = {}  # one tensor returned twice is one value of this call
+        try:
+            for t in tensors:
+                if id(t) in here:
+                    refs.append(here[id(t)])
+                    continue
+                made = flow.made_by(t)  # the record that last made or wrote its value
+                if made is None:
+                    found = flow.ref(t)
+                else:
+                    found = flow.known(t, index)  # read here: a value updated through a view is, here
+                    if found[0] in self.passes.nodes:  # returned on: this call's caller got it
+                        scope = self.tracker.scopes[index]
+                        self.passes.returned(t, found, index, scope.parent, self._site(index, root))
+                    if made < first and not root:  # made before the call: the call passed it through
+                        found = self._passthrough(index, t, found)
+                here[id(t)] = found
+                refs.append(found)
+        finally:
+            flow.returning = None
         self.recording.scope_outputs[index] = refs
         self.recording.timeline.append(-(index + 1))
 
     def release(self) -> None:
         self._inputs = []
         self._first.clear()
+        self.passes.clear()
+
+    def _site(self, index: int, root: bool) -> tuple[int, Any, int] | None:
+        """Where call ``index`` was made (None for the model's own call: its result is the graph's)."""
+        return None if root else self.tracker.call_sites.get(index)
 
     def _passthrough(self, index: int, t: Tensor, value: Slot) -> Slot:
         scope = self.tracker.scopes[index]
@@ -104,4 +125,5 @@ class Boundaries:
                        scope.code, scope.line, scope.frame, extra={"passthrough": True})
         )
         self.flow.produced(record, [t], [])
+        self.passes.add(t, (record, 0), value, scope.parent, self.tracker.call_sites.get(index))
         return record, 0

@@ -108,6 +108,8 @@ def _node(
     meta: dict[str, Any] = dict(r.extra) if r.extra else {}
     if r.error is not None:
         meta["error"] = r.error
+    if r.reads:
+        meta["reads"] = [_read(read, source) for read in r.reads]
     return Node(
         ids[index],
         r.kind,
@@ -124,6 +126,17 @@ def _node(
         name,
         meta,
     )
+
+
+def _read(read: Any, source: Callable[[Any, int], Source | None]) -> dict[str, Any]:
+    """One read into Python as the graph document saves it (docs/format.md, ``reads``)."""
+    how, slot, code, line, value = read
+    where = source(code, line)
+    return {
+        "as": how, "slot": slot, "value": value,
+        "statement": _source.read_statement(where.file, where.line) if where is not None and how != "size" else None,
+        "source": {"file": where.file, "line": where.line, "code": where.code} if where is not None else None,
+    }
 
 
 def _variable_names(recording: Recording) -> dict[int, str]:

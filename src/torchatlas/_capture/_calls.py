@@ -15,6 +15,7 @@ from typing import Any
 
 from .._ops import SHAPE_ONLY_ARGS, op_name
 from . import _naming, _source
+from ._reads import read_kind
 from ._writes import REPOINTS, Writes, writes_of
 
 
@@ -32,6 +33,8 @@ class CallInfo:
     shape_only: tuple[tuple[int, str], ...]
     code: Any
     """Its code object, when it is a Python function."""
+    python_read: str | None = None
+    """How it reads a tensor's value (or size) into Python (``_reads.READ_KINDS``), if it does."""
 
 
 _INFO: dict[Any, CallInfo] = {}
@@ -82,4 +85,5 @@ def _work_out(func: Callable[..., Any]) -> CallInfo:
         repoints=func in REPOINTS,
         shape_only=SHAPE_ONLY_ARGS.get(op_name(target), ()),
         code=getattr(func, "__code__", None),
+        python_read=read_kind(func),
     )

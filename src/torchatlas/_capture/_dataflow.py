@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ._passthrough import PassThroughs
 from ._records import NodeRecord, Recording, Slot
 from ._values import TENSOR_ARGS
 
@@ -47,6 +48,10 @@ class DataFlow:
         self._producer: dict[int, tuple[Any, int, int]] = {}  # id(t) -> (weakref, record, slot)
         # storage key -> (last writer, the geometry of the tensor it wrote)
         self._writes: dict[int, tuple[Slot, tuple[Any, ...] | None]] = {}
+        self.passes: PassThroughs | None = None
+        """Pass-through calls' nodes, which only the readers that got their result read."""
+        self.returning: int | None = None
+        """The module call whose return reads now, if one does."""
 
     def register(self, t: Tensor, record: int, slot: int) -> None:
         self._producer[id(t)] = (weakref.ref(t), record, slot)
@@ -76,9 +81,15 @@ class DataFlow:
         return self._updated(t, made, writer, scope)
 
     def lookup(self, t: Tensor) -> Slot | None:
-        """The value a record made ``t`` hold, by identity alone: no write is looked at, no node made."""
+        """The value a record made ``t`` hold, by identity alone: no write is looked at, no node made.
+        A pass-through call's node, only if the reader running now got the call's result."""
         entry = self._producer.get(id(t))
-        return (entry[1], entry[2]) if entry is not None and entry[0]() is t else None
+        if entry is None or entry[0]() is not t:
+            return None
+        passes = self.passes
+        if passes and entry[1] in passes.nodes:
+            return passes.resolve(t, (entry[1], entry[2]), self.returning)
+        return entry[1], entry[2]
 
     def made_by(self, t: Tensor) -> int | None:
         """The record that last made or wrote ``t``'s value, making no node (run-time bookkeeping)."""
@@ -117,12 +128,16 @@ class DataFlow:
     def refs(self, tensors: list[Tensor]) -> list[Slot]:
         if self._writes:
             return [self.ref(t) for t in tensors]
-        # Hot path: no write happened yet, so identity alone decides.
+        # Hot path: no write happened yet, so identity alone decides, but for a pass-through's value.
         out = []
         get = self._producer.get
+        passed = self.passes.nodes if self.passes is not None else ()
         for t in tensors:
             entry = get(id(t))
-            out.append((entry[1], entry[2]) if entry is not None and entry[0]() is t else self.ref(t))
+            if entry is not None and entry[0]() is t and entry[1] not in passed:
+                out.append((entry[1], entry[2]))
+            else:
+                out.append(self.ref(t))
         return out
 
     def produced(self, index: int, outs: list[Tensor], written: list[Tensor]) -> None:

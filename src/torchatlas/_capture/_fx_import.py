@@ -1,5 +1,6 @@
-"""Reads graphs other tools recorded: a ``torch.fx.GraphModule`` or a
-``torch.export.ExportedProgram`` becomes the same ``GraphIR`` a trace gives.
+"""Reads graphs other tools recorded: a ``torch.fx.GraphModule`` becomes the same ``GraphIR``
+a trace gives. Its scope tracker and naming rules also serve ``torch.export`` programs
+(``_export_graph``), read from memory or from a ``.pt2`` file.
 
 Module scopes come from ``node.meta["nn_module_stack"]`` where the producer
 recorded one (torch.export, dynamo), keyed per call (export marks a repeated
@@ -121,8 +122,8 @@ def _node_metas(fx_node: torch.fx.Node) -> list[TensorMeta]:
     ]
 
 
-def _user_source(fx_node: torch.fx.Node) -> Source | None:
-    trace = fx_node.meta.get("stack_trace")
+def _user_source(trace: str | None) -> Source | None:
+    """The innermost user frame of a node's ``stack_trace``."""
     if not trace:
         return None
     frames = list(_FRAME.finditer(trace))
@@ -224,7 +225,7 @@ class _GraphReader:
                 index.setdefault(a, len(inputs))
                 inputs.append(Ref(*self.value[a]))
         target, args = _target(fx_node, self.gm), self._encode(list(fx_node.args), index)
-        name = _variable_name(fx_node, target)
+        name = _variable_name(fx_node.name, target)
         module_op = _module_op(fx_node, self.gm)
         if module_op is not None:
             target, module = module_op
@@ -243,7 +244,7 @@ class _GraphReader:
                 outputs=_node_metas(fx_node),
                 args=args, kwargs=self._encode(dict(fx_node.kwargs), index)["dict"],
                 inplace=bool(schema is not None and any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)),
-                source=_user_source(fx_node), name=name,
+                source=_user_source(fx_node.meta.get("stack_trace")), name=name,
             ),
         )
 
@@ -336,69 +337,10 @@ def from_fx(gm: torch.fx.GraphModule) -> GraphIR:
     return reader.graph(meta)
 
 
-def _spec_paths(spec: Any, prefix: str) -> list[str]:
-    """``prefix[0]``, ``prefix['logits']``... for each leaf of a pytree spec."""
-    structure = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-    return [prefix + pytree.keystr(path) for path, _ in pytree.tree_flatten_with_path(structure)[0]]
-
-
-def _input_paths(ep: Any) -> list[str] | None:
-    spec = getattr(getattr(ep, "call_spec", None), "in_spec", None)
-    if spec is None:
-        return None
-    structure = pytree.tree_unflatten(list(range(spec.num_leaves)), spec)
-    paths = []
-    for path, _ in pytree.tree_flatten_with_path(structure)[0]:
-        head, rest = path[0], pytree.keystr(path[1:])
-        paths.append(("args" if getattr(head, "idx", 0) == 0 else "kwargs") + rest)
-    return paths
-
-
-def from_export(ep: Any) -> GraphIR:
-    """A ``GraphIR`` of a ``torch.export.ExportedProgram``, with one scope per module call."""
-    from torch.export.graph_signature import InputKind, OutputKind
-
-    gm = ep.graph_module
-    root = next(
-        (value for n in gm.graph.nodes for key, value in (n.meta.get("nn_module_stack") or {}).items()
-         if isinstance(value, tuple) and _module_path(str(value[0])) == ""),
-        None,
-    )
-    reader = _GraphReader(gm, _class_name(root[1]) if root else "torch.export.ExportedProgram")
-    specs = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
-    user_paths = iter(_input_paths(ep) or [])
-    kinds = {InputKind.PARAMETER: "param", InputKind.BUFFER: "buffer"}
-    for fx_node in gm.graph.nodes:
-        if fx_node.op == "placeholder":
-            spec = specs.get(fx_node.name)
-            if spec is not None and spec.kind in kinds:
-                reader.leaf(fx_node, kinds[spec.kind], str(spec.target))
-            elif spec is not None and spec.kind == InputKind.USER_INPUT:
-                reader.leaf(fx_node, "input", next(user_paths, fx_node.name))
-            else:
-                reader.leaf(fx_node, "constant", str(spec.target) if spec is not None and spec.target else fx_node.name)
-        elif fx_node.op == "output":
-            out_specs = ep.graph_signature.output_specs
-            out_spec = getattr(getattr(ep, "call_spec", None), "out_spec", None)
-            user = _spec_paths(out_spec, "output") if out_spec is not None else []
-            users = iter(user)
-            paths = [
-                next(users, f"output[{i}]") if s.kind == OutputKind.USER_OUTPUT else f"mutated[{str(s.target)!r}]"
-                for i, s in enumerate(out_specs)
-            ]
-            reader.outputs(fx_node, paths)
-        else:
-            reader.op(fx_node)
-    meta = {"level": _level(gm), "torch": torch.__version__, "imported": "torch.export"}
-    if root is not None:
-        meta["model"] = _class_name(root[1])
-    return reader.graph(meta)
-
-
-def _variable_name(fx_node: torch.fx.Node, target: str) -> str | None:
+def _variable_name(name: str, target: str) -> str | None:
     """The node's name when it says more than its op (``target``, as ``_target`` names it): fx names
     most nodes after their target and overload (``view``, ``add_3``, ``add_``, ``sym_size_int_3``),
     which would read ``view = view`` beside the op."""
     op = op_name(target) or ""
-    generated = re.fullmatch(rf"_?{re.escape(op)}_?(_[a-z]+)*(_\d+)*", fx_node.name) if op else None
-    return None if generated else fx_node.name
+    generated = re.fullmatch(rf"_?{re.escape(op)}_?(_[a-z]+)*(_\d+)*", name) if op else None
+    return None if generated else name

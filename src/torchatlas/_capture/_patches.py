@@ -16,9 +16,18 @@
 
 Cyclic garbage collection is paused while a trace runs (``collection_paused``).
 
+Traces share dynamo's process-wide state (its stance, ``_call_impl``); ``compile_report``
+changes it (the stance, ``torch._dynamo.reset()``). So traces hold ``dynamo_shared`` and
+``compile_report`` holds ``dynamo_exclusive``: any number of traces run at once, or one
+``compile_report`` alone, which new traces then wait for.
+
 The wrappers are installed when the first trace starts and removed when the last one
 ends (a count, under a lock, so threads tracing at once share them); outside a trace,
-in any thread, they call straight through.
+in any thread, they call straight through. Dynamo, compiling in another thread meanwhile,
+must never trace into them and guard on their closures (once they are gone the guard
+cannot even be built: ``InternalTorchDynamoError``). So each is marked as dynamo's
+``disable`` marks a function (a graph break at the call) and its frames are skipped, and
+they come and go under dynamo's compile lock, never in the middle of a compile.
 """
 
 from __future__ import annotations
@@ -36,6 +45,11 @@ from torch.nn.modules import module as _module_py
 from ._scopes import is_compiled_wrapper
 
 _lock = threading.Lock()
+_dynamo_state = threading.Condition()
+_sharing = 0
+_exclusive = False
+_waiting_for_exclusive = 0
+_holding = threading.local()
 _users = 0
 _collecting_users = 0
 _we_paused_collection = False
@@ -63,6 +77,23 @@ RecordingModes = Callable[[], Any]
 """This thread's trace's own torch-function modes while it traces, else an empty tuple."""
 ActiveTracker = Callable[[], Any]
 """This thread's scope tracker while a trace runs in it, else None."""
+
+
+def _opaque_to_dynamo(stand_in: Callable[..., Any]) -> Callable[..., Any]:
+    """``stand_in``, which dynamo calls as it is (a graph break) and never compiles or inlines."""
+    stand_in._torchdynamo_disable = True  # type: ignore[attr-defined]  # as torch._dynamo.skip marks one
+    frames = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
+    if frames is not None and hasattr(frames, "set_code_exec_strategy"):
+        skip = frames._FrameExecStrategy(frames._FrameAction.SKIP, frames._FrameAction.DEFAULT)
+        frames.set_code_exec_strategy(stand_in.__code__, skip)  # what forward calls is compiled as usual
+    return stand_in
+
+
+def _compiles_paused() -> Any:
+    """Dynamo's compile lock where dynamo is loaded: no compile in any thread sees a stand-in
+    come or go half-way through."""
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    return convert_frame.compile_lock if convert_frame is not None else contextlib.nullcontext()
 
 
 def _module_call(tracker_of: ActiveTracker) -> Callable[..., Any]:
@@ -154,10 +185,11 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
     global _users
     with _lock:
         if _users == 0:
-            torch.nn.Module._call_impl = _module_call(tracker_of)
-            torch.jit.ScriptFunction.__call__ = _script_call(active)
-            torch.Tensor.set_ = _set(active)  # shadows the TensorBase method it inherits
-            torch.overrides.has_torch_function = _fast_path_check(ours_of)
+            with _compiles_paused():
+                torch.nn.Module._call_impl = _opaque_to_dynamo(_module_call(tracker_of))
+                torch.jit.ScriptFunction.__call__ = _opaque_to_dynamo(_script_call(active))
+                torch.Tensor.set_ = _opaque_to_dynamo(_set(active))  # shadows the TensorBase method it inherits
+                torch.overrides.has_torch_function = _opaque_to_dynamo(_fast_path_check(ours_of))
         _users += 1
     try:
         yield
@@ -165,10 +197,61 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
         with _lock:
             _users -= 1
             if _users == 0:
-                torch.nn.Module._call_impl = _CALL_IMPL
-                torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
-                del torch.Tensor.set_
-                torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
+                with _compiles_paused():
+                    torch.nn.Module._call_impl = _CALL_IMPL
+                    torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
+                    del torch.Tensor.set_
+                    torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
+
+
+@contextlib.contextmanager
+def dynamo_shared(refusal: BaseException) -> Iterator[None]:
+    """Hold dynamo's process-wide state with other traces (and no ``compile_report``) meanwhile.
+
+    A ``compile_report`` waiting for the traces running now goes first: a thread that traces in
+    a loop must not keep it out for ever. ``refusal`` is raised when this thread holds it
+    exclusively, which waiting would deadlock.
+    """
+    global _sharing
+    if getattr(_holding, "exclusive", False):
+        raise refusal
+    with _dynamo_state:
+        _dynamo_state.wait_for(lambda: not _exclusive and not _waiting_for_exclusive)
+        _sharing += 1
+    _holding.shared = getattr(_holding, "shared", 0) + 1
+    try:
+        yield
+    finally:
+        _holding.shared -= 1
+        with _dynamo_state:
+            _sharing -= 1
+            _dynamo_state.notify_all()
+
+
+@contextlib.contextmanager
+def dynamo_exclusive(refusal: BaseException) -> Iterator[None]:
+    """Hold dynamo's process-wide state alone: no trace runs meanwhile, in any thread.
+
+    ``refusal`` is raised when this thread traces or holds it already, which waiting would
+    deadlock."""
+    global _exclusive, _waiting_for_exclusive
+    if getattr(_holding, "exclusive", False) or getattr(_holding, "shared", 0):
+        raise refusal
+    with _dynamo_state:
+        _waiting_for_exclusive += 1
+        try:
+            _dynamo_state.wait_for(lambda: not _exclusive and _sharing == 0)
+        finally:
+            _waiting_for_exclusive -= 1
+        _exclusive = True
+    _holding.exclusive = True
+    try:
+        yield
+    finally:
+        _holding.exclusive = False
+        with _dynamo_state:
+            _exclusive = False
+            _dynamo_state.notify_all()
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from . import _naming, _source
 from ._boundaries import Boundaries
 from ._calls import CallInfo, call_info
 from ._dataflow import DataFlow, raw_meta
+from ._reads import read_tensors, read_value
 from ._records import Failure, NodeRecord, Recording
 from ._scopes import ScopeTracker
 from ._values import TENSOR_ARGS, ShapeArg, TensorArg, split_tensors, tensors_flat
@@ -60,7 +61,7 @@ class PythonLevel(TorchFunctionMode):
         self.watchers: list[Any] = []
         """Told of each op recorded, with its output tensors (run-time statistics, kept activations)."""
         self.timer: Any = None
-        """Times each call in a profiler range, when asked to."""
+        """Numbers each call, so that an untraced timing pass can time the op it made."""
 
     # -- module calls -------------------------------------------------------------------
 
@@ -107,18 +108,14 @@ class PythonLevel(TorchFunctionMode):
         return result
 
     def _observed_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
-        """A call the ATen level watches (which Python op its ATen ops came from) or the timer times."""
+        """A call the ATen level watches (which Python op its ATen ops came from) or the timer numbers."""
         observer, timer = self.observer, self.timer
         start = observer.python_call_started(caller) if observer is not None else 0
         recorded = len(self.nodes)
         try:
             try:
-                if timer is None:
-                    result = func(*args, **kwargs)
-                else:
-                    call, timed = timer.call_range()
-                    with timed:
-                        result = func(*args, **kwargs)
+                call = timer.next_call() if timer is not None else 0
+                result = func(*args, **kwargs)
             except BaseException as exc:
                 self._failed(func, args, kwargs, exc, caller)
                 raise
@@ -150,6 +147,8 @@ class PythonLevel(TorchFunctionMode):
             # Nothing made (x.shape, x.item()) or nothing computed (x.to(x.dtype), x.contiguous()
             # when contiguous): not recorded, so readers keep reading the original value.
             if not outs:
+                if info.python_read is not None:
+                    self._quietly(self._note_read, info.python_read, args, result, caller)
                 return
             if len(outs) == 1:
                 for a in args:
@@ -212,6 +211,24 @@ class PythonLevel(TorchFunctionMode):
         if self._progress is not None and index >= self._next_progress:
             self._next_progress += 1024
             self._progress(index)
+
+    def _note_read(self, how: str, args: tuple, result: Any, caller: Any) -> None:
+        """Note on the node that made a tensor that Python read its value (or its size) here.
+        A size is noted once per node: library code reads sizes often, and one says enough."""
+        for t in read_tensors(how, args):
+            made = self.flow.lookup(t) if how == "size" else self.flow.known(t)
+            if made is None:
+                continue
+            record = self.nodes[made[0]]
+            reads = record.reads
+            if how == "size" and reads is not None and any(r[0] == "size" for r in reads):
+                continue
+            user = _source.user_frame(caller)
+            read = (how, made[1], user.f_code if user else None, user.f_lineno if user else 0, read_value(how, result))
+            if reads is None:
+                record.reads = [read]
+            else:
+                reads.append(read)
 
     def run_opaque(self, target: str, call: Callable[..., Any], args: tuple, kwargs: dict, caller: Any) -> Any:
         """Run a call torch runs where no op can be seen (a TorchScript function), recording it as one node."""

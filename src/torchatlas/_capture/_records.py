@@ -14,6 +14,8 @@ from typing import Any
 Slot = tuple[int, int]
 # (shape, dtype, device) as torch gives them; converted to TensorMeta at build time
 RawMeta = tuple[Any, Any, Any]
+# (how, output slot, user code object, line, value given to Python): one read into Python
+Read = tuple[str, int, Any, int, Any]
 
 
 @dataclass(slots=True)
@@ -37,6 +39,8 @@ class NodeRecord:
     error: str | None = None
     extra: dict[str, Any] | None = None
     shape_inputs: list[Slot] | None = None
+    reads: list[Read] | None = None
+    """Where its values were read into Python, in the order they were."""
 
 
 @dataclass(slots=True)

@@ -3,8 +3,9 @@ where each graph break falls.
 
 A pure function of the eager graph and plain records of what dynamo compiled
 (:class:`CompileFacts`). The two runs execute the same code in the same order, so the
-ops of the compiled graphs, in the order they ran, line up with the eager ops by their
-user source line (:func:`_pairs`).
+ops of the compiled graphs, in the order they ran, line up with the eager ops by op
+order and name first, and their user source line second (:func:`_pairs`): ops inside
+``torch.nn`` modules have torch's source, which neither side keeps.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._ir import GraphIR, Node
+from .._ops import op_name
 
 Key = tuple[str, int]
 """A user source line: file and line number."""
@@ -32,6 +34,8 @@ class CompiledGraph:
     """The user frames (file, line, code) where dynamo ended it, outermost first."""
     call: int
     """The input set whose run compiled it (0: the first)."""
+    names: list[str] = field(default_factory=list)
+    """The name of each of its ops (``_ops.op_name``), in graph order, as ``keys``."""
 
 
 @dataclass
@@ -77,31 +81,47 @@ def _key(node: Node) -> Key | None:
     return (node.source.file, node.source.line) if node.source is not None else None
 
 
+Step = tuple[str | None, Key | None]
+"""One op as the alignment compares it: its name, and its user source line where known."""
+
+
+def _same(a: Step, b: Step) -> bool:
+    """The same op: equal names, and equal lines where both sides know theirs."""
+    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
+
+
+def _same_line(a: Step, b: Step) -> bool:
+    """The same user line, whatever the two sides call the op (dynamo may spell it differently)."""
+    return a[1] is not None and a[1] == b[1]
+
+
 _LOOKAHEAD = 48
 """How many ops the alignment skips, at most, on both sides together to find the next common line."""
 
 
-def _pairs(ours: list[Key], theirs: list[Key]) -> list[tuple[int, int]]:
-    """Matched positions of two sequences of source lines that run in the same order.
+def _pairs(ours: list[Step], theirs: list[Step]) -> list[tuple[int, int]]:
+    """Matched positions of two sequences of ops that run in the same order.
 
-    Walks both in step; where they differ, it goes on at the nearest pair of equal lines,
-    skipping the fewest ops on both sides together (an op only one side has, or one each
-    that the two sides spell differently). Local by design: repeated layers repeat every
-    line, so a global longest match would pair one layer's ops with another's.
+    Walks both in step; where they differ, it goes on at the nearest pair of the same op
+    (:func:`_same`), skipping the fewest ops on both sides together (an op only one side
+    has, such as dynamo's ``size`` calls, or one each that the two sides spell differently).
+    Local by design: repeated layers repeat every op, so a global longest match would pair
+    one layer's ops with another's.
     """
     pairs = []
     i = j = 0
     while i < len(ours) and j < len(theirs):
-        if ours[i] == theirs[j]:
+        if _same(ours[i], theirs[j]) or _same_line(ours[i], theirs[j]):
             pairs.append((i, j))
             i, j = i + 1, j + 1
             continue
         skip = next(
             (
                 (a, total - a)
+                for same in (_same, _same_line)  # the same op first; else the same line
                 for total in range(1, _LOOKAHEAD)
                 for a in range(total + 1)
-                if i + a < len(ours) and j + total - a < len(theirs) and ours[i + a] == theirs[j + total - a]
+                if i + a < len(ours) and j + total - a < len(theirs) and same(ours[i + a], theirs[j + total - a])
             ),
             (1, 1),  # nothing near: one op each, spelled differently
         )
@@ -110,12 +130,25 @@ def _pairs(ours: list[Key], theirs: list[Key]) -> list[tuple[int, int]]:
 
 
 def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[int | None], list[int]]:
-    """The run (index into ``runs``) each op ran in, or None; and where each run ends in ``ops``."""
-    ours = [(i, key) for i, key in enumerate(_key(n) for n in ops) if key is not None]
-    theirs = [(r, key) for r, g in enumerate(runs) for key in facts.graphs[g].keys if key is not None]
+    """The run (index into ``runs``) each op ran in, or None where it ran eagerly between
+    runs; and where each run ends in ``ops``.
+
+    A forward pass dynamo compiled whole (one run, no break) ran every op in that run. Else
+    ops line up by name and line, and an op between two ops of one run ran in it (see
+    :func:`_widen` for the ops just outside a run's matched ones).
+    """
+    if len(runs) == 1 and not facts.graphs[runs[0]].graph_break:
+        return [0] * len(ops), [len(ops)]
+    ours = [(op_name(n.target), _key(n)) for n in ops]
+    theirs = [
+        (r, step)
+        for r, g in enumerate(runs)
+        for step in zip(facts.graphs[g].names or [None] * len(facts.graphs[g].keys), facts.graphs[g].keys)
+    ]
     matched: list[int | None] = [None] * len(ops)
-    for a, b in _pairs([k for _, k in ours], [k for _, k in theirs]):
-        matched[ours[a][0]] = theirs[b][0]
+    pairs = _pairs(ours, [step for _, step in theirs])
+    for a, b in pairs:
+        matched[a] = theirs[b][0]
     # An op dynamo folded or spelled differently, between two ops of one run, ran in that run.
     following: list[int | None] = [None] * len(ops)
     nxt: int | None = None
@@ -127,6 +160,7 @@ def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[
     for i, run in enumerate(matched):
         previous = run if run is not None else previous
         filled.append(run if run is not None else (previous if previous == following[i] else None))
+    _widen(filled, pairs, [r for r, _ in theirs])
     last: dict[int, int] = {}
     for i, run in enumerate(filled):
         if run is not None:
@@ -136,6 +170,25 @@ def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[
         end = max(end, last[r] + 1) if r in last else end
         ends.append(end)
     return filled, ends
+
+
+def _widen(filled: list[int | None], pairs: list[tuple[int, int]], run_of_theirs: list[int]) -> None:
+    """Where the first run's graph has ops before its first matched op that no eager op
+    matched, as many unplaced eager ops just before it ran in that run (the forward's first
+    ops, with torch's source on both sides); the same after the last run's last matched op.
+    Runs between breaks are not widened: the ops next to a break may have run eagerly."""
+    if not pairs:
+        return
+    (a, b), (z, y) = pairs[0], pairs[-1]
+    first, last = run_of_theirs[b], run_of_theirs[y]
+    lead = sum(1 for j in range(b) if run_of_theirs[j] == first)
+    i = a - 1
+    while lead > 0 and i >= 0 and filled[i] is None:
+        filled[i], lead, i = first, lead - 1, i - 1
+    trail = sum(1 for j in range(y + 1, len(run_of_theirs)) if run_of_theirs[j] == last)
+    i = z + 1
+    while trail > 0 and i < len(filled) and filled[i] is None:
+        filled[i], trail, i = last, trail - 1, i + 1
 
 
 _NEAR = 16

@@ -20,6 +20,11 @@ from . import _source
 from ._records import ScopeRecord
 
 _COMPILED_WRAPPER = "OptimizedModule"
+# torch's own frames between a line that calls a module and the call (``Module.__call__``).
+_MODULE_CALL_CODES = frozenset(
+    f.__code__ for f in (getattr(torch.nn.Module, name, None) for name in ("_wrapped_call_impl", "_call_impl"))
+    if hasattr(f, "__code__")
+)
 _ORIG_MOD = "._orig_mod"
 
 
@@ -97,6 +102,8 @@ class ScopeTracker:
         self._unregistered: dict[int, tuple[Any, str]] = {}
         self._unregistered_count: dict[str, int] = {}
         self._class_names: dict[type, str] = {}
+        self.call_sites: dict[int, tuple[int, Any, int]] = {}
+        """Scope index -> (id of the frame that made the call, its code, the call's instruction)."""
 
     # -- module calls ---------------------------------------------------------------
 
@@ -124,6 +131,11 @@ class ScopeTracker:
 
     def close(self) -> None:
         self.stack.clear()
+        self.call_sites.clear()
+
+    def running(self) -> list[int]:
+        """The scope indices of the module calls running now."""
+        return [index for index, _ in self.stack]
 
     # -- the stack -----------------------------------------------------------------
 
@@ -153,6 +165,11 @@ class ScopeTracker:
             )
         )
         stack.append((index, module))
+        site = frame
+        while site is not None and site.f_code in _MODULE_CALL_CODES:
+            site = site.f_back
+        if site is not None:
+            self.call_sites[index] = (id(site), site.f_code, site.f_lasti)
         for listener in self.listeners:
             listener.scope_entered(index, module, args, kwargs)
 

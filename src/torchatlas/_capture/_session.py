@@ -26,8 +26,10 @@ from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
 from ._python import PythonLevel
 from ._records import Failure, NodeRecord, Recording
-from ._runtime import Keeper, OutputStats, Timer
+from ._runtime import Keeper
 from ._scopes import ModelIndex, ScopeTracker, is_compiled_wrapper
+from ._stats import OutputStats
+from ._timing import Timer
 from ._values import iter_tensors, tensor_table
 
 _tls = threading.local()
@@ -105,34 +107,41 @@ class Session:
         """Runs on what forward returned, still inside the modes (backward computes its loss here)."""
         self.after_recording: Callable[[], None] | None = None
         """Runs once the modes and hooks are gone (backward runs autograd here, under its own mode)."""
+        self._returned = False
+        self.after_release: Callable[[], None] | None = None
+        """Runs once the trace is over and nothing of it is installed, before the graph is built
+        (the timing passes of ``profile=True`` run the model again here, untraced)."""
         self.releases: list[Callable[[], None]] = [self.python.release]
         self.recordings: list[Recording] = [self.python.recording]
         """Every level's recording, cleared once the graph is built."""
 
-    def watch_run_time(self, stats: bool, keep: Keeper | None, profile: bool) -> None:
-        """Statistics of every op output, kept activations, profiler times."""
+    def watch_run_time(
+        self, stats: bool | str, keep: Keeper | None, profile: bool, profile_rounds: tuple[int, int] = (1, 0)
+    ) -> None:
+        """Statistics of every op output (``"sample"``: of a strided sample of big ones), kept
+        activations, profiler times."""
         recording = self.result[0]
         if stats:
-            numbers = OutputStats(recording)
+            numbers = OutputStats(recording, sample=stats == "sample")
             self.recorder.watchers.append(numbers)
             self.finishers.append(numbers.finish)
         if keep is not None:
             self.recorder.watchers.append(keep)
             self.tracker.listeners.append(keep)
+            self.finishers.append(keep.finish)
         if profile:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
-            timer = Timer(recording)
+            timer = Timer(recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds)
             self.python.timer = timer
-            self.tracker.listeners.insert(0, timer)
-            self.modes.insert(0, timer)
-            self.finishers.append(timer.finish)
+            self.after_release = timer.measure
 
     def run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
         """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""
         if active_session() is not None:
             raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
-        with _patches.collection_paused():
+        busy = TraceError("torchatlas.trace cannot run inside torchatlas.compile_report's compiled run in the same thread")
+        with _patches.dynamo_shared(busy), _patches.collection_paused():
             return self._run(partial)
 
     def _run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
@@ -141,8 +150,10 @@ class Session:
         _tls.session, _tls.tracker = self, self.tracker
         try:
             try:
-                with _patches.installed(_recording_python_level, _ACTIVE_TRACKER, _recording_modes), _patches.compiled_code_runs_eagerly(
-                    self.index.compiled_calls
+                # The stance first, the stand-ins after (and off first): dynamo, compiling in
+                # another thread, must never see our _call_impl and guard on it.
+                with _patches.compiled_code_runs_eagerly(self.index.compiled_calls), _patches.installed(
+                    _recording_python_level, _ACTIVE_TRACKER, _recording_modes
                 ):
                     self._forward_recorded()
                     output = self._output
@@ -153,7 +164,7 @@ class Session:
                 self.python.settle_failures(exc)
                 note = self._describe_failure(exc)
                 if not partial:
-                    if not isinstance(exc, LossError):  # forward ran: no note says it failed
+                    if not self._returned:  # forward ran (a loss failed after it): no note says it failed
                         _add_note(exc, note)
                     raise
                 if self.python.recording.failure is None:
@@ -172,6 +183,8 @@ class Session:
             del _tls.session, _tls.tracker
             for release in self.releases:
                 release()
+        if self.after_release is not None and error is None:
+            self.after_release()
         graph = build_graph(recording)
         # Free the records now, while cyclic collection is still paused: the collection that
         # resumes after the trace then walks only the graph.
@@ -190,6 +203,7 @@ class Session:
                     name = f"{cls.__module__}.{getattr(self.model, '__qualname__', cls.__qualname__)}"
                     self.tracker.open_root(name, self.args, self.kwargs)
                 self._output = self.model(*self.args, **self.kwargs)
+                self._returned = True  # what follows (the loss of backward=True) is not forward failing
                 if self.after_forward is not None:
                     self.after_forward(self._output)
         finally:

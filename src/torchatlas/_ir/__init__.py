@@ -5,13 +5,29 @@ renderers draw it.
 """
 
 from ._document import FORMAT, GRAPH_FACTS, NODE_FACTS, SCOPE_FACTS, VERSION, graph_from_json
-from ._graph import NODE_KINDS, GraphBreak, GraphFormatError, GraphIR, Node, NodeKind, Ref, Scope, Source, TensorMeta
+from ._graph import (
+    NODE_KINDS,
+    READ_KINDS,
+    READ_STATEMENTS,
+    GraphBreak,
+    GraphFormatError,
+    GraphIR,
+    Node,
+    NodeKind,
+    PythonRead,
+    Ref,
+    Scope,
+    Source,
+    TensorMeta,
+)
 
 __all__ = [
     "FORMAT",
     "GRAPH_FACTS",
     "NODE_FACTS",
     "NODE_KINDS",
+    "READ_KINDS",
+    "READ_STATEMENTS",
     "SCOPE_FACTS",
     "VERSION",
     "GraphBreak",
@@ -19,6 +35,7 @@ __all__ = [
     "GraphIR",
     "Node",
     "NodeKind",
+    "PythonRead",
     "Ref",
     "Scope",
     "Source",

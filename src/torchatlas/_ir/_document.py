@@ -15,7 +15,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ._graph import NODE_KINDS, GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
+from ._graph import (
+    NODE_KINDS,
+    READ_KINDS,
+    READ_STATEMENTS,
+    GraphFormatError,
+    GraphIR,
+    Node,
+    Ref,
+    Scope,
+    Source,
+    TensorMeta,
+)
 
 FORMAT = "torchatlas-graph"
 VERSION = 1
@@ -403,6 +414,20 @@ def _graph_breaks(value: Any, where: str, nodes: dict[str, Node], scopes: dict[s
         _count(item.get("call", 0), f"{at}.call")
 
 
+def _python_reads(value: Any, where: str) -> None:
+    """Node meta ``reads``: every field ``PythonRead`` reads."""
+    for i, item in enumerate(_list(value, where)):
+        at = f"{where}[{i}]"
+        item = _obj(item, at)
+        _require(item.get("as") in READ_KINDS, f"{at}.as must be one of {', '.join(READ_KINDS)}")
+        _count(item.get("slot", 0), f"{at}.slot")
+        value = item.get("value")
+        _require(value is None or isinstance(value, bool) or _number(value, f"{at}.value") is not None, f"{at}.value")
+        statement = item.get("statement")
+        _require(statement is None or statement in READ_STATEMENTS, f"{at}.statement must be null or one of {', '.join(READ_STATEMENTS)}")
+        _load_source(item.get("source"), at)
+
+
 _TENSOR_ENTRY = {"path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list}
 
 NODE_FACTS: dict[str, Check] = {
@@ -415,11 +440,13 @@ NODE_FACTS: dict[str, Check] = {
     "python_op": _of(lambda v, w: _obj(v, w)),
     "requires_grad": _of(_bool),
     "stats": _of(lambda v, w: [_numbers(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
+    "stats_skipped": _of(lambda v, w: [_string(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
     "time_us": _of(_number),
     "cuda_time_us": _of(_number),
     "compile_region": _of(_opt_int),
     "opaque": _of(_string),
     "passthrough": _of(_bool),
+    "reads": _of(_python_reads),
 }
 """Node meta keys recorded at capture time, each with the check its value must pass."""
 
@@ -441,6 +468,7 @@ GRAPH_FACTS: dict[str, Check] = {
     "saved_activations": _sizes_by_scope,
     "saved_activation_bytes": _of(_count),
     "stats_note": _of(_string),
+    "save_note": _of(_string),
     "profile_runs": _of(_count),
     "time_measure": _of(_string),
     "compile_graphs": _of(_count),

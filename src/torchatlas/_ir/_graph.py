@@ -90,6 +90,40 @@ class GraphBreak:
         return cls(d["kind"], d["reason"], source, d.get("scope"), d.get("node"), d.get("graph"), d.get("call", 0))
 
 
+READ_KINDS: tuple[str, ...] = ("bool", "item", "tolist", "int", "float", "index", "print", "size")
+"""How a value may be read into Python: ``bool()`` (an ``if``, ``while``, ``assert``, ``and``),
+``.item()``, ``.tolist()``, ``int()``, ``float()``, as an index, printed, or only its size."""
+READ_STATEMENTS: tuple[str, ...] = ("if", "while", "assert", "break", "continue")
+"""The statement a ``bool`` read decided, where its source line says (``break``: an ``if`` whose body breaks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PythonRead:
+    """One place a node's value left the graph into Python (saved in node meta ``reads``)."""
+
+    how: str
+    """One of :data:`READ_KINDS`; saved under the key ``as``."""
+    slot: int
+    """Which of the node's outputs was read."""
+    value: bool | int | float | None
+    """What Python got, where it is one plain value: a branch's direction, a scalar."""
+    statement: str | None
+    """One of :data:`READ_STATEMENTS`, or None where the line alone cannot say."""
+    source: Source | None
+    """The user line that read it."""
+
+    @property
+    def decision(self) -> bool:
+        """The value itself went into Python (not only its size)."""
+        return self.how != "size"
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PythonRead:
+        src = d.get("source")
+        source = Source(src["file"], src["line"], src.get("code", "")) if src else None
+        return cls(d["as"], d.get("slot", 0), d.get("value"), d.get("statement"), source)
+
+
 @dataclass(slots=True)
 class Scope:
     """One ``nn.Module`` call."""
@@ -171,6 +205,12 @@ class Node:
     """Python variable the result was assigned to in that line, where recoverable."""
     meta: dict[str, Any] = field(default_factory=dict)
     """Open slot for facts recorded with the node and for analyses (FLOPs, bytes, dead code...)."""
+
+    @property
+    def python_reads(self) -> list[PythonRead]:
+        """Where its values were read into Python, in order (empty when nowhere)."""
+        reads = self.meta.get("reads")
+        return [PythonRead.from_dict(d) for d in reads] if reads else []
 
 
 @dataclass

@@ -12,7 +12,7 @@ from torchatlas._passes._deadcode import dead_code
 from torchatlas._passes._diff import GraphDiff, ScopeChange, diff
 from torchatlas._passes._flops import flops
 from torchatlas._passes._memory import memory
-from torchatlas._passes._numerics import first_nonfinite, median_times
+from torchatlas._passes._numerics import first_nonfinite
 from torchatlas._passes._params import parameters
 from torchatlas._passes._repeats import find_repeats, structural_hashes
 from torchatlas._passes._shapes import io_shapes
@@ -30,7 +30,6 @@ __all__ = [
     "first_nonfinite",
     "flops",
     "io_shapes",
-    "median_times",
     "memory",
     "parameters",
     "strip_analyses",

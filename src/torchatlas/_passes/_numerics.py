@@ -1,5 +1,5 @@
-"""Run-time numbers on the graph: where the first NaN or Inf appeared, each module call's
-output range, and the median of several timed passes.
+"""Run-time numbers on the graph: where the first NaN or Inf appeared, and each module call's
+output range.
 
 The numbers themselves are recorded by capture (``node.meta["stats"]``, ``time_us``); this
 pass reads them into module-call summaries.
@@ -7,8 +7,6 @@ pass reads them into module-call summaries.
 
 from __future__ import annotations
 
-import statistics
-from dataclasses import replace
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node
@@ -67,23 +65,3 @@ PASS = Pass(
     scope_keys=frozenset({"output_stats", "nonfinite_ops"}),
     graph_keys=frozenset({"nonfinite_ops", "first_nonfinite"}),
 )
-
-
-def median_times(runs: list[GraphIR]) -> GraphIR:
-    """The first run, with each op's and module call's time the median over all runs."""
-    first = runs[0]
-    if any(len(r.nodes) != len(first.nodes) or len(r.scopes) != len(first.scopes) for r in runs):
-        raise ValueError("torchatlas: the profiled passes took different paths through the model; no median exists")
-    keys = ("time_us", "cuda_time_us")
-
-    def median(items: list[dict[str, Any]]) -> dict[str, Any]:
-        out = {}
-        for key in keys:
-            values = [m[key] for m in items if isinstance(m.get(key), (int, float))]
-            if values:
-                out[key] = statistics.median(values)
-        return out
-
-    nodes = [replace(n, meta={**n.meta, **median([r.nodes[i].meta for r in runs])}) for i, n in enumerate(first.nodes)]
-    scopes = [replace(s, meta={**s.meta, **median([r.scopes[i].meta for r in runs])}) for i, s in enumerate(first.scopes)]
-    return GraphIR(scopes=scopes, nodes=nodes, meta={**first.meta, "profile_runs": len(runs)})

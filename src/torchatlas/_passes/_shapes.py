@@ -39,7 +39,8 @@ def scope_inputs(ir: GraphIR) -> dict[str, list[Ref]]:
 
 
 def io_shapes(ir: GraphIR) -> GraphIR:
-    """Annotate scopes with ``input_shapes`` and ``output_shapes`` (lists of size lists)."""
+    """Annotate scopes with ``input_shapes`` and ``output_shapes`` (lists of size lists) and
+    ``input_dtypes`` and ``output_dtypes`` (their dtypes, in the same order)."""
     return io_shapes_update(ir).apply(ir)
 
 
@@ -53,8 +54,14 @@ def io_shapes_update(ir: GraphIR) -> MetaUpdate:
         scope_meta[s.id] = {
             "input_shapes": [list(m.shape) for m in ins if m is not None],
             "output_shapes": [list(m.shape) for m in outs if m is not None],
+            "input_dtypes": [m.dtype for m in ins if m is not None],
+            "output_dtypes": [m.dtype for m in outs if m is not None],
         }
     return MetaUpdate(scopes=scope_meta)
 
 
-PASS = Pass("io_shapes", io_shapes_update, scope_keys=frozenset({"input_shapes", "output_shapes"}))
+PASS = Pass(
+    "io_shapes",
+    io_shapes_update,
+    scope_keys=frozenset({"input_shapes", "output_shapes", "input_dtypes", "output_dtypes"}),
+)

@@ -16,29 +16,40 @@ from pathlib import PurePath
 
 from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, op_name
-from torchatlas._render._backward import BACKWARD_SCOPE, backward_apart
-from torchatlas._render._breaks import break_anchors, short_reason
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
-from torchatlas._render._labels import (
-    dominant_dtype,
-    fold_name,
-    input_label,
-    model_title,
-    relative_name,
-    scope_name,
-    shape_text,
-)
-from torchatlas._render._palette import (
+from torchatlas._text import format_compact
+from torchatlas._view import (
     BACKWARD,
+    BACKWARD_SCOPE,
     COMPILE_REGIONS,
+    DECISION,
+    DECISION_BORDER,
     EAGER_REGION,
     GRAPH_BREAK,
     PALETTES,
+    DotOptions,
+    Edge,
+    Layout,
     Palette,
+    Unit,
+    break_anchors,
+    build_layout,
+    decisions,
+    dominant_dtype,
+    fold_name,
+    input_label,
     leaf_module_category,
+    legend_graphs,
+    model_title,
+    plain_reason,
+    rank_pins,
+    read_label,
+    read_mark,
+    relative_name,
+    scope_name,
+    shape_list,
+    shape_text,
 )
-from torchatlas._render._view import DotOptions, Edge, Layout, Unit, build_layout, rank_pins
-from torchatlas._text import format_compact
 
 FONT = "Helvetica,Arial,sans-serif"
 
@@ -53,8 +64,8 @@ _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 
 
 def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int = 3) -> list[str]:
-    texts = list(dict.fromkeys(shape_text(ir.value_meta(v), dominant) for v in values))
-    return texts[:most] + (["…"] if len(texts) > most else [])
+    """One shape per tensor, in the tree's spelling (``2×10×96, 4×2×48, 4×2×48``; three alike ``×3``)."""
+    return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
 
 
 def _param_count(ir: GraphIR, unit: Unit) -> int:
@@ -159,8 +170,12 @@ class _Writer:
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
         border = BACKWARD if scope_id.startswith(BACKWARD_SCOPE) else p.cluster_border
         style = "rounded,filled,dashed" if scope_id.startswith(BACKWARD_SCOPE) else "rounded,filled"
-        name, cls = html_text(scope_name(scope, self.model)), html_text(f"({scope.class_name})")
-        label = f"<B>{name}</B> {_font(cls, p.muted)}"
+        members = self.layout.folds.get(scope_id)
+        name = fold_name(members) if members else scope_name(scope, self.model)
+        label = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
+        if members:  # a run drawn open, as its first member
+            label += f" <B>×{len(members)}</B>"
+            border, style = p.badge, style.replace("filled", "filled,bold")
         self.lines += [
             f"{pad}subgraph {quoted('cluster_' + scope_id)} {{",
             f'{pad}  graph [label=<{label}>, labeljust=l, style="{style}", fillcolor="{fill}",'
@@ -179,6 +194,8 @@ class _Writer:
         else:
             attrs = self._box_attrs(unit)
         self.lines.append(f"{pad}{quoted(unit.id)} [{attrs}{self._region_attrs(unit)}];")
+        if unit.kind == "node" and "reads" in unit.node.meta:
+            self._decision(unit.id, unit.node, pad)
         if self.options.show_tensors:
             for node_id, slot in dict.fromkeys(self.out_values.get(unit.id, [])):
                 label = html_text(shape_text(self.ir.value_meta(Ref(node_id, slot)), self.dominant))
@@ -186,6 +203,21 @@ class _Writer:
                     f'{pad}{quoted(f"t_{node_id}_{slot}")} [label=<{label}>, shape=box, style="rounded,dashed",'
                     f' color="{self.palette.edge}", fontcolor="{self.palette.muted}", fontsize=9, height=0.2];'
                 )
+
+    def _decision(self, unit_id: str, node: Node, pad: str) -> None:
+        """A small diamond beside an op whose value Python read to decide (``if``, ``break``,
+        ``.item()``), joined by a dotted line: it is used, though no tensor reads it."""
+        reads = decisions(node)
+        if not reads:
+            return
+        mark = quoted(f"d_{unit_id}")
+        text = "<BR/>".join(dict.fromkeys(html_text(read_mark(r)) for r in reads[:3]))
+        tip = tooltip(*dict.fromkeys(read_label(r) for r in reads))
+        self.lines.append(
+            f'{pad}{mark} [label=<{_font(text, self.palette.muted, 8)}>, shape=diamond, style=filled,'
+            f' fillcolor="{DECISION}", color="{DECISION_BORDER}", margin="0.02,0.01", height=0.3, tooltip={tip}];'
+        )
+        self.lines.append(f'{pad}{quoted(unit_id)} -> {mark} [style=dotted, arrowhead=none, color="{DECISION_BORDER}"];')
 
     def _colors(self, cat: str) -> str:
         self.used_categories.add(cat)
@@ -289,7 +321,7 @@ class _Writer:
         unit = self.layout.units[dst]
         for node in [unit.node] if unit.node else unit.nodes:
             if node is not None and node.id in self.break_at:
-                return short_reason(self.break_at[node.id])
+                return plain_reason(self.break_at[node.id])
         return None
 
     def _box_category(self, unit: Unit) -> str:
@@ -369,14 +401,16 @@ class _Writer:
         )
 
     def _region_legend(self) -> str:
-        """compile_report: a border swatch per compiled graph, eager, and the break edges."""
+        """compile_report: a border swatch per compiled graph (the first few), eager, and the break edges."""
         if not self.compiled:
             return ""
-        graphs = int(self.ir.meta.get("compile_graphs") or 0)
-        swatches = [(COMPILE_REGIONS[g % len(COMPILE_REGIONS)], f"graph {g}") for g in range(graphs)]
+        shown, more = legend_graphs(int(self.ir.meta.get("compile_graphs") or 0))
+        swatches = [(color, f"graph {g}") for g, color in shown]
+        swatches += [(None, f"… {more:,} more")] if more else []
         swatches += [(EAGER_REGION, "eager"), (GRAPH_BREAK, "✂ graph break")]
         cells = "".join(
-            f'<TD COLOR="{color}" BORDER="2" STYLE="rounded"> </TD><TD ALIGN="LEFT">{_font(html_text(text), self.palette.muted, 9)}</TD>'
+            (f'<TD COLOR="{color}" BORDER="2" STYLE="rounded"> </TD>' if color else "")
+            + f'<TD ALIGN="LEFT">{_font(html_text(text), self.palette.muted, 9)}</TD>'
             for color, text in swatches
         )
         return f"<TR>{cells}</TR>"
@@ -389,14 +423,14 @@ class _Writer:
 def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     """The graph as Graphviz DOT text (deterministic; needs no Graphviz install)."""
     options = options or DotOptions()
-    ir = backward_apart(ir)
-    return _Writer(ir, options, build_layout(ir, options)).write()
+    layout = build_layout(ir, options)
+    return _Writer(layout.ir, options, layout).write()
 
 
 def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
     """Nodes plus edges the diagram will have: what ``dot``'s layout time grows with."""
     options = options or DotOptions()
-    return build_layout(backward_apart(ir), options).element_count(options.show_tensors)
+    return build_layout(ir, options).element_count(options.show_tensors)
 
 
 def _size_advice(ir: GraphIR, options: DotOptions, size: int) -> str:
@@ -426,7 +460,7 @@ def render(ir: GraphIR, options: DotOptions | None = None, fmt: str = "svg") -> 
     if fmt != "dot" and fmt not in FORMATS:
         raise ValueError(f"unknown image format {fmt!r}; expected one of {', '.join(FORMATS)} or 'dot'")
     layout = build_layout(ir, options)
-    source = _Writer(ir, options, layout).write()
+    source = _Writer(layout.ir, options, layout).write()
     if fmt == "dot":
         return source.encode("utf-8")
     size = layout.element_count(options.show_tensors)

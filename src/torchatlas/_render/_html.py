@@ -25,10 +25,24 @@ from typing import Any
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
 from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
-from torchatlas._render._breaks import short_reason
-from torchatlas._render._labels import arguments_text, model_title
-from torchatlas._render._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._text import visible
+from torchatlas._view import (
+    BACKWARD,
+    BACKWARD_SCOPE,
+    COMPILE_REGIONS,
+    EAGER_REGION,
+    GRAPH_BREAK,
+    PALETTES,
+    arguments_text,
+    backward_apart,
+    decisions,
+    leaf_module_category,
+    legend_graphs,
+    model_title,
+    read_label,
+    read_mark,
+    short_reason,
+)
 
 BUNDLE_DIR = Path(__file__).parent / "web"
 
@@ -140,7 +154,11 @@ def _run_time_fields(meta: dict[str, Any], bytes_key: str) -> dict[str, Any]:
 
 
 def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
-    """The compact JSON document the viewer reads: indices instead of ids, shared strings interned."""
+    """The compact JSON document the viewer reads: indices instead of ids, shared strings interned.
+
+    A ``backward=True`` graph's backward ops sit apart, in a ``backward`` call after the
+    forward ones (``backward_apart``), as in the diagram."""
+    ir = backward_apart(ir)
     scopes = list(ir.scopes)
     roots = [s for s in scopes if s.parent is None]
     if len(roots) != 1 or scopes[0].parent is not None:
@@ -174,6 +192,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["ip"] = 1
         if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
             d["dead"] = 1
+        if reads := decisions(n):  # Python read it to decide: a diamond mark, never faded
+            d["dm"] = visible(read_mark(reads[-1]))
+            d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
+        if n.meta.get("size_only"):
+            d["so"] = 1
         if n.source is not None:
             d["src"] = _source(n.source, files)
         if _number(n.meta.get("flops")) is not None:
@@ -228,6 +251,8 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["err"] = 1
         if s.meta.get("graph_breaks"):
             d["gb"] = s.meta["graph_breaks"]
+        if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
+            d["bw"] = 1
         d.update(_diff_fields(s.meta))
         out_scopes.append(d)
 
@@ -297,6 +322,7 @@ def palette_css() -> str:
             "--edge": p.edge,
             "--cluster-border": p.cluster_border,
             "--badge": p.badge,
+            "--backward": BACKWARD,
             **{f"--cluster-{i}": p.cluster_fills[i % len(p.cluster_fills)] for i in range(4)},
             **{f"--overlay-{i}": colour for i, colour in enumerate(p.overlay)},
             **{f"--fill-{c}": p.fill[c] for c in CATEGORIES},
@@ -393,7 +419,8 @@ def _breaks_legend(ir: GraphIR) -> str:
     if "graph_breaks" not in ir.meta:
         return ""
     graphs = int(ir.meta.get("compile_graphs") or 0)
-    swatches = "".join(f'<span class="graph g{g % len(COMPILE_REGIONS)}">graph {g}</span>' for g in range(graphs))
+    shown, more = legend_graphs(graphs)
+    swatches = "".join(f'<span class="graph g{g}">graph {g}</span>' for g, _ in shown) + (f"… {more:,} more" if more else "")
     items = "".join(
         f"<li><b>{_plain_text(b.kind)}</b> {_plain_text(short_reason(b))}"
         + (f" <code>{_plain_text(Path(b.source.file).name)}:{b.source.line}</code>" if b.source else "")

@@ -22,8 +22,7 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._ops import op_name
-from torchatlas._render._labels import arguments_text, model_title
-from torchatlas._render._view import BROADCAST_CALLS, call_holding
+from torchatlas._view import BROADCAST_CALLS, arguments_text, call_holding, model_title
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:

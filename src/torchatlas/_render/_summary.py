@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from torchatlas._ir import GraphIR, Scope
+from torchatlas._ir import GraphIR, Scope, TensorMeta
 from torchatlas._text import (
     fold_label,
     format_bytes,
@@ -31,9 +31,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-
-from ._labels import LINE_LIMIT, relative_name
-from ._view import fold_runs
+from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, shape_list
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -52,14 +50,17 @@ COLUMNS: tuple[str, ...] = (
 BREAKS_COLUMN = "Graph breaks"
 """On graphs from ``compile_report``: breaks inside each call."""
 TIME_COLUMNS = ("Time", "% Time")
-"""On graphs traced with ``profile=True``: each call's inclusive time and its share of the model's."""
+"""On graphs traced with ``profile=True``: each call's inclusive CPU time and its share of the model's."""
+DEVICE_TIME_COLUMNS = ("CUDA time", "% CUDA")
+"""On graphs profiled on CUDA: each call's inclusive device time (its kernels') and its share."""
+_TIME_KEYS = {"Time": "time_us", "% Time": "time_us", "CUDA time": "cuda_time_us", "% CUDA": "cuda_time_us"}
 NUMERICS_COLUMNS = ("Output range", "NaN/Inf ops")
 """On graphs traced with ``stats=True``: the min and max of each call's (first) output, and
 how many of its ops made a NaN or Inf."""
-_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, NUMERICS_COLUMNS[1]))
+_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, *DEVICE_TIME_COLUMNS, NUMERICS_COLUMNS[1]))
 # Which columns a narrow terminal keeps, most wanted first; the first group before longer names.
-_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "Time", "NaN/Inf ops")
-_THEN = ("Input shapes", "% FLOPs", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes")
+_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "CUDA time", "Time", "NaN/Inf ops")
+_THEN = ("Input shapes", "% FLOPs", "% CUDA", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes")
 _MIN_MODULE = 24
 _WANT_MODULE = 40
 _CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
@@ -72,9 +73,15 @@ def summary_columns(ir: GraphIR) -> tuple[str, ...]:
         extra.append(BREAKS_COLUMN)
     if any(isinstance(s.meta.get("time_us"), (int, float)) for s in ir.scopes):
         extra += TIME_COLUMNS
+    if _device_timed(ir):
+        extra += DEVICE_TIME_COLUMNS
     if any("output_stats" in s.meta for s in ir.scopes):
         extra += NUMERICS_COLUMNS
     return (*COLUMNS, *extra)
+
+
+def _device_timed(ir: GraphIR) -> bool:
+    return any(isinstance(s.meta.get("cuda_time_us"), (int, float)) for s in ir.scopes)
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ class Row:
     cells: tuple[str, ...]
     """Cell texts in :func:`summary_columns` order; the module cell is not yet escaped or indented."""
     time_us: float = 0.0
-    """The call's inclusive time, for ``sort="time"``."""
+    """The call's inclusive time, for ``sort="time"``: the device time where the graph has one."""
 
 
 def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
@@ -105,7 +112,8 @@ def summary_rows(
 ) -> tuple[list[Row], Row]:
     """The module-call rows (calls deeper than ``depth`` left out; a run of identical calls
     one row when ``fold_repeats``) and the totals row; ``ir`` is analysed. ``sort="time"``:
-    every call, flat, with its full name, hottest first. ``narrow``: for a terminal too
+    every call, flat, with its full name, hottest first (by device time on a graph profiled on
+    CUDA). ``narrow``: for a terminal too
     small for every column: counts compact (``70.6B``), folded runs per call only, no
     notes beside the totals."""
 
@@ -114,8 +122,10 @@ def summary_rows(
         return format_compact(value) if narrow_int else format_count(value)  # type: ignore[arg-type]
 
     shapes_shown = 2 if narrow else 3  # a terminal too small for every column: the first two, then +N
+    dominant = dominant_dtype(ir)
     total_flops = ir.meta.get("flops") or 0
     columns = summary_columns(ir)
+    time_key = "cuda_time_us" if _device_timed(ir) else "time_us"
     runs = fold_runs(ir) if fold_repeats else {}
     hidden = {sid for run in runs.values() for sid in run[1:]}
     rows: list[Row] = []
@@ -152,14 +162,14 @@ def summary_rows(
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
         members = [ir.scope(sid) for sid in runs.get(s.id, [s.id])]
-        time_us = sum(t for m in members if isinstance(t := m.meta.get("time_us"), (int, float)))
+        time_us = sum(t for m in members if isinstance(t := m.meta.get(time_key), (int, float)))
         rows.append(
             Row(
                 0 if sort else d,
                 (
                     label,
-                    format_shapes(m.get("input_shapes", []), shapes_shown),
-                    format_shapes(m.get("output_shapes", []), shapes_shown),
+                    _shapes_cell(m, "input", dominant, shapes_shown),
+                    _shapes_cell(m, "output", dominant, shapes_shown),
                     params,
                     trainable,
                     param_bytes,
@@ -177,6 +187,7 @@ def summary_rows(
     # narrow: the note would widen the column
     params = count(g.get("param_count")) + (f" ({shared} shared, counted once)" if shared and not narrow else "")
     unknown_ops = g.get("flops_unknown_ops") or 0
+    unknown = "+?" if unknown_ops else ""  # as the model's own row spells it
     totals = Row(
         0,
         (
@@ -186,8 +197,8 @@ def summary_rows(
             params,
             count(g.get("trainable_param_count")),
             format_bytes(g.get("param_bytes")),
-            format_si(g.get("flops")),
-            format_si(g.get("macs")),
+            format_si(g.get("flops")) + unknown,
+            format_si(g.get("macs")) + unknown,
             f"peak {format_bytes(g.get('peak_activation_bytes'))}",
             "100.0%" if total_flops else "-",
             *_runtime_cells(ir, columns, None),
@@ -198,11 +209,23 @@ def summary_rows(
     return rows, totals
 
 
+def _shapes_cell(meta: dict[str, Any], which: str, dominant: str | None, limit: int) -> str:
+    """``1×16 int64, 1×16×32``: a call's input or output shapes, each with its dtype where it is
+    not the graph's dominant one (as the tree and diagram write them); ``-`` for none."""
+    shapes, dtypes = meta.get(f"{which}_shapes", []), meta.get(f"{which}_dtypes")
+    if not isinstance(dtypes, list) or len(dtypes) != len(shapes):
+        return format_shapes(shapes, limit)
+    texts = shape_list([TensorMeta(tuple(s), str(d), "") for s, d in zip(shapes, dtypes, strict=True)], dominant)
+    if not texts:
+        return "-"
+    more = f" +{len(texts) - limit}" if len(texts) > limit else ""
+    return ", ".join(texts[:limit]) + more
+
+
 def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] | None) -> list[str]:
     """The cells after :data:`COLUMNS` for a call (the members of a folded run: summed,
     the range over all) or, with ``members`` None, for the totals."""
     root = next((s for s in ir.scopes if s.parent is None), None)
-    model_time = root.meta.get("time_us") if root is not None else None
     cells: list[str] = []
     for name in columns[len(COLUMNS) :]:
         if name == BREAKS_COLUMN:
@@ -210,11 +233,13 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
                 1 for b in ir.graph_breaks if b.kind != "recompile"
             )
             cells.append(str(count))
-        elif name in TIME_COLUMNS:
-            times = [m.meta.get("time_us") for m in members] if members is not None else [model_time]
+        elif name in _TIME_KEYS:
+            key = _TIME_KEYS[name]
+            model_time = root.meta.get(key) if root is not None else None
+            times = [m.meta.get(key) for m in members] if members is not None else [model_time]
             known = [t for t in times if isinstance(t, (int, float))]
-            total = sum(known) if known else None
-            if name == "Time":
+            total = sum(known) if known else None  # a folded run: every member's time
+            if not name.startswith("%"):
                 cells.append(format_duration(total))
             else:
                 cells.append(f"{100 * total / model_time:.1f}%" if total is not None and model_time else "-")
@@ -306,11 +331,12 @@ def summary_table(ir: GraphIR, options: SummaryOptions) -> Table:
 
 
 @dataclass(frozen=True)
-class SummaryOptions:
-    """What the summary table shows and how; every field is also a keyword of ``Graph.summary``."""
+class SummaryOptions(ViewOptions):
+    """What the summary table shows and how; every field is also a keyword of ``Graph.summary``.
 
-    depth: int | None = None
-    """Module nesting to list (the model is depth 0); deeper calls are left out. None: all."""
+    ``depth``: deeper calls are left out; ``fold_repeats``: a run of identical sibling calls
+    (``layers.0–79 ×80``) is one row, with per-call and total params and FLOPs, its inside shown once."""
+
     format: SummaryFormat = "text"
     """``"rich"`` (a box table), ``"text"`` (aligned plain columns) or ``"markdown"``."""
     width: int | None = None
@@ -318,17 +344,13 @@ class SummaryOptions:
     params, FLOPs, ...), the module names cut with ``…``, nothing wrapped. None: every column."""
     color: bool = False
     """ANSI styles in ``"rich"``."""
-    fold_repeats: bool = True
-    """A run of identical sibling calls (``layers.0–79 ×80``) is one row, with per-call and
-    total params and FLOPs, its inside shown once."""
     sort: Literal["time"] | None = None
     """``"time"``: every call as one flat list, full names, hottest first (``profile=True`` graphs)."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.format not in ("rich", "text", "markdown"):
             raise ValueError(f"unknown summary format {self.format!r}; use 'rich', 'text' or 'markdown'")
-        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
-            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
         if self.width is not None and (type(self.width) is not int or self.width < 20):
             raise ValueError(f"width must be None or an integer >= 20, not {self.width!r}")
         if self.sort not in (None, "time"):

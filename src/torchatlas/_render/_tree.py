@@ -10,15 +10,27 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from torchatlas._ir import GraphIR, Node, Ref, Source
+from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import op_name
 from torchatlas._text import count_runs, fold_label, to_ascii, visible
+from torchatlas._view import (
+    LINE_LIMIT,
+    ViewOptions,
+    backward_groups,
+    break_anchors,
+    break_label,
+    decision_text,
+    dominant_dtype,
+    fold_runs,
+    forward_part,
+    input_label,
+    op_display,
+    relative_name,
+    shape_text,
+    short_source,
+)
 
-from ._backward import backward_groups, forward_part
-from ._breaks import break_anchors, break_label
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
-from ._labels import LINE_LIMIT, dominant_dtype, input_label, op_display, relative_name, shape_text
-from ._view import fold_runs
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -32,32 +44,47 @@ class Line:
     children: list[Line] = field(default_factory=list)
     before: list[str] = field(default_factory=list)
     """Sibling lines drawn just before this one (graph breaks)."""
+    returned: bool = False
+    """A ``┬`` branch whose result the call returns."""
 
 
 @dataclass(frozen=True)
-class TreeOptions:
-    """What the text tree shows; every field is also a keyword of ``Graph.tree``."""
+class TreeOptions(ViewOptions):
+    """What the text tree shows; every field is also a keyword of ``Graph.tree``.
 
-    depth: int | None = None
-    """Module nesting to expand (the model is depth 0); deeper calls are one line each. None: all."""
+    ``depth``: deeper calls are one line each; ``fold_repeats``: a run of identical sibling
+    calls (``layers.0–79 ×80``) is shown once, expanded as its first member."""
+
     ascii: bool = False
     """Draw with ``|--`` and spell arrows and marks in ASCII."""
     source: bool = False
     """Append the user file:line of each op and module call."""
-    fold_repeats: bool = True
-    """Show a run of identical sibling calls (``layers.0–79 ×80``) once, expanded as its first member."""
-
-    def __post_init__(self) -> None:
-        if self.depth is not None and (type(self.depth) is not int or self.depth < 0):
-            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
 
 
 def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:
     """The whole tree as text."""
     options = options or TreeOptions()
     root = _TreeBuilder(ir, options.depth, options.source, options.fold_repeats).build()
+    _close_trailing_forks(root)
     text = "\n".join(_draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
     return to_ascii(text) if options.ascii else text
+
+
+def _close_trailing_forks(line: Line) -> None:
+    """No level ends on a ``┬`` fork that nothing joins (ResNet's ``pooler``, ViT's
+    ``pooled_output``): such a branch feeds only the call's outputs, so its steps are the
+    level's last steps, marked ``(returned)``."""
+    for child in line.children:
+        _close_trailing_forks(child)
+    kids = line.children
+    if not kids or not kids[-1].returned or (len(kids) > 1 and kids[-2].text.startswith("┬ ")):
+        return  # parallel outputs stay sibling branches (``┬ cos``, ``┬ sin``)
+    fork = kids.pop()
+    tail = fork.children or [Line(fork.text[2:])]
+    tail[0].before = fork.before + tail[0].before
+    kids.extend(tail)
+    if "(also returned)" not in kids[-1].text:
+        kids[-1].text += "  (returned)"
 
 
 def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
@@ -80,10 +107,6 @@ def _nonfinite_mark(node: Node) -> str:
     if not isinstance(counts, dict):
         return ""
     return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
-
-
-def _short_source(src: Source) -> str:
-    return f"{src.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{src.line}"
 
 
 class _TreeBuilder:
@@ -132,7 +155,7 @@ class _TreeBuilder:
         io = ""
         if ins or outs:
             io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(outs) if outs else '()'}"
-        where = f"  @ {_short_source(scope.source)}" if self.show_source and scope.source else ""
+        where = f"  @ {short_source(scope.source)}" if self.show_source and scope.source else ""
         return visible(label + io + where, LINE_LIMIT)
 
     def names_operands(self, node: Node) -> list[str]:
@@ -160,11 +183,12 @@ class _TreeBuilder:
             text = f"{node.name} = {text}"
         if node.meta.get("dead"):
             text += "  (unused)"
+        text += decision_text(node)
         text += _nonfinite_mark(node)
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"
         if self.show_source and node.source:
-            text += f"  @ {_short_source(node.source)}"
+            text += f"  @ {short_source(node.source)}"
         return visible(text, LINE_LIMIT)
 
     def item_label(self, item: Item) -> str:
@@ -432,9 +456,11 @@ class _TreeBuilder:
 
     def branch(self, flow: ScopeFlow, items: list[Item], level: int) -> Line:
         body = self.sequence(flow, items, level)
+        end = items[-1]
+        returned = SINK in flow.edges.get(end, ()) or any(p == end for p, _ in flow.references.get(SINK, ()))
         if len(body) == 1 and not body[0].children:
-            return Line("┬ " + body[0].text, before=body[0].before)
-        return Line("┬ " + visible(self.item_name(items[-1]) or self.short_name(items[-1]), LINE_LIMIT), body)
+            return Line("┬ " + body[0].text, before=body[0].before, returned=returned)
+        return Line("┬ " + visible(self.item_name(end) or self.short_name(end), LINE_LIMIT), body, returned=returned)
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""

@@ -3,7 +3,8 @@
 Each drawn box is a unit: an IR node, a module call collapsed into one box, a
 folded run of repeated blocks, or a small reference box standing in for a value
 read far from where it was made. Scopes that are not boxed become clusters.
-Edges gather every value flowing between two units. ``_dot`` turns this view
+Edges gather every value flowing between two units; the backward part of a
+``backward=True`` graph is set apart first. ``_dot`` turns this view
 into DOT text; the web page's viewer is given its decisions (folds, far values)
 as data, so both draw the same picture.
 """
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
-from torchatlas._render._palette import PALETTES
+from torchatlas._view._backward import backward_apart
+from torchatlas._view._options import ViewOptions
+from torchatlas._view._palette import PALETTES
 
 _HIDDEN_KINDS = ("param", "buffer")
 # A value read inside this many different module calls (Llama's rotary cos/sin,
@@ -26,27 +29,26 @@ _LEAF_PREFIX = "torch.nn."
 
 
 @dataclass(frozen=True)
-class DotOptions:
-    """What a diagram shows; every field is also a keyword of ``Graph.render``."""
+class DotOptions(ViewOptions):
+    """What a diagram shows; every field is also a keyword of ``Graph.render``.
 
-    depth: int | None = None
-    """Module nesting to expand (the model is depth 0); deeper calls collapse into one box. None: all."""
+    ``depth``: module nesting to expand; deeper calls collapse into one box. ``fold_repeats``
+    (default, as in the tree): a run of identical sibling blocks is drawn once, as its first
+    member titled ``layers.0–79 ×80``; collapsed by ``depth``, one double-bordered ``×80`` box."""
+
     expand_leaf_modules: bool = False
     """Draw the ops inside standard ``torch.nn`` leaf modules (Conv2d, Linear...) instead of one box."""
     show_tensors: bool = False
     """Draw each tensor as its own node instead of a shape label on the edge."""
     show_params: bool = False
     """Draw parameters and buffers and the edges from them."""
-    fold_repeats: bool = False
-    """Fold runs of identical sibling blocks (``layers.0`` ... ``layers.79``) into one ``×80`` box."""
     direction: Literal["TB", "LR"] = "TB"
     theme: Literal["light", "dark"] = "light"
     legend: bool = True
     """Add the model name and a colour legend under the diagram."""
 
     def __post_init__(self) -> None:
-        if self.depth is not None and (not isinstance(self.depth, int) or self.depth < 0):
-            raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
+        super().__post_init__()
         if self.direction not in ("TB", "LR"):
             raise ValueError(f"direction must be 'TB' or 'LR', not {self.direction!r}")
         if self.theme not in PALETTES:
@@ -88,6 +90,10 @@ class Layout:
     units: dict[str, Unit]
     edges: dict[tuple[str, str], Edge]
     root: str | None
+    ir: GraphIR
+    """The graph the units are drawn from: the analysed one with its backward part set apart."""
+    folds: dict[str, list[Scope]] = field(default_factory=dict)
+    """First member id -> the members of a run drawn open, as its first member (``layers.0–79 ×80``)."""
 
     def element_count(self, show_tensors: bool) -> int:
         """Nodes plus edges once written out: what ``dot``'s layout time grows with."""
@@ -187,7 +193,11 @@ def _repeated_layers_holding(ir: GraphIR, reader_chains: dict[str, list[str]]) -
 
 
 def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
-    """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding."""
+    """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding.
+
+    A ``backward=True`` graph's backward ops are drawn apart (``backward_apart``), whatever
+    the output: ``Layout.ir`` is the graph they are drawn from."""
+    ir = backward_apart(ir)
     children = ir.children()
     runs = fold_runs(ir, children) if options.fold_repeats else {}
     fold_of = {m: first for first, members in runs.items() for m in members}
@@ -196,29 +206,50 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     depth: dict[str, int] = {}
     boxes: dict[str, Unit] = {}
     root = next((s.id for s in ir.scopes if s.parent is None), None)
-    for s in ir.scopes:
-        container = None if s.parent == root else s.parent
-        depth[s.id] = 0 if s.parent is None else depth[s.parent] + 1
-        if s.parent is not None and s.parent in box_of:
-            box_of[s.id] = box_of[s.parent]
-        elif s.id in fold_of:
-            first = fold_of[s.id]
-            box_of[s.id] = f"fold_{first}"
-            if s.id == first:
-                members = [ir.scope(m) for m in runs[first]]
-                boxes[box_of[s.id]] = Unit(box_of[s.id], "fold", container, 0, scope=s, members=members)
-        elif (options.depth is not None and depth[s.id] >= options.depth) or (
+
+    def boxed(s: Scope) -> bool:
+        """Drawn as one box: below ``depth``, or a standard leaf module."""
+        return (options.depth is not None and depth[s.id] >= options.depth) or (
             s.parent is not None
             and not options.expand_leaf_modules
             and s.cls.startswith(_LEAF_PREFIX)
             and not children[s.id]
-        ):
+        )
+
+    # A run drawn open shows its first member; the others' nodes stand for the first one's.
+    folds: dict[str, list[Scope]] = {}
+    aliases: dict[str, str] = {}  # node id in a later member -> the first member's node at its place
+    hidden_run: dict[str, str] = {}  # scope id inside a member after the first -> the run's first member
+    for s in ir.scopes:
+        container = None if s.parent == root else s.parent
+        depth[s.id] = 0 if s.parent is None else depth[s.parent] + 1
+        if s.parent is not None and s.parent in hidden_run:
+            hidden_run[s.id] = hidden_run[s.parent]
+        elif s.parent is not None and s.parent in box_of:
+            box_of[s.id] = box_of[s.parent]
+        elif s.id in fold_of and fold_of[s.id] in folds:
+            hidden_run[s.id] = fold_of[s.id]
+        elif s.id in fold_of:
+            first = fold_of[s.id]
+            members = [ir.scope(m) for m in runs[first]]
+            if not boxed(s) and (alias := _member_aliases(ir, members)) is not None:
+                folds[first] = members
+                aliases.update(alias)
+                continue
+            box_of[s.id] = f"fold_{first}"
+            if s.id == first:
+                boxes[box_of[s.id]] = Unit(box_of[s.id], "fold", container, 0, scope=s, members=members)
+        elif boxed(s):
             box_of[s.id] = s.id
             boxes[s.id] = Unit(s.id, "box", container, 0, scope=s, members=[s])
 
     units: dict[str, Unit] = {}
     unit_of: dict[str, str] = {}
     for index, n in enumerate(ir.nodes):
+        if n.scope in hidden_run:
+            if aliases[n.id] in unit_of:
+                unit_of[n.id] = unit_of[aliases[n.id]]
+            continue
         if n.kind in ("input", "output"):
             uid = n.id
             units[uid] = Unit(uid, "node", None, index, node=n, nodes=[n])
@@ -240,11 +271,14 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     readers: dict[Ref, list[str]] = {}
     for n in ir.nodes:
         dst = unit_of.get(n.id)
+        run = hidden_run.get(n.scope)
         for src_id, slot in n.inputs:
             from_param = ir.node(src_id).kind in _HIDDEN_KINDS
             src = unit_of.get(src_id)
             if dst is None or src is None or src == dst or (from_param and not options.show_params):
                 continue
+            if run is not None and _in_run(ir, ir.node(src_id).scope, folds[run], hidden_run):
+                continue  # one member feeding the next: drawn once, inside the first member
             reads.append((src_id, slot, src, dst, from_param))
             value_readers = readers.setdefault(Ref(src_id, slot), [])
             if dst not in value_readers:
@@ -273,7 +307,33 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             edge.values.append(Ref(src_id, slot))
     units.update(refs)
 
-    return Layout(units, edges, root)
+    return Layout(units, edges, root, ir, folds)
+
+
+def _member_aliases(ir: GraphIR, members: list[Scope]) -> dict[str, str] | None:
+    """Node id in each later member of a run -> the first member's node at the same place;
+    None when the members' nodes do not line up one to one (the run is then drawn closed)."""
+    chains = {m.id: i for i, m in enumerate(members)}
+    placed: list[list[Node]] = [[] for _ in members]
+    member_of: dict[str, int | None] = {}
+    for n in ir.nodes:
+        if n.scope not in member_of:
+            member_of[n.scope] = next((chains[s] for s in ir.ancestry(n.scope) if s in chains), None)
+        where = member_of[n.scope]
+        if where is not None:
+            placed[where].append(n)
+    first = placed[0]
+    aliases: dict[str, str] = {}
+    for nodes in placed[1:]:
+        if [(n.kind, n.target) for n in nodes] != [(n.kind, n.target) for n in first]:
+            return None
+        aliases.update((n.id, f.id) for n, f in zip(nodes, first, strict=True))
+    return aliases
+
+
+def _in_run(ir: GraphIR, scope_id: str, members: list[Scope], hidden_run: dict[str, str]) -> bool:
+    """Whether a scope lies inside one of a run's members."""
+    return hidden_run.get(scope_id) == members[0].id or members[0].id in ir.ancestry(scope_id)
 
 
 def rank_pins(ir: GraphIR, layout: Layout) -> list[tuple[str, str]]:

@@ -7,11 +7,11 @@ import json
 from collections import Counter
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Scope, TensorMeta
+from torchatlas._ir import GraphIR, Node, PythonRead, Scope, Source, TensorMeta
 from torchatlas._ops import op_name, operator_symbol
+from torchatlas._text import count_runs, format_shape, visible
 from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
-from torchatlas._text import format_shape, visible
 
 LINE_LIMIT = 2_000
 """Characters of one line of the tree or one summary cell at most: a name of megabytes is
@@ -34,6 +34,13 @@ def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
     if meta.dtype and meta.dtype != dominant:
         text += f" {meta.dtype}"
     return text
+
+
+def shape_list(metas: list[TensorMeta | None], dominant: str | None = None, most: int | None = None) -> list[str]:
+    """Every tensor's shape, in order (``2×10×96, 4×2×48, 4×2×48``), three or more alike in a
+    row counted once (``1×8×32 ×3``); past ``most`` entries, ``…``."""
+    texts = count_runs(shape_text(meta, dominant) for meta in metas)
+    return texts if most is None or len(texts) <= most else [*texts[:most], "…"]
 
 
 def op_display(node: Node) -> str:
@@ -106,3 +113,61 @@ def _argument(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_argument(v)}" for k, v in value.items()) + "}"
     return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+_OUTCOMES: dict[str | None, tuple[str, str]] = {
+    "if": ("taken", "not taken"),
+    "break": ("broke", "went on"),
+    "continue": ("continued", "went on"),
+    "while": ("looped", "ended"),
+    "assert": ("held", "failed"),
+    None: ("True", "False"),
+}
+"""A statement's words for the way a bool read went: (True, False)."""
+
+_READ_WORDS = {"item": ".item()", "tolist": ".tolist()", "int": "int()", "float": "float()", "index": "index", "print": "printed"}
+
+
+def short_source(src: Source) -> str:
+    """``refiner.py:17``: the file's name without its folder, and the line."""
+    return f"{src.file.replace(chr(92), '/').rsplit('/', 1)[-1]}:{src.line}"
+
+
+def read_outcome(read: PythonRead) -> str:
+    """Which way a read went: ``taken``, ``broke``, ``= 0.25``; empty where nothing is known."""
+    if isinstance(read.value, bool) and read.how == "bool":
+        return _OUTCOMES[read.statement if read.statement in _OUTCOMES else None][0 if read.value else 1]
+    if read.value is not None:
+        return f"= {read.value:.4g}" if isinstance(read.value, float) else f"= {read.value}"
+    return ""
+
+
+def read_mark(read: PythonRead) -> str:
+    """The short text of a decision mark on a diagram: ``if: taken``, ``.item() = 4``."""
+    what = read.statement or (_READ_WORDS.get(read.how) if read.how != "bool" else None) or "bool"
+    outcome = read_outcome(read)
+    return f"{what}: {outcome}" if outcome and not outcome.startswith("=") else f"{what} {outcome}".strip()
+
+
+def decisions(node: Node) -> list[PythonRead]:
+    """The reads of ``node``'s value into Python that decided something (sizes left out)."""
+    return [r for r in node.python_reads if r.decision] if "reads" in node.meta else []
+
+
+def read_label(read: PythonRead) -> str:
+    """``if @ refiner.py:17 (taken)``, ``.item() @ loss.py:9 (= 0.25)``,
+    ``read into Python @ m.py:4 (True)`` where the line alone does not say which statement."""
+    where = f" @ {short_source(read.source)}" if read.source is not None else ""
+    what = read.statement or (_READ_WORDS.get(read.how) if read.how != "bool" else None) or "read into Python"
+    outcome = read_outcome(read)
+    return f"{what}{where}" + (f" ({outcome})" if outcome else "")
+
+
+def decision_text(node: Node) -> str:
+    """``⇢ if @ refiner.py:17 (taken)`` for each place the node's value decided something in
+    Python, ``(size only)`` for a value only its size was read of; empty otherwise."""
+    reads = decisions(node)
+    if reads:
+        shown = count_runs(read_label(r) for r in reads)
+        return "  ⇢ " + ", ".join(shown)
+    return "  (size only)" if node.meta.get("size_only") else ""

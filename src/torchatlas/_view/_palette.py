@@ -76,10 +76,24 @@ PALETTES: Mapping[str, Palette] = {theme: _palette(theme) for theme in ("light",
 COMPILE_REGIONS: tuple[str, ...] = ("#1b9e77", "#7570b3", "#d95f02", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4")
 """Border of the ops each torch.compile graph ran (``compile_report``), by graph index, cycled;
 readable on both themes."""
+
+
+def legend_graphs(count: int) -> tuple[list[tuple[int, str]], int]:
+    """The compiled graphs a legend draws a swatch for, as (index, colour), and how many more
+    it only counts ("… N more"): past one swatch per colour the colours repeat, and a
+    document may claim any number of graphs."""
+    shown = max(0, min(count, len(COMPILE_REGIONS)))
+    return [(g, COMPILE_REGIONS[g]) for g in range(shown)], max(0, count - shown)
+
+
 EAGER_REGION = "#9aa0a6"
 """Border of the ops that ran eagerly between compiled graphs."""
 GRAPH_BREAK = "#c2185b"
 """Edges that cross a graph break."""
+DECISION = "#fff3c4"
+"""Fill of the diamond that marks where Python read a value to decide (an ``if``, a ``break``)."""
+DECISION_BORDER = "#b8860b"
+"""Its border and the dotted line joining it to the op it read."""
 BACKWARD = "#8e44ad"
 """Dashed border of backward ops and of the backward part, and of the edges that carry a
 saved forward tensor into it (``trace(backward=True)``); readable on both themes."""

@@ -1,0 +1,326 @@
+"""Who reads a pass-through call's result through the call.
+
+A module call that returns the tensor it was given (eval Dropout, Identity) becomes a node,
+but the tensor object is the same one every other path holds. Its readers are told apart by
+where the call's result went in the frame that made the call: stored in a variable (a reader
+there reads through the call only if its expression loads that variable), consumed by the
+enclosing expression (only a reader whose expression contains the call), or returned (then
+the enclosing module call, on return, delivers it to *its* caller the same way). A reader on
+any other path reads the value the call was given. A result that went somewhere this cannot
+follow (an attribute, a list kept for later) is read through the call by every reader, as
+before. Frames are told apart by the scope running the call, so an address a dead frame
+leaves to a new one is never taken for it. Without instruction positions (Python 3.10), every
+reader reads through the call.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dis
+import sys
+import weakref
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from ._records import Slot
+
+CallSite = tuple[int, Any, int]
+"""(id of the calling frame, its code, the call's instruction offset)."""
+
+STORED, RETURNED, INLINE, ESCAPED = "stored", "returned", "inline", "escaped"
+_STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"})
+_LOADS = frozenset({
+    "LOAD_FAST", "LOAD_NAME", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
+    "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW",
+})
+_RETURNS = frozenset({"RETURN_VALUE"})
+_CALLS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
+_STATEMENT_ENDS = frozenset({"POP_TOP", "RETURN_VALUE", "RETURN_CONST"}) | _STORES
+_ESCAPES = frozenset({
+    "STORE_ATTR", "STORE_SUBSCR", "UNPACK_SEQUENCE", "UNPACK_EX", "COPY", "DUP_TOP", "LIST_APPEND", "SET_ADD",
+    "MAP_ADD", "YIELD_VALUE", "STORE_FAST_STORE_FAST",
+})
+_CONTAINERS = ("BUILD_", "LIST_", "DICT_", "SET_", "MAP_")
+
+
+@dataclass(slots=True)
+class Delivery:
+    """Where one call handed the pass-through's result to a frame."""
+
+    guard: int | None
+    """The scope that ran the frame: it must still be running for the frame to be that one."""
+    frame: int
+    code: Any
+    offset: int
+    kind: str
+    names: tuple[str, ...] = ()
+    superseded: bool = False
+    """The module call it was returned from delivered it onward: this delivery is spent."""
+
+
+@dataclass(slots=True)
+class Passed:
+    node: Slot
+    before: Slot
+    deliveries: list[Delivery]
+
+
+class _Code:
+    """One code object's instructions, by offset, with their source spans."""
+
+    def __init__(self, code: Any) -> None:
+        self.instructions = list(dis.get_instructions(code))
+        self._offsets = [inst.offset for inst in self.instructions]
+
+    def at(self, offset: int) -> int | None:
+        """The instruction running at ``offset`` (a frame's ``f_lasti`` may point into its inline caches)."""
+        i = bisect.bisect_right(self._offsets, offset) - 1
+        return i if i >= 0 else None
+
+    def span(self, offset: int) -> tuple[int, int, int, int] | None:
+        i = self.at(offset)
+        return _span(self.instructions[i]) if i is not None else None
+
+
+def _span(inst: dis.Instruction) -> tuple[int, int, int, int] | None:
+    pos = getattr(inst, "positions", None)
+    if pos is None or None in (pos.lineno, pos.end_lineno, pos.col_offset, pos.end_col_offset):
+        return None
+    return pos.lineno, pos.col_offset, pos.end_lineno, pos.end_col_offset
+
+
+def _contains(outer: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
+    return (outer[0], outer[1]) <= (inner[0], inner[1]) and (inner[2], inner[3]) <= (outer[2], outer[3])
+
+
+def _names(inst: dis.Instruction) -> tuple[str, ...]:
+    value = inst.argval
+    return tuple(value) if isinstance(value, tuple) else (value,)
+
+
+class PassThroughs:
+    """The pass-through nodes of one capture level and where their results went."""
+
+    def __init__(self, running_scopes: Callable[[], Collection[int]]) -> None:
+        self._running = running_scopes
+        self._by_tensor: dict[int, tuple[Any, list[Passed]]] = {}
+        self.nodes: set[int] = set()
+        self._codes: dict[Any, _Code | None] = {}  # this capture's code objects only: cleared with it
+        self._answers: dict[tuple[Any, int, tuple[str, ...], int], bool] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes)
+
+    def clear(self) -> None:
+        self._by_tensor.clear()
+        self.nodes.clear()
+        self._codes.clear()
+        self._answers.clear()
+
+    # -- recording ----------------------------------------------------------------------
+
+    def add(self, t: Any, node: Slot, before: Slot, guard: int | None, site: CallSite | None) -> None:
+        """The call that ran in ``guard`` at ``site`` returned ``t`` unchanged, as ``node``."""
+        entry = self._by_tensor.get(id(t))
+        chain = entry[1] if entry is not None and entry[0]() is t else []
+        if chain and before != chain[0].before and all(p.node != before for p in chain):
+            chain = []  # written since: the earlier calls' results are gone
+        chain.append(Passed(node, before, [self._delivery(guard, site)]))
+        self._by_tensor[id(t)] = (weakref.ref(t), chain)
+        self.nodes.add(node[0])
+
+    def returned(
+        self, t: Any, value: Slot, scope: int, guard: int | None, site: CallSite | None
+    ) -> None:
+        """Module call ``scope`` returned ``t`` read as pass-through ``value``: its caller got it.
+        A container it came in (a tuple, a ModelOutput) is followed by variable: one assigned from
+        the variable that holds it (``h = outputs[0]``) holds it too."""
+        passed = self._find(t, value)
+        if passed is None:
+            return
+        for delivery in passed.deliveries:
+            if delivery.guard == scope:
+                delivery.superseded = True
+        delivery = self._delivery(guard, site)
+        if site is None:
+            delivery.kind = RETURNED  # the model's own result: every later reader got it
+        passed.deliveries.append(delivery)
+
+    def _delivery(self, guard: int | None, site: CallSite | None) -> Delivery:
+        if site is None:
+            return Delivery(guard, 0, None, 0, ESCAPED)
+        frame, code, offset = site
+        kind, names = self._consumer(code, offset)
+        return Delivery(guard, frame, code, offset, kind, names)
+
+    def _facts(self, code: Any) -> _Code | None:
+        if code not in self._codes:
+            self._codes[code] = _Code(code) if sys.version_info >= (3, 11) else None
+        return self._codes[code]
+
+    def _consumer(self, code: Any, offset: int) -> tuple[str, tuple[str, ...]]:
+        """Where the result of the call at ``offset`` went: the instructions that follow it."""
+        facts = self._facts(code)
+        i = facts.at(offset) if facts is not None else None
+        if facts is None or i is None or i + 1 >= len(facts.instructions):
+            return ESCAPED, ()
+        call_span = facts.span(offset)
+        following = facts.instructions[i + 1]
+        if following.opname in _STORES:
+            return STORED, _names(following)
+        if following.opname in _RETURNS:
+            return RETURNED, ()
+        if following.opname in _ESCAPES or call_span is None:
+            return ESCAPED, ()
+        # Consumed by an enclosing expression; one that builds a container, unless it is
+        # returned, may carry it anywhere.
+        contained = False
+        for inst in facts.instructions[i + 1 : i + 400]:
+            if inst.opname in _STATEMENT_ENDS:
+                return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
+            span = _span(inst)
+            if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
+                contained = True
+        return ESCAPED, ()
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _find(self, t: Any, value: Slot) -> Passed | None:
+        entry = self._by_tensor.get(id(t))
+        if entry is None or entry[0]() is not t:
+            return None
+        return next((p for p in reversed(entry[1]) if p.node == value), None)
+
+    def resolve(self, t: Any, value: Slot, returning: int | None = None) -> Slot:
+        """The value a reader running now reads when ``t`` holds pass-through ``value``:
+        ``value`` if the reader got the call's result, else what the call was given.
+        ``returning``: the reader is module call ``returning``'s return."""
+        entry = self._by_tensor.get(id(t))
+        if entry is None or entry[0]() is not t or entry[1][-1].node != value:
+            return value
+        running = set(self._running())
+        frames = _live_frames()
+        # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
+        for passed in reversed(entry[1]):
+            if any(self._reads_through(d, running, frames, returning) for d in passed.deliveries):
+                return passed.node
+        return entry[1][0].before
+
+    def _reads_through(self, d: Delivery, running: set[int], frames: dict[int, Any], returning: int | None) -> bool:
+        if d.kind == ESCAPED and not d.superseded:
+            return True
+        frame = frames.get(d.frame) if d.guard in running else None
+        if frame is not None and frame.f_code is d.code:
+            return self._reader_got(d, frame.f_lasti)
+        if d.guard is not None and d.guard == returning:
+            return self._returned_by_code(d)
+        return not d.superseded and d.kind == RETURNED
+
+    def _reader_got(self, d: Delivery, offset: int) -> bool:
+        """The frame that got the result now runs the instruction at ``offset``: does it use it?"""
+        if d.kind in (RETURNED, ESCAPED):
+            return d.kind == ESCAPED
+        facts = self._facts(d.code)
+        i = facts.at(offset) if facts is not None else None
+        if i is None:
+            return True
+        key = (d.code, d.offset, d.names, i)  # a loop reads the same way each pass: one answer
+        known = self._answers.get(key)
+        if known is None:
+            known = self._answers[key] = _got(facts, d, i)
+        return known
+
+    def _returned_by_code(self, d: Delivery) -> bool:
+        """The frame has returned: does a ``return`` of its code carry the result?"""
+        if d.kind in (RETURNED, ESCAPED):
+            return True
+        facts = self._facts(d.code)
+        if facts is None:
+            return True
+        delivered = facts.span(d.offset)
+        for i, inst in enumerate(facts.instructions):
+            if inst.opname not in _RETURNS:
+                continue
+            span = _span(inst)
+            if span is None:
+                return True
+            # The call returned this tensor: a return that holds the result anywhere (in a tuple, a
+            # ModelOutput built by a call) returned it.
+            if d.kind == INLINE and delivered is not None and _contains(span, delivered):
+                return True
+            if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=True):
+                return True
+        return False
+
+
+def _got(facts: _Code, d: Delivery, i: int) -> bool:
+    """The instruction at index ``i`` of the frame ``d`` delivered to reads the call's result."""
+    reader = _span(facts.instructions[i])
+    if reader is None:
+        return True
+    if d.kind == INLINE:
+        delivered = facts.span(d.offset)
+        return delivered is not None and _direct(facts, i, reader, delivered)
+    return _loads(facts, i, reader, _assigned_on(facts, facts.at(d.offset), i, d.names))
+
+
+def _direct(facts: _Code, reader: int, span: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
+    """The code at ``inner`` is an operand of the reader at index ``reader`` (spanning ``span``),
+    not inside another call among its operands, whose result is a value of its own."""
+    if not _contains(span, inner):
+        return False
+    for inst in facts.instructions[:reader]:
+        if inst.opname in _CALLS:
+            call = _span(inst)
+            if call is not None and call not in (span, inner) and _contains(span, call) and _contains(call, inner):
+                return False
+    return True
+
+
+def _loads(
+    facts: _Code, reader: int, span: tuple[int, int, int, int], names: tuple[str, ...], anywhere: bool = False
+) -> bool:
+    """The reader at index ``reader`` loads one of ``names`` as an operand (``anywhere`` in its span)."""
+    for inst in facts.instructions[:reader]:
+        if inst.opname in _LOADS and any(n in names for n in _names(inst)):
+            inner = _span(inst)
+            if inner is None:
+                continue
+            if _contains(span, inner) if anywhere else _direct(facts, reader, span, inner):
+                return True
+    return False
+
+
+def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str, ...]) -> tuple[str, ...]:
+    """``names``, and each variable a statement between the call at ``start`` (and the store of its
+    result, which follows it) and ``reader`` assigns from one of them, computing nothing
+    (``h = outputs[0]``; straight-line code: a later loop pass keeps ``names``)."""
+    if start is None or start + 1 >= reader:
+        return names
+    held = set(names)
+    loads = computes = False
+    for inst in facts.instructions[start + 2 : reader]:
+        if inst.opname in _LOADS and any(n in held for n in _names(inst)):
+            loads = True
+        elif inst.opname in _CALLS or inst.opname == "BINARY_OP":
+            computes = True  # a new value, not the one held: ``h = lin(y)``
+        elif inst.opname in _STORES:
+            # Never dropped when rebound: the code between may not have run (an ``if``), and a
+            # variable rebound to another tensor does not hold this one anyway.
+            if loads and not computes:
+                held.add(inst.argval)
+            loads = computes = False
+        elif inst.opname in _STATEMENT_ENDS:
+            loads = computes = False
+    return tuple(held)
+
+
+def _live_frames() -> dict[int, Any]:
+    """Every frame running now, by id."""
+    frames = {}
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        frames[id(frame)] = frame
+        frame = frame.f_back
+    return frames

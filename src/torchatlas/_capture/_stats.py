@@ -1,0 +1,251 @@
+"""Numbers of each op's outputs (``trace(stats=True)``), computed as the op runs.
+
+Only a dense strided tensor of a float or integer dtype is measured; every other output
+(sparse, quantized, nested, float8, wide unsigned, complex, meta, a subclass) gets no numbers
+and a reason in ``node.meta["stats_skipped"]``. Measuring never raises into the model: an
+output that cannot be measured is skipped with torch's own message as the reason.
+
+A float output costs a few reductions in its own dtype with float32 accumulation (min and
+max together, the sum, the sum of squares, the non-zero count) and no float copy of it. On
+a CPU the numbers are read at once (reading costs nothing there), and NaN and Inf are
+counted only when min, max or sum say there are any. On an accelerator nothing waits for the
+device per op: each output's numbers go into one row of a preallocated buffer on its device,
+read once when the forward pass is over; NaN and Inf are counted in slices of at most
+``_CHUNK`` elements, so a mask is never larger than that.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from .._text import error_text
+from ._records import Recording
+
+Tensor = torch.Tensor
+
+_FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+_INTEGERS = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
+_ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
+_CHUNK = 1 << 24
+"""Elements per NaN/Inf mask on an accelerator; a float32 count of that many is exact."""
+SAMPLE = 1 << 16
+"""``stats="sample"``: outputs over this many elements are measured on a strided sample of about as many."""
+_COLUMNS = 7  # min, max, sum, L2 norm, non-zero count, NaN count, Inf count
+
+
+def skip_reason(t: Tensor) -> str | None:
+    """Why ``t`` holds no numbers to measure, or None when it does."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        return f"a {type(t).__name__} (a tensor subclass) is not measured"
+    if t.device.type == "meta":
+        return "on the meta device: it holds no numbers"
+    if t.is_nested:
+        return "a nested tensor is not measured"
+    if t.layout is not torch.strided:
+        return f"{str(t.layout).replace('torch.', '')} layout: only dense tensors are measured"
+    if t.is_quantized:
+        return "a quantized tensor is not measured"
+    if t.dtype not in _FLOATS and t.dtype not in _INTEGERS:
+        return f"{str(t.dtype).replace('torch.', '')} is not measured (only float16/32/64, bfloat16, integers, bool)"
+    return None
+
+
+def sample_of(x: Tensor, limit: int) -> Tensor:
+    """A strided view of ``x`` with about ``limit`` elements (no copy): every k-th element of a
+    contiguous tensor, else every k-th index along its longest dimension."""
+    n = x.numel()
+    if n <= limit:
+        return x
+    step = -(-n // limit)
+    if x.is_contiguous():
+        return x.view(-1)[::step]
+    dim = max(range(x.dim()), key=lambda d: x.shape[d])
+    index = [slice(None)] * x.dim()
+    index[dim] = slice(None, None, min(step, x.shape[dim]))
+    return x[tuple(index)]
+
+
+class _DeviceRows:
+    """One accelerator's numbers: a row per output in one float64 buffer, grown by doubling."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.buffer = torch.empty((256, _COLUMNS), dtype=torch.float64, device=device)
+        self.used = 0
+
+    def next_row(self) -> Tensor:
+        if self.used == len(self.buffer):
+            self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
+        self.used += 1
+        return self.buffer[self.used - 1]
+
+
+class OutputStats:
+    """Per op output: a few numbers on the tensor's device now, a dict at :meth:`finish`."""
+
+    def __init__(self, recording: Recording, sample: bool = False) -> None:
+        self.recording = recording
+        self.limit = SAMPLE if sample else None
+        # (record, slot, numbers, floating, elements read): numbers read already (CPU) or a
+        # (device rows, row number) still on the device
+        self._pending: list[tuple[int, int, Any, bool, int]] = []
+        self._devices: dict[torch.device, _DeviceRows] = {}
+        self._skipped: list[tuple[int, int, str]] = []
+        self._sampled = 0
+
+    def op_recorded(self, index: int, outs: list[Tensor]) -> None:
+        with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
+            for slot, t in enumerate(outs):
+                try:
+                    self._measure(index, slot, t)
+                except Exception as exc:  # a watcher's failure is never the model's
+                    self._skipped.append((index, slot, f"could not be measured: {error_text(exc)}"))
+
+    def _measure(self, index: int, slot: int, t: Tensor) -> None:
+        reason = skip_reason(t)
+        if reason is not None:
+            self._skipped.append((index, slot, reason))
+            return
+        if t.numel() == 0:
+            return  # nothing to measure, nothing missing
+        x = t.detach()
+        if self.limit is not None and x.numel() > self.limit:
+            x = sample_of(x, self.limit)
+            self._sampled += 1
+        floating = x.dtype in _FLOATS
+        if x.device.type == "cpu":
+            numbers: Any = _float_numbers_now(x) if floating else _int_numbers_now(x)
+        else:
+            rows = self._devices.get(x.device)
+            if rows is None:
+                rows = self._devices[x.device] = _DeviceRows(x.device)
+            (_float_numbers_into if floating else _int_numbers_into)(x, rows.next_row())
+            numbers = (rows, rows.used - 1)
+        self._pending.append((index, slot, numbers, floating, x.numel()))
+
+    def finish(self) -> None:
+        """Read each device's buffer once and write the numbers into the records."""
+        with torch._C.DisableTorchFunction(), _disable_current_modes():
+            read = {id(rows): rows.buffer[: rows.used].tolist() for rows in self._devices.values()}
+        nodes = self.recording.nodes
+        for index, slot, numbers, floating, count in self._pending:
+            if isinstance(numbers, tuple):
+                rows, row = numbers
+                numbers = read[id(rows)][row]
+            record = _with_list(nodes[index], "stats")
+            stats = _float_stats(numbers, count) if floating else _int_stats(numbers)
+            if count != _numel(nodes[index].outputs[slot][0]):
+                stats["sampled"] = count
+            record.extra["stats"][slot] = stats
+        for index, slot, reason in self._skipped:
+            _with_list(nodes[index], "stats_skipped").extra["stats_skipped"][slot] = reason
+        notes = []
+        if self._skipped:
+            reasons = sorted({reason for _, _, reason in self._skipped})
+            notes.append(f"{len(self._skipped)} outputs have no statistics: " + "; ".join(reasons))
+        if self._sampled:
+            notes.append(
+                f"{self._sampled} outputs over {SAMPLE} elements were measured on a strided sample of about "
+                f"{SAMPLE} elements (stats='sample'): their counts are the sample's"
+            )
+        if notes:
+            self.recording.meta["stats_note"] = ". ".join(notes)
+        self._pending, self._devices, self._skipped = [], {}, []
+
+
+def _with_list(record: Any, key: str) -> Any:
+    if record.extra is None or key not in record.extra:
+        record.extra = {**(record.extra or {}), key: [None] * len(record.outputs)}
+    return record
+
+
+def _numel(shape: Any) -> int:
+    n = 1
+    for size in shape:
+        n *= int(size)
+    return n
+
+
+def _float_numbers_now(x: Tensor) -> list[float]:
+    """``[min, max, sum, L2 norm, nonzero, nan, inf]`` of a float tensor on a CPU, read at once.
+
+    Mean and std come from the sum and the sum of squares (the L2 norm): one pass each,
+    where ``std_mean`` takes fifty times longer on a CPU. A NaN or Inf shows in min, max
+    or sum, so they are counted only then.
+    """
+    wide = _ACCUMULATE.get(x.dtype)
+    low, high = torch.aminmax(x)
+    row = [
+        low.item(), high.item(), x.sum(dtype=wide).item(), torch.linalg.vector_norm(x, dtype=wide).item(),
+        torch.count_nonzero(x).item(), 0, 0,
+    ]
+    if not all(math.isfinite(v) for v in row[:3]):
+        row[5], row[6] = torch.isnan(x).sum().item(), torch.isinf(x).sum().item()
+    return row
+
+
+def _float_numbers_into(x: Tensor, row: Tensor) -> None:
+    """The same numbers, written on the device into ``row`` with one stack: every reduction
+    reads ``x`` in its own dtype (CUDA accumulates half and bfloat16 in float32 without a
+    copy); NaN and Inf masks are made a slice at a time and counted in float32, exact there."""
+    wide = _ACCUMULATE.get(x.dtype, x.dtype)
+    low, high = torch.aminmax(x)
+    total = x.sum(dtype=wide)
+    norm = torch.linalg.vector_norm(x, 2, dtype=wide)
+    nonzero = torch.linalg.vector_norm(x, 0, dtype=wide)  # counts x != 0, as count_nonzero does
+    nan: list[Tensor] = []
+    inf: list[Tensor] = []
+    for part in _slices(x):
+        nan.append(torch.isnan(part).to(torch.float16).sum(dtype=torch.float32))
+        inf.append(torch.isinf(part).to(torch.float16).sum(dtype=torch.float32))
+    counts = (nan[0], inf[0]) if len(nan) == 1 else (torch.stack(nan).sum(dtype=torch.float64), torch.stack(inf).sum(dtype=torch.float64))
+    torch.stack([low, high, total, norm, nonzero, *counts], out=row)
+
+
+def _slices(x: Tensor) -> list[Tensor]:
+    """Views of ``x`` of at most about ``_CHUNK`` elements each, along its longest dimension."""
+    if x.numel() <= _CHUNK:
+        return [x]
+    if x.is_contiguous():
+        return list(x.view(-1).split(_CHUNK))
+    dim = max(range(x.dim()), key=lambda d: x.shape[d])
+    per = max(1, _CHUNK * x.shape[dim] // x.numel())
+    return list(x.split(per, dim))
+
+
+def _float_stats(row: list[float], numel: int) -> dict[str, Any]:
+    low, high, total, norm, nonzero, nan, inf = row
+    squares = norm * norm
+
+    def finite(v: float) -> float | None:
+        return v if v == v and abs(v) != float("inf") else None  # JSON has no NaN: not a number is null
+
+    low, high = finite(low), finite(high)
+    mean = finite(total / numel) if numel else None
+    # torch.std's: with Bessel's correction, as a user checking it against torch reads it
+    variance = (squares - numel * mean * mean) / (numel - 1) if mean is not None and numel > 1 else None
+    std = finite(max(variance, 0.0) ** 0.5) if variance is not None and variance == variance else None
+    absmax = max(abs(low), abs(high)) if low is not None and high is not None else None
+    return {
+        "min": low, "max": high, "mean": mean, "std": std, "absmax": absmax,
+        "nan": int(nan), "inf": int(inf), "zeros": (numel - round(nonzero)) / numel if numel else None,
+    }
+
+
+def _int_numbers_now(x: Tensor) -> list[float]:
+    if x.dtype == torch.bool:
+        return [int(x.all().item()), int(x.any().item())]
+    low, high = torch.aminmax(x)
+    return [low.item(), high.item()]
+
+
+def _int_numbers_into(x: Tensor, row: Tensor) -> None:
+    low, high = (x.all(), x.any()) if x.dtype == torch.bool else torch.aminmax(x)
+    torch.stack([low, high], out=row[:2])
+
+
+def _int_stats(row: list[float]) -> dict[str, Any]:
+    return {"min": int(row[0]), "max": int(row[1])}

@@ -1,0 +1,94 @@
+"""Models whose Python decides on tensor values: the reads ``test_decisions.py`` checks.
+
+Line numbers matter to those tests: each model names the lines of its decisions
+(``line_of``) rather than hard-coding them.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import nn
+
+
+def line_of(cls: type, text: str) -> int:
+    """The line number in this file of the first line of ``cls``'s source containing ``text``."""
+    lines, start = inspect.getsourcelines(cls)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+class EarlyExit(nn.Module):
+    """Refines until the change is small: ``for ... if ...: break``, then an ``if`` on a norm."""
+
+    def __init__(self, steps: int = 10) -> None:
+        super().__init__()
+        self.steps = steps
+        self.step = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+        self.big = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        for _ in range(self.steps):
+            new = self.step(h)
+            delta = new - h
+            h = new
+            if delta.abs().mean() < 0.2:
+                break
+        if h.norm() > 5:
+            return self.big(h)
+        return h
+
+
+class NormGate(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        if h.norm() > 5:
+            h = h / 2
+        return h
+
+
+class ShapeAssert(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2
+        assert y.shape[-1] == 4
+        return x + 1
+
+
+class ItemScale(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = float(x.abs().max().item())
+        return x / scale
+
+
+class Halve(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x
+        while h.norm() > 1:
+            h = h / 2
+        return h
+
+
+class SizeOnly(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x.sum(-1)
+        return x.reshape(y.shape[0], -1)
+
+
+class Nested(nn.Module):
+    """Two loops, the inner one calling one block three times per outer step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(2):
+            for _ in range(3):
+                x = self.block(x)
+            x = x * 0.5
+        return x

@@ -1,0 +1,199 @@
+"""A pass-through call (eval Dropout, Identity) is read through only by the readers that got
+its result; every other reader of the same tensor object reads its real producer.
+
+The oracle is torch.export with each pass-through module swapped for one that clones: export
+then has a node in that module call exactly where the result flows (see ``passthrough_flow``).
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+import torchatlas
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+from corpus._oracle import captured_graph, exported_graph, leaf_flow, leaf_paths  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # raised inside torch.export
+
+
+class Clone(nn.Module):
+    """A pass-through call as export should see it: a node where its result goes."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+
+def with_clones(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` whose Dropout and Identity modules clone, under the same paths."""
+    model = copy.deepcopy(model)
+    for module in list(model.modules()):
+        for key, child in list(module._modules.items()):
+            if isinstance(child, (nn.Dropout, nn.Identity)):
+                module._modules[key] = Clone()
+    return model
+
+
+def passthrough_flow(model: nn.Module, *args: torch.Tensor) -> tuple[dict, dict]:
+    """(torchatlas's, export's) leaf-module data flow, pass-through calls as leaves on both sides."""
+    model = model.eval()
+    graph = torchatlas.trace(model, args)
+    leaves = leaf_paths(model)
+    got = leaf_flow(captured_graph(graph.ir, leaves))
+    program = torch.export.export(with_clones(model), args).run_decompositions({})
+    want = leaf_flow(exported_graph(program, leaves))
+    return got, want
+
+
+def reads(flow: dict, path: str) -> set[str]:
+    return {p for p, _ in flow[(path, 0)]}
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop, self.lin = nn.Dropout(0.0), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(self.drop(x))  # drop returns x itself in eval mode
+
+
+class OtherBranch(nn.Module):
+    """The issue's S1: the pass-through sits inside the other branch of a residual."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.block, self.short = nn.Linear(4, 4), Block(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.pre(x)
+        return self.block(x) + self.short(x)  # short reads x: pre's output
+
+
+class OuterScope(nn.Module):
+    """The pass-through runs in the outer scope; a nested call gets it, a sibling does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.drop, self.inner, self.short = nn.Linear(4, 4), nn.Dropout(0.1), Inner(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.pre(x)
+        y = self.drop(x)
+        return self.inner(y) + self.short(x)
+
+
+class Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * 2
+
+
+class Returns(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return self.drop(x)
+
+
+class ReturnedByEnclosing(nn.Module):
+    """The enclosing call returns the pass-through: its caller's reader of that result reads
+    through it; the caller's other reader of the same tensor does not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.block, self.lin, self.short = nn.Linear(4, 4), Returns(), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.pre(x)
+        return self.lin(self.block(x)) + self.short(x)
+
+
+class SameScope(nn.Module):
+    """MetaFormer's ``x = res_scale(x) + mlp(norm(x))`` with an Identity res_scale: the norm reads x."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.res_scale, self.norm, self.mlp = nn.Linear(4, 4), nn.Identity(), nn.LayerNorm(4), nn.Linear(4, 4)
+        self.post = nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.pre(x)
+        x = self.res_scale(x) + self.mlp(self.norm(x))
+        return self.post(x)
+
+
+class Reassigned(nn.Module):
+    """``x = drop(x)``: every later reader of x got the result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.drop, self.a, self.b = nn.Linear(4, 4), nn.Dropout(0.1), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        x = self.drop(self.pre(x))
+        return self.a(x) + self.b(x)
+
+
+class InSequential(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.Identity(), nn.Dropout(0.1), nn.Linear(4, 4))
+        self.side = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.seq[0](x)
+        return self.seq[3](self.seq[2](self.seq[1](h))) + self.side(h)
+
+
+MODELS = [OtherBranch, OuterScope, ReturnedByEnclosing, SameScope, Reassigned, InSequential]
+
+
+@pytest.mark.parametrize("make", MODELS, ids=lambda m: m.__name__)
+def test_passthrough_flow_equals_export_with_clones(make) -> None:
+    torch.manual_seed(0)
+    got, want = passthrough_flow(make(), torch.randn(2, 4))
+    assert got == want
+
+
+def test_other_branch_reads_the_real_producer() -> None:
+    got, _ = passthrough_flow(OtherBranch(), torch.randn(2, 4))
+    assert reads(got, "short") == {"pre"}
+    assert reads(got, "block.lin") == {"block.drop"}
+    tree = torchatlas.trace(OtherBranch().eval(), (torch.randn(2, 4),)).tree()
+    assert "also returned" not in tree
+
+
+def test_same_scope_reader_of_the_old_variable_reads_the_producer() -> None:
+    got, _ = passthrough_flow(SameScope(), torch.randn(2, 4))
+    assert reads(got, "norm") == {"pre"}
+    assert reads(got, "post") == {"res_scale", "mlp"}
+
+
+def test_a_sequential_reads_through_its_pass_through_steps() -> None:
+    got, _ = passthrough_flow(InSequential(), torch.randn(2, 4))
+    assert reads(got, "seq.3") == {"seq.2"} and reads(got, "seq.2") == {"seq.1"}
+    assert reads(got, "side") == {"seq.0"}
+
+
+def test_aten_level_agrees() -> None:
+    graph = torchatlas.trace(OtherBranch().eval(), (torch.randn(2, 4),), level="aten")
+    ir = graph.ir
+    by_path = {}
+    for node in ir.ops():
+        by_path.setdefault(ir.scope(node.scope).path, []).append(node)
+    first_short = by_path["short"][0]
+    producers = {ir.scope(ir.node(r.node).scope).path for n in by_path["short"] for r in n.inputs}
+    assert "block.drop" not in producers and "pre" in producers, first_short

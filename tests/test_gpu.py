@@ -1,0 +1,144 @@
+"""On a CUDA device: the capture is the CPU's, it adds no host-device sync, and the run-time
+options (stats, save, profile, backward, compile_report) work there. Every test is marked
+``gpu``: collected everywhere, skipped where torch sees no CUDA device (``./dev test-gpu``)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+from _capture_helpers import load_coolcnn, wiring
+
+import torchatlas
+from torchatlas import _capture
+
+pytestmark = pytest.mark.gpu
+
+CUDA = "cuda"
+
+
+class Mlp(nn.Module):
+    """Syncs nowhere: no .item(), no data-dependent shape, no host copy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(64)
+        self.up = nn.Linear(64, 256)
+        self.down = nn.Linear(256, 64)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class DividesByZero(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        return h / (h.sum(-1, keepdim=True) * 0.0)
+
+
+def _structure(graph):
+    ir = graph.ir
+    return wiring(ir), [(s.path, s.cls, s.parent) for s in ir.scopes], [
+        [tuple(o.shape) for o in n.outputs] for n in ir.ops()
+    ]
+
+
+def test_a_cuda_trace_has_the_cpu_traces_structure() -> None:
+    example = load_coolcnn()
+    model, x = example.CoolCNN().eval(), example.example_input()
+    on_cpu = torchatlas.trace(model, x)
+    on_gpu = torchatlas.trace(model.to(CUDA), x.to(CUDA))
+    assert _structure(on_gpu) == _structure(on_cpu)
+    assert all(o.device.startswith("cuda") for n in on_gpu.ir.ops() for o in n.outputs)
+
+
+def test_the_output_is_the_models_own_and_nothing_is_kept() -> None:
+    model, x = Mlp().to(CUDA), torch.randn(8, 64, device=CUDA)
+    with torch.no_grad():
+        expected = model(x)
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        got = _capture.capture(model, (x,), {}).output
+    assert torch.equal(got, expected)
+    del got
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before
+
+
+def test_a_trace_adds_no_host_device_sync() -> None:
+    model, x = Mlp().to(CUDA), torch.randn(8, 64, device=CUDA)
+    torchatlas.trace(model, x)  # warm: lazy initialisation may sync once
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        graph = torchatlas.trace(model, x)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert len(list(graph.ir.ops())) >= 5
+
+
+def test_stats_on_cuda_equal_the_cpus_and_find_the_first_nan() -> None:
+    model, x = Mlp(), torch.randn(8, 64)
+    on_cpu = torchatlas.trace(model, x, stats=True)
+    on_gpu = torchatlas.trace(model.to(CUDA), x.to(CUDA), stats=True)
+    for a, b in zip(on_cpu.ir.ops(), on_gpu.ir.ops()):
+        for sa, sb in zip(a.meta["stats"], b.meta["stats"]):
+            for key in ("min", "max", "mean", "std", "nan", "inf", "zeros"):
+                assert sb[key] == pytest.approx(sa[key], rel=1e-3, abs=1e-4), (a.target, key)
+    bad = torchatlas.trace(DividesByZero().to(CUDA), torch.randn(2, 4, device=CUDA), stats=True).first_nonfinite()
+    assert bad is not None and "truediv" in bad.target and sum(bad.meta["nonfinite"].values()) == 8
+
+
+def test_stats_in_bfloat16_add_little_memory() -> None:
+    model = nn.Sequential(nn.Linear(1024, 8192), nn.GELU(), nn.Linear(8192, 1024)).to(CUDA, torch.bfloat16)
+    x = torch.randn(512, 1024, device=CUDA, dtype=torch.bfloat16)
+
+    def peak(run) -> int:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        with torch.no_grad():
+            run()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - base
+
+    forward = peak(lambda: model(x))
+    traced = peak(lambda: torchatlas.trace(model, x, stats=True))
+    assert traced <= 1.25 * forward + (16 << 20)
+
+
+def test_save_places_copies_where_asked() -> None:
+    model, x = Mlp().to(CUDA), torch.randn(4, 64, device=CUDA)
+    assert torchatlas.trace(model, x, save="up").activation("up").device.type == "cuda"
+    kept = torchatlas.trace(model, x, save="up", save_device="cpu").activation("up")
+    assert kept.device.type == "cpu" and torch.allclose(kept, model.up(model.norm(x)).cpu())
+
+
+def test_profile_puts_cuda_time_on_ops_and_module_calls() -> None:
+    model, x = Mlp().to(CUDA), torch.randn(256, 64, device=CUDA)
+    graph = torchatlas.profile(model, x, repeat=2)
+    ops = list(graph.ir.ops())
+    assert all(isinstance(n.meta.get("cuda_time_us"), (int, float)) for n in ops)
+    assert any(n.meta["cuda_time_us"] > 0 for n in ops)
+    root = graph.ir.scopes[0]
+    assert root.meta["cuda_time_us"] >= max(s.meta["cuda_time_us"] for s in graph.ir.scopes[1:])
+    header = graph.summary(format="text", wide=True).splitlines()[0]
+    assert "CUDA time" in header and "% CUDA" in header
+
+
+def test_backward_on_cuda() -> None:
+    model, x = Mlp().to(CUDA), torch.randn(4, 64, device=CUDA)
+    graph = torchatlas.trace(model, x, backward=True)
+    phases = {n.meta.get("phase") for n in graph.ir.ops()}
+    assert phases == {"forward", "backward"}
+
+
+def test_compile_report_with_inductor() -> None:
+    model, x = Mlp().to(CUDA), torch.randn(4, 64, device=CUDA)
+    graph = torchatlas.compile_report(model, x, backend="inductor")
+    assert graph.graph_breaks == []
+    assert {n.meta["compile_region"] for n in graph.ir.ops()} == {0}

@@ -1,0 +1,139 @@
+"""The outputs show one graph alike: every writer draws from the presentation layer (``_view``)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+import torchatlas
+from torchatlas._render import DotOptions, SummaryOptions, TreeOptions
+from torchatlas._view import ViewOptions
+
+transformers = pytest.importorskip("transformers")
+
+
+def gpt2(layers: int = 3) -> torchatlas.Graph:
+    cfg = transformers.AutoConfig.for_model("gpt2", n_layer=layers, n_embd=32, n_head=2, vocab_size=100)
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(cfg).eval()
+    return torchatlas.trace(model, kwargs={"input_ids": torch.randint(0, 100, (1, 8))})
+
+
+def test_every_writer_takes_the_view_options_with_one_default_each() -> None:
+    for options in (TreeOptions, SummaryOptions, DotOptions):
+        assert issubclass(options, ViewOptions)
+        assert (options().depth, options().fold_repeats) == (ViewOptions().depth, ViewOptions().fold_repeats)
+        with pytest.raises(ValueError, match="depth must be None or an integer"):
+            options(depth=-1)
+
+
+def test_tree_summary_and_diagram_fold_repeats_alike_by_default() -> None:
+    graph = gpt2()
+    fold = "h.0–2 (GPT2Block) ×3"
+    assert fold in graph.tree()
+    assert fold in graph.summary(wide=True)
+    for dot in (graph.to_dot(depth=2), graph.to_dot()):
+        titles = [re.sub(r"<[^>]+>", "", line) for line in dot.splitlines() if "×3" in line and "graph [label=" in line]
+        assert titles and all(t.split("label=", 1)[1].startswith("h.0–2 (GPT2Block) ×3") for t in titles)
+        assert "h.1" not in dot and "h.2" not in dot  # the other members are not drawn
+    # unfolded, every writer lists every member
+    assert "h.2 (GPT2Block)" in graph.tree(fold_repeats=False)
+    assert "h.2 (GPT2Block)" in graph.summary(wide=True, fold_repeats=False)
+    assert "h.2" in graph.to_dot(depth=2, fold_repeats=False)
+
+
+def test_a_number_that_would_read_1000_goes_up_a_unit() -> None:
+    from torchatlas._text import format_bytes, format_compact, format_duration, format_si
+
+    assert format_bytes(1000 * 2**20) == "0.98 GiB" and format_bytes((2**30) - 1) == "1.00 GiB"
+    assert format_bytes(1536) == "1.50 KiB" and format_bytes(1000) == "0.98 KiB" and format_bytes(999) == "999 B"
+    assert format_si(999_996) == "1.00M" and format_si(999.6) == "1.00K" and format_si(7.1e9) == "7.10G"
+    assert format_compact(999_950) == "1.0M" and format_compact(7_100_000_000) == "7.1B"
+    assert format_duration(999.7) == "1.00 ms" and format_duration(999_999) == "1.00 s"
+
+
+def test_a_box_lists_every_tensor_it_makes() -> None:
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = torch.nn.LSTM(32, 48, num_layers=2, bidirectional=True, batch_first=True)
+            self.head = torch.nn.Linear(96, 4)
+
+        def forward(self, x):
+            out, (h, c) = self.lstm(x)
+            return self.head(out) + h.sum() + c.sum()
+
+    graph = torchatlas.trace(Net(), torch.randn(2, 10, 32))
+    [box] = [line for line in graph.to_dot().splitlines() if "(LSTM)" in line and "label=" in line]
+    assert "2×10×32 → 2×10×96, 4×2×48, 4×2×48 ·" in box  # out, h and c
+    assert "(LSTM)  2×10×32 → (2×10×96, 4×2×48, 4×2×48)" in graph.tree()  # spelled as in the tree
+
+
+def _dangling(tree: str) -> list[str]:
+    """Lines that end a level on a lone ``┬`` fork: the next line is shallower or there is none."""
+    lines = tree.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        text = line.lstrip("│├└─ ")
+        if not text.startswith("┬ ") or text.startswith("┬ ("):
+            continue
+        indent = len(line) - len(text)
+        after = lines[i + 1] if i + 1 < len(lines) else ""
+        before = lines[i - 1].lstrip("│├└─ ") if i else ""
+        if line.lstrip("│ ").startswith("└") and not before.startswith("┬ "):
+            out.append(line)
+        elif after and len(after) - len(after.lstrip("│├└─ ")) < indent and not before.startswith("┬ "):
+            out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["resnet", "vit"])
+def test_no_tree_ends_on_a_dangling_fork(kind: str) -> None:
+    torch.manual_seed(0)
+    if kind == "resnet":
+        cfg = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")
+        model, last = transformers.ResNetModel(cfg), "└── pooler (AdaptiveAvgPool2d)  1×16×4×4 → 1×16×1×1  (returned)"
+    else:
+        cfg = transformers.ViTConfig(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, image_size=32, patch_size=8
+        )
+        model, last = transformers.ViTModel(cfg), "└── pooler (ViTPooler)  1×17×32 → 1×32  (returned)"
+    tree = torchatlas.trace(model.eval(), torch.randn(1, 3, 32, 32)).tree(ascii=False)
+    assert last in tree.splitlines()
+    assert _dangling(tree) == []
+
+
+def test_the_summary_keeps_dtypes_and_its_root_row_agrees_with_the_total() -> None:
+    class Embed(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb = torch.nn.Embedding(10, 8)
+            self.fc = torch.nn.Linear(8, 8)
+
+        def forward(self, ids):
+            return self.fc(self.emb(ids)).cummax(-1).values  # cummax: an op of unknown cost
+
+    graph = torchatlas.trace(Embed(), torch.zeros(1, 16, dtype=torch.long))
+    rows = {line.split()[0]: line for line in graph.summary(format="text", wide=True).splitlines()[2:]}
+    assert "1×16 int64" in rows["<root>"] and "1×16 int64" in rows["emb"]  # ids keep their dtype
+    flops = [cell for cell in rows["<root>"].split() if cell.endswith("+?")]
+    assert flops and all(cell in rows["Total"].split() for cell in flops)
+
+
+def test_the_summary_fits_columns_off_a_terminal(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    path = gpt2(2).save(tmp_path / "g.json")
+    env = {**os.environ, "COLUMNS": "80"}
+    out = subprocess.run(
+        [sys.executable, "-m", "torchatlas", str(path), "-f", "summary"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() and max(len(line) for line in out.splitlines()) <= 80
+    wide = subprocess.run(
+        [sys.executable, "-m", "torchatlas", str(path), "-f", "summary", "--wide"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert max(len(line) for line in wide.splitlines()) > 80
