@@ -3,14 +3,17 @@
 Calls are matched by ``(path, call)``; a call left over is matched under its matched
 parent by its relative name, then by structure (same class and structural hash), then
 by shape signature (same class, input and output shapes) among its parent's leftovers.
-Ops are matched inside each matched pair of calls by a sequence alignment
-(``difflib``) of ``(op, input shapes, output shapes, dtypes)`` in execution order; the
-pool of a call also holds the ops of calls only one side has (a wrapper added around the
-same ops lines them up). Targets are normalised (``torch.relu``, ``torch.Tensor.relu``
-and ``aten.relu.default`` are all ``relu``), a chain of indexing ops is one step (``x[:, 1:, 0]``
-is one ``getitem`` eagerly and two or three ops in ``torch.export``), and copies that pass
-their input through (``clone``, ``contiguous``, ``Identity``, an eval ``dropout``...) are left
-out of the alignment and read through.
+Inputs, outputs, parameters and buffers are matched by path (a parameter's module part
+through the call matching). Ops are matched inside each matched pair of calls (whose pool
+also holds the ops of calls only one side has, so a wrapper added around the same ops
+lines them up): first along the data flow, forwards (the same op on the same shapes reading
+the matches of what it reads) and backwards (read by the matches of its readers), then what
+is left of each call by the least edits between the two op sequences of (op, input shapes,
+output shapes). Targets are normalised (``torch.relu``, ``torch.Tensor.relu`` and
+``aten.relu.default`` are all ``relu``), a chain of indexing ops is one step (``x[:, 1:, 0]``
+is one ``getitem`` eagerly and two or three ops in ``torch.export``), ATen's ``t`` + ``addmm``
+is a ``linear``, and copies that pass their input through (``clone``, ``contiguous``,
+``Identity``, an eval ``dropout``...) are left out and read through.
 """
 
 from __future__ import annotations
