@@ -133,7 +133,34 @@ def test_eager_and_export_of_one_model_are_equal(make) -> None:
     exported = torchatlas.from_export(torch.export.export(model, (x,)))
     d = torchatlas.diff(eager, exported)
     assert d.equal, d.tree()
-    assert {n.status for n in d.nodes} <= {"same", "pass-through"}
+    assert {n.status for n in d.nodes} <= {"same", "pass-through", "unread"}
+
+
+class Mixed(nn.Module):
+    """Conv, BatchNorm (its num_batches_tracked unread), a residual, LayerNorm, GELU and a
+    MultiheadAttention, which a trace records as one op and an export as 20-odd."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.c, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.c2, self.bn2 = nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.pool, self.fc, self.ln, self.gelu = nn.AdaptiveAvgPool2d(1), nn.Linear(8, 4), nn.LayerNorm(8), nn.GELU()
+        self.mha = nn.MultiheadAttention(8, 2, batch_first=True)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.c(x)))
+        h = h + self.bn2(self.c2(h))
+        t = self.pool(h).flatten(1).unsqueeze(1).repeat(1, 3, 1)
+        t = t + self.mha(t, t, t, need_weights=False)[0]
+        return torch.softmax(self.fc(self.gelu(self.ln(t.mean(1)))), -1)
+
+
+def test_eager_and_export_line_up_a_decomposed_attention() -> None:
+    torch.manual_seed(0)
+    model, x = Mixed().eval(), torch.randn(2, 3, 8, 8)
+    d = torchatlas.diff(torchatlas.trace(model, x), torchatlas.from_export(torch.export.export(model, (x,))))
+    assert d.equal, d.tree()
+    assert [n.status for n in d.nodes].count("unread") == 2  # the two num_batches_tracked
 
 
 def test_eager_against_an_export_of_another_model_finds_the_change() -> None:

@@ -313,6 +313,7 @@ class _Differ:
         return [n.id for n in self.a.nodes if n.kind == "op" and n.id not in self.m.nodes and n.id not in self.m.pass_through["a"]]
 
     def _node_matches(self) -> list[NodeMatch]:
+        unread = {side: _unread_state(ir) for side, ir in (("a", self.a), ("b", self.b))}
         out: list[NodeMatch] = []
         for n in self.a.nodes:
             other = self.m.nodes.get(n.id)
@@ -320,14 +321,28 @@ class _Differ:
                 out.append(NodeMatch(n.id, other, "changed" if n.id in self.changed_nodes else "same"))
             elif n.id in self.m.pass_through["a"]:
                 out.append(NodeMatch(n.id, None, "pass-through", self.m.node_reasons.get(n.id, "")))
+            elif n.id in unread["a"]:
+                out.append(NodeMatch(n.id, None, "unread", _UNREAD))
             else:
                 out.append(NodeMatch(n.id, None, "removed", self.m.node_reasons.get(n.id, "")))
         for n in self.b.nodes:
-            if n.id not in self.m.matched_b:
-                passes = n.id in self.m.pass_through["b"]
-                reason = "passes its input through, read through" if passes else "nothing in A lines up with it"
-                out.append(NodeMatch(None, n.id, "pass-through" if passes else "added", reason))
+            if n.id in self.m.matched_b:
+                continue
+            if n.id in self.m.pass_through["b"]:
+                out.append(NodeMatch(None, n.id, "pass-through", "passes its input through, read through"))
+            elif n.id in unread["b"]:
+                out.append(NodeMatch(None, n.id, "unread", _UNREAD))
+            else:
+                out.append(NodeMatch(None, n.id, "added", "nothing in A lines up with it"))
         return out
+
+
+_UNREAD = "a parameter or buffer no op reads (an export lists every one, a trace the ones read)"
+
+
+def _unread_state(ir: GraphIR) -> set[str]:
+    read = {r.node for n in ir.nodes for r in n.inputs}
+    return {n.id for n in ir.nodes if n.kind in ("param", "buffer") and n.id not in read}
 
 
 def _op_badge(first: tuple[str, str, str], outs: tuple[list[Any], list[Any]], dtypes: tuple[list[str], list[str]],

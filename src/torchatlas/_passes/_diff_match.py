@@ -326,6 +326,55 @@ def _anchor_key(ir: GraphIR, step: Step, pool: str, mapped: dict[str, str] | Non
     return (pool, step.key, tuple(sorted(keys, key=repr)))
 
 
+def _decomposed(a: GraphIR, b: GraphIR, left_a: list[Step], left_b: list[Step], m: Matching,
+                users_a: dict[str, list[str]], users_b: dict[str, list[str]]) -> bool:
+    """One op on one side, the ops it decomposes into on the other (eager ``multi_head_attention_forward``
+    against export's projections, views and ``scaled_dot_product_attention``): the same values in,
+    one value out of the same shape. Matched as one: every op of the many stands for the one."""
+    if not left_a or not left_b or (len(left_a) == 1) == (len(left_b) == 1) or min(len(left_a), len(left_b)) != 1:
+        return False
+    one_side_a = len(left_a) == 1
+    one, many = (left_a[0], left_b) if one_side_a else (left_b[0], left_a)
+    one_ir, many_ir = (a, b) if one_side_a else (b, a)
+    inside = {nid for st in many for nid in st.nodes}
+
+    def key(ir: GraphIR, ref: Ref) -> tuple[Any, ...] | None:
+        if ir.node(ref).kind == "constant":
+            return None  # a decomposition makes its own scalars
+        if ir is a:
+            return _source_key(a, ref, m.nodes) or ("unmatched",)
+        return _source_key(b, ref, None)
+
+    outer = {key(many_ir, r) for st in many for r in st.sources if r.node not in inside} - {None}
+    if outer != {key(one_ir, r) for r in one.sources} - {None} or ("unmatched",) in outer:
+        return False
+    users = users_b if one_side_a else users_a
+    through = m.pass_through["b" if one_side_a else "a"]
+
+    def read_outside(nid: str) -> bool:  # by a reader that is not one of the many, copies read through
+        return any(
+            (read_outside(u) if many_ir.node(u).outputs else False) if u in through else u not in inside
+            for u in users.get(nid, [])
+        )
+
+    read_outside_ = [nid for nid in inside if read_outside(nid)]
+    last = one_ir.node(one.nodes[-1])
+    if len(read_outside_) != 1 or not last.outputs:
+        return False
+    made = many_ir.node(read_outside_[0])
+    if not made.outputs or made.outputs[0].shape != last.outputs[0].shape:
+        return False
+    if one_side_a:
+        for nid in one.nodes:
+            m.nodes[nid] = made.id
+        m.matched_b.update(inside)
+    else:
+        for nid in inside:
+            m.nodes[nid] = one.nodes[-1]
+        m.matched_b.update(one.nodes)
+    return True
+
+
 def _by_key(ir: GraphIR, steps: dict[str | None, list[Step]], key_of: Any) -> dict[Any, list[Step]]:
     out: dict[Any, list[Step]] = {}
     for pool, members in steps.items():
@@ -398,6 +447,8 @@ def match(a: GraphIR, b: GraphIR, hashes: tuple[dict[str, str], dict[str, str]])
     for pool_a, pool_b in m.calls.items():
         left_a = [x for x in steps_a.get(pool_a, []) if id(x) not in paired]
         left_b = [y for y in steps_b.get(pool_b, []) if id(y) not in paired]
+        if _decomposed(a, b, left_a, left_b, m, users_a, users_b):
+            continue
         pairs, only_a, _ = align(left_a, left_b)
         for x, y in pairs:
             pair(x, y)

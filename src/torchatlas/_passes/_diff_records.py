@@ -31,7 +31,8 @@ class NodeMatch:
     b: str | None
     """Its id in ``b`` (None: only in ``a``)."""
     status: str
-    """``same``, ``changed``, ``removed``, ``added`` or ``pass-through`` (a copy read through)."""
+    """``same``, ``changed``, ``removed``, ``added``, ``pass-through`` (a copy read through) or ``unread``
+    (a parameter or buffer no op reads: an export lists every one)."""
     reason: str = ""
     """Why a node has no match."""
 
