@@ -145,7 +145,7 @@ def test_a_build_bigger_than_free_memory_is_warned_about_first(capsys, monkeypat
     code, _, err = run_cli(capsys, "hf:llama", *TINY_LLAMA, "--tokens", "1,8", "--format", "json")
     assert code == 0
     (warning,) = [line for line in err.splitlines() if "warning" in line]
-    assert "more than the 1000 B this machine has free" in warning and "--device meta" in warning
+    assert "more than the 0.98 KiB this machine has free" in warning and "--device meta" in warning
 
 
 def test_a_build_without_init_has_real_buffers_tied_weights_and_finite_random_parameters():
