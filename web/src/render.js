@@ -215,6 +215,8 @@ export class Renderer {
   /** Title, class and (for an open fold) a clickable "×N" that unfolds it; redone each layout. */
   titleCluster(g, cIdx) {
     const d = this.describer;
+    const df = d.model.scopes[cIdx].df; // a diff's merged graph: the open module's frame says it changed
+    for (const k of ["changed", "added", "removed"]) g.classList.toggle(`diff-${k}`, df === k);
     g.titleEl.replaceChildren();
     g.titleEl.appendChild(document.createTextNode(d.containerTitle(cIdx)));
     const badge = d.containerBadge(cIdx);
