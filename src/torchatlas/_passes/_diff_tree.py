@@ -216,7 +216,7 @@ def _amount(c: DiffCall, key: str) -> str:
     before = _compact(c.before[key]) if c.before else None
     after = _compact(c.after[key]) if c.after else None
     if before is None:
-        return f"+{after}"
+        return f"+{after}" if after != "0" else "0"
     if after is None:
-        return f"-{before}"
+        return f"-{before}" if before != "0" else "0"
     return before if before == after else f"{before} → {after}"
