@@ -31,6 +31,9 @@ _ALIASES = {
     "reshape": "view", "flatten": "view", "unflatten": "view", "view_as": "view", "reshape_as": "view",
     "_unsafe_view": "view", "true_divide": "div", "truediv": "div", "float": "to", "double": "to",
     "half": "to", "bfloat16": "to", "long": "to", "int": "to", "bool": "to", "type": "to", "_to_copy": "to",
+    "conv1d": "convolution", "conv2d": "convolution", "conv3d": "convolution", "_convolution": "convolution",
+    "conv_transpose1d": "convolution", "conv_transpose2d": "convolution", "conv_transpose3d": "convolution",
+    "max_pool1d_with_indices": "max_pool1d", "max_pool2d_with_indices": "max_pool2d", "max_pool3d_with_indices": "max_pool3d",
 }
 _INDEXING = frozenset({"index"})
 _PASS_THROUGH = frozenset({
