@@ -206,6 +206,24 @@ def test_the_merged_graph_puts_back_what_only_a_had() -> None:
     assert {s.meta["repeat"]["group"] for s in layers} == {layers[0].meta["repeat"]["group"]}  # changed alike: one fold
 
 
+def test_the_merged_graph_knows_a_renamed_module_by_both_names() -> None:
+    def net(name: str) -> torch.nn.Module:
+        m = torch.nn.Sequential()
+        m.add_module(name, torch.nn.Linear(2, 2))
+        return m
+
+    torch.manual_seed(0)
+    a = torchatlas.trace(net("head"), torch.randn(1, 2))
+    b = torchatlas.trace(net("classifier"), torch.randn(1, 2))
+    d = torchatlas.diff(a, b)
+    assert d.equal
+    scope = next(s for s in d.graph.scopes if s.path == "classifier")
+    assert scope.meta["diff_a_path"] == "head"
+    from torchatlas._render._html import viewer_document
+
+    assert any(s.get("dfa") == "head" for s in viewer_document(d.graph)["scopes"])  # the page's search reads it
+
+
 @pytest.mark.browser
 def test_the_merged_graph_page_colours_boxes_in_chromium(llama_diff, tmp_path: Path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")

@@ -5,7 +5,8 @@ only ``a`` has is added where it was: a call under its parent's match, after the
 followed, an op after the match of the last matched op before it, reading the matches of
 what it read. Each node and call carries ``meta["diff"]`` (``same``, ``changed``, ``added``,
 ``removed``, ``pass-through``) and, where it changed, ``meta["diff_note"]`` (``relu → tanh``)
-and ``meta["diff_changes"]`` (every ``field before → after``).
+and ``meta["diff_changes"]`` (every ``field before → after``); a renamed call its name in ``a``
+(``meta["diff_a_path"]``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def merged_graph(
 ) -> GraphIR:
     """``b`` with ``a``'s removed calls and ops put back, every node and call marked."""
     call_of = dict(zip(keys, calls))
+    a_of = {sb: sa for sa, sb in m.calls.items()}
     scope_map = {sa: sb for sa, sb in m.calls.items()}  # a's scope id -> its id in the merged graph
     scopes: list[Scope] = []
     statuses: dict[str, str] = {}
@@ -36,6 +38,9 @@ def merged_graph(
         if side == "b":
             s = b.scope(sid)
             new = replace(s, meta={**s.meta})
+            before = a_of.get(sid)
+            if before is not None and a.scope(before).path != s.path:
+                new.meta["diff_a_path"] = a.scope(before).path
         else:
             s = a.scope(sid)
             new_id = _PREFIX + sid

@@ -282,6 +282,8 @@ def _diff_fields(meta: dict[str, Any]) -> dict[str, Any]:
         d["dfn"] = visible(str(meta["diff_note"]))
     if meta.get("diff_changes"):
         d["dfc"] = [visible(str(c)) for c in meta["diff_changes"]]
+    if isinstance(meta.get("diff_a_path"), str):  # a renamed module's name in A: search finds it by either
+        d["dfa"] = visible(meta["diff_a_path"])
     if meta["diff"] in ("changed", "added", "removed"):
         d["dch"] = 1
     return d
