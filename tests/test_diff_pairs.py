@@ -163,6 +163,23 @@ def test_eager_and_export_line_up_a_decomposed_attention() -> None:
     assert [n.status for n in d.nodes].count("unread") == 2  # the two num_batches_tracked
 
 
+def test_an_op_spelled_out_differently_is_not_taken_for_a_decomposition() -> None:
+    class Relu(nn.Module):
+        def forward(self, x):
+            return torch.relu(x) + 1
+
+    class SiluByHand(nn.Module):
+        def forward(self, x):
+            return torch.sigmoid(x) * x + 1
+
+    x = torch.randn(2, 4)
+    d = torchatlas.diff(torchatlas.trace(Relu(), x), torchatlas.trace(SiluByHand(), x))
+    assert not d.equal
+    assert {(c.field, c.before, c.after) for c in d.changed if c.field.startswith("op")} == {
+        ("op", "torch.relu", "torch.sigmoid"), ("op added", "—", "mul(2×4, 2×4): 2×4"),
+    }
+
+
 def test_eager_against_an_export_of_another_model_finds_the_change() -> None:
     exported = torchatlas.from_export(torch.export.export(_net(act="tanh"), (X,)))
     d = torchatlas.diff(torchatlas.trace(_net(), X), exported)

@@ -329,6 +329,16 @@ def _anchor_key(ir: GraphIR, step: Step, pool: str, mapped: dict[str, str] | Non
     return (pool, step.key, tuple(sorted(keys, key=repr)))
 
 
+_COMPOSITES = frozenset({
+    "multi_head_attention_forward", "scaled_dot_product_attention", "layer_norm", "group_norm", "batch_norm",
+    "instance_norm", "rms_norm", "gelu", "silu", "mish", "hardswish", "hardsigmoid", "softmax", "log_softmax",
+    "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits", "linear", "bilinear", "interpolate",
+    "upsample_nearest2d", "upsample_bilinear2d", "pixel_shuffle", "embedding_bag", "lstm", "gru", "rnn_tanh",
+    "rnn_relu", "normalize", "pad", "unfold", "fold", "einsum", "cosine_similarity", "pairwise_distance",
+})
+"""Ops eager records as one call that ATen (an export, an ``aten``-level trace) may record as several."""
+
+
 def _decomposed(a: GraphIR, b: GraphIR, left_a: list[Step], left_b: list[Step], m: Matching,
                 users_a: dict[str, list[str]], users_b: dict[str, list[str]]) -> bool:
     """One op on one side, the ops it decomposes into on the other (eager ``multi_head_attention_forward``
@@ -338,6 +348,8 @@ def _decomposed(a: GraphIR, b: GraphIR, left_a: list[Step], left_b: list[Step], 
         return False
     one_side_a = len(left_a) == 1
     one, many = (left_a[0], left_b) if one_side_a else (left_b[0], left_a)
+    if one.name not in _COMPOSITES:  # relu against sigmoid(x) * x is a change, not a decomposition
+        return False
     one_ir, many_ir = (a, b) if one_side_a else (b, a)
     inside = {nid for st in many for nid in st.nodes}
 
