@@ -180,6 +180,25 @@ def test_an_op_spelled_out_differently_is_not_taken_for_a_decomposition() -> Non
     }
 
 
+def test_only_a_full_slice_is_read_through() -> None:
+    class Full(nn.Module):
+        def forward(self, x):
+            return x[:, :] + 1
+
+    class Reordered(nn.Module):
+        def forward(self, x):
+            return x[[1, 0]] + 1
+
+    class Plain(nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    x = torch.randn(2, 4)
+    plain = torchatlas.trace(Plain(), x)
+    assert torchatlas.diff(torchatlas.trace(Full(), x), plain).equal
+    assert not torchatlas.diff(torchatlas.trace(Reordered(), x), plain).equal  # same shape, rows swapped
+
+
 def test_eager_against_an_export_of_another_model_finds_the_change() -> None:
     exported = torchatlas.from_export(torch.export.export(_net(act="tanh"), (X,)))
     d = torchatlas.diff(torchatlas.trace(_net(), X), exported)

@@ -146,9 +146,25 @@ def is_pass_through(ir: GraphIR, n: Node) -> bool:
         return False
     if name.endswith("dropout") and _training(n) is not False:
         return False
+    if name == "index" and not _full_slices(n):
+        return False  # x[[1, 0]] keeps the shape and reorders
     first = ir.value_meta(n.inputs[0])
     out = n.outputs[0]
-    return first is not None and (first.shape, first.dtype) == (out.shape, out.dtype)
+    return first is not None and (first.shape, first.dtype, first.device) == (out.shape, out.dtype, out.device)
+
+
+def _full_slices(n: Node) -> bool:
+    """``x[:, :]``, ``aten.slice(x, dim, 0, big)``: an index that takes everything, as far as its
+    arguments say (the same shape in and out says the rest)."""
+    target = n.target or ""
+    if target.endswith("__getitem__"):
+        index = n.args[1] if len(n.args) > 1 else None
+        items = index if isinstance(index, list) else [index]
+        return all(isinstance(i, dict) and "slice" in i for i in items)
+    if ".slice" in target or target.endswith("narrow"):
+        step = n.args[4] if len(n.args) > 4 else n.kwargs.get("step", 1)
+        return step in (1, None)
+    return False
 
 
 def _training(n: Node) -> Any:
