@@ -199,6 +199,22 @@ def test_only_a_full_slice_is_read_through() -> None:
     assert not torchatlas.diff(torchatlas.trace(Reordered(), x), plain).equal  # same shape, rows swapped
 
 
+def test_eager_against_export_compares_the_numbers_an_op_was_given() -> None:
+    class Scale(nn.Module):
+        def __init__(self, by: float) -> None:
+            super().__init__()
+            self.by = by
+
+        def forward(self, x):
+            return torch.softmax(x * self.by, dim=-1)
+
+    x = torch.randn(2, 4)
+    exported = torchatlas.from_export(torch.export.export(Scale(0.25), (x,)))
+    d = torchatlas.diff(torchatlas.trace(Scale(0.5), x), exported)
+    assert _fields(d) == {("<root> (Scale)", "op arguments", "mul(0.5)", "mul(0.25)")}
+    assert torchatlas.diff(torchatlas.trace(Scale(0.25), x), exported).equal
+
+
 def test_eager_against_an_export_of_another_model_finds_the_change() -> None:
     exported = torchatlas.from_export(torch.export.export(_net(act="tanh"), (X,)))
     d = torchatlas.diff(torchatlas.trace(_net(), X), exported)

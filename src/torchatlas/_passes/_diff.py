@@ -249,6 +249,13 @@ class _Differ:
             consts_a, consts_b = ([], []) if same else ([_constants(p) for p in nodes_a], [_constants(q) for q in nodes_b])
             if consts_a != consts_b:
                 found.append(("op arguments", _args_text(x.name, consts_a), _args_text(y.name, consts_b)))
+        elif len(nodes_a) == len(nodes_b) == 1 and x.name == y.name and x.name in _NUMBERED:
+            # Eager against ATen: the spellings differ (keywords, defaults written out), but where both
+            # hold as many numbers, those are the op's own (x * 0.5, eps, dim, stride) and must agree.
+            numbers_a, numbers_b = _numbers(nodes_a[0]), _numbers(nodes_b[0])
+            if len(numbers_a) == len(numbers_b) and numbers_a != numbers_b:
+                found.append(("op arguments", f"{x.name}({', '.join(map(str, numbers_a))})",
+                              f"{y.name}({', '.join(map(str, numbers_b))})"))
         flow = self._flow(x.sources, y.sources, is_unordered(x, y, self.a, self.b))
         if flow is not None:
             found.append(("data flow", f"{y.name} ← {flow[0]}", f"{y.name} ← {flow[1]}"))
@@ -408,6 +415,36 @@ def _constants(n: Node) -> Any:
         return v
 
     return (norm(n.args), norm(n.kwargs))
+
+
+_NUMBERED = frozenset({
+    "mul", "add", "sub", "div", "rsub", "pow", "remainder", "fmod", "clamp", "clip", "eq", "ne", "lt", "le", "gt",
+    "ge", "softmax", "log_softmax", "leaky_relu", "hardtanh", "elu", "mean", "sum", "cumsum", "transpose",
+    "masked_fill", "fill", "full",
+})
+"""Ops whose eager and ATen spellings hold the same numbers (no defaults written out on one side only,
+as ``max_pool2d``'s padding and dilation are): their numbers are compared across the two."""
+
+
+def _numbers(n: Node) -> list[Any]:
+    """The numbers among an op's arguments (not bools, not inside tensor placeholders), sorted."""
+    found: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, bool) or v is None:
+            return
+        if isinstance(v, (int, float)):
+            found.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict) and not ({"tensor", "shape_of", "repr"} & set(v)):
+            for x in v.values():
+                walk(x)
+
+    walk(n.args)
+    walk(n.kwargs)
+    return sorted(found)
 
 
 def _args_text(name: str, constants: list[Any]) -> str:
