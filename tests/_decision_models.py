@@ -92,3 +92,37 @@ class Nested(nn.Module):
                 x = self.block(x)
             x = x * 0.5
         return x
+
+
+class Uneven(nn.Module):
+    """Every other iteration runs one more op: the iterations differ, so nothing folds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.step = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(4):
+            x = self.step(x)
+            if i % 2:
+                x = x * 2
+            x = torch.tanh(x)
+        return x
+
+
+class CountedLoop(nn.Module):
+    """Calls one block until a counter reaches ``stop`` (an input), at most ``steps`` times."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps = steps
+        self.block = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    def forward(self, x: torch.Tensor, stop: torch.Tensor) -> torch.Tensor:
+        count = torch.zeros(())
+        for _ in range(self.steps):
+            x = self.block(x)
+            count = count + 1
+            if count >= stop:
+                break
+        return x

@@ -199,6 +199,9 @@ class _Simulator:
 
     def write(self, value: _Value, k: int) -> _Value:
         self.last_write[value.storage] = (k, f"op{k}", value.contiguous)
+        for alias in self.pool:  # the tensor object was written: every variable holding it reads the write
+            if alias.tensor == value.tensor:
+                alias.producer, alias.order = f"op{k}", k
         value.producer, value.order = f"op{k}", k
         return value
 

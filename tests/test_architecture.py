@@ -27,8 +27,9 @@ ALLOWED = {
     "_view": {"_view", "_ir", "_ops", "_text"},
     "_render": {"_render", "_view", "_ir", "_ops", "_text"},
     "_cli": {"_cli", "__init__", "_models", "_io", "_text"},
-    "_models": {"_models", "__init__", "_api", "_io", "_text", "_hf"},
+    "_models": {"_models", "__init__", "_api", "_io", "_text", "_hf", "_parallel"},
     "_hf": {"_hf", "_models", "_text"},
+    "_parallel": {"_parallel", "_models"},
 }
 FLOOR = {"_ir", "_ops", "_text", "_io"}
 TORCH_FREE = FLOOR | {"_passes", "_view", "_render"}

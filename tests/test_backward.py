@@ -168,6 +168,13 @@ def test_the_page_sets_the_backward_part_apart_as_the_diagram_does() -> None:
     assert not any(scopes[n["s"]].get("bw") for n in page["nodes"] if "op" in n and names[n["op"]] == "relu")
 
 
+def test_model_explorer_sets_the_backward_part_apart_too() -> None:
+    graph = _mlp_backward()
+    doc = graph.to_model_explorer()
+    nodes = {n["label"]: n["namespace"] for n in doc["graphs"][0]["nodes"]}
+    assert nodes["threshold_backward"] == "backward/1" and not nodes["relu"].startswith("backward")
+
+
 def test_the_tree_names_the_models_own_ops_apart_from_the_loss() -> None:
     class ReluBetween(torch.nn.Module):  # relu runs in the model's own call, between two Linears
         def __init__(self) -> None:

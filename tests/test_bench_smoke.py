@@ -152,3 +152,11 @@ def test_device_cuda_without_a_gpu_is_one_clear_usage_error(script: str) -> None
     )
     assert done.returncode == 2 and "--device cuda: torch sees no CUDA device" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_bench_profile_reports_the_root_against_the_forward(tmp_path: Path) -> None:
+    out = tmp_path / "profile.md"
+    _bench("bench_profile.py", "--models", "coolcnn", "--rounds", "3", "--out", str(out))
+    rows = _tables("## t\n" + out.read_text(encoding="utf-8"))["t"]
+    assert rows[0][:4] == ["model", "plain forward", "profiled root", "root / forward"]
+    assert rows[1][0] == "coolcnn" and RATIO.match(rows[1][3]) and rows[1][-1] in ("yes", "no")

@@ -105,7 +105,7 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     v.click_and_relayout(".cluster .fold-badge")  # unfold: layers.1 gets its own box
     assert v.count(".fold-badge") == 0 and v.count(".unit.module[data-id^=g]") == 0
     assert v.page.evaluate("window.__atlas.visibleBoxes") == inside_fold + 1
-    layer_id = v.page.locator(".unit.module", has=v.page.locator("text.title", has_text=re.compile(r"^1$"))).get_attribute("data-id")
+    layer_id = v.page.locator(".unit.module", has=v.page.locator("text.title", has_text=re.compile(r"^layers\.1$"))).get_attribute("data-id")
     v.bring_into_view(frame_id)
     v.click_and_relayout(f'.cluster[data-id="{frame_id}"] .header')  # close layers.0 again
     v.page.click("button.fit")

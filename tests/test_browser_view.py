@@ -109,7 +109,7 @@ def test_first_view_and_fit_show_the_top_level_uncovered_and_legible(browser, mo
 def test_leaf_modules_take_their_ops_colour(browser, tmp_path: Path) -> None:
     v = Viewer(browser, _trace("coolcnn"), tmp_path, "colours")
     category = v.page.locator('.unit.module', has=v.page.locator("text.title", has_text="initial_conv")).get_attribute("data-category")
-    pool = v.page.locator('.unit.module', has=v.page.locator("text.title", has_text="max_pool #1")).get_attribute("data-category")
+    pool = v.page.locator('.unit.module', has=v.page.locator("text.title", has_text="max_pool#1")).get_attribute("data-category")
     assert (category, pool) == ("compute", "reduction")
     fill = v.page.evaluate("getComputedStyle(document.querySelector('.unit.module[data-category=compute] .box')).fill")
     op_fill = v.page.evaluate("getComputedStyle(document.querySelector('.unit.op[data-category=elementwise] .box')).fill")
@@ -183,7 +183,7 @@ def test_opening_is_not_selecting_escape_clears_and_search_rows_are_distinct(bro
     v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="add")).first.click()
     assert v.page.evaluate(has_selection)
     lit = v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)")
-    assert {"args[0]", "parallel_conv", "max_pool #1", "output"} <= set(lit)
+    assert {"args[0]", "parallel_conv", "max_pool#1", "output"} <= set(lit)
     v.screenshot("view-path-highlight")
     v.page.keyboard.press("Escape")
     assert not v.page.evaluate(has_selection) and v.count(".unit.selected") == 0
@@ -235,7 +235,7 @@ def test_shift_click_lights_the_paths_between_two_boxes(browser, tmp_path: Path)
     box("args[0]").click()
     box("add").click(modifiers=["Shift"])
     lit = set(v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)"))
-    assert {"args[0]", "initial_conv", "parallel_conv", "max_pool", "max_pool #1", "add"} <= lit
+    assert {"args[0]", "initial_conv", "parallel_conv", "max_pool", "max_pool#1", "add"} <= lit
     assert not lit & {"truediv", "secondary_conv", "output"}
     assert v.count(".unit.selected") == 2 and v.count(".edge.lit") == 8 and v.count(".edge-label.lit") >= 4
     v.screenshot("view-two-node-paths")

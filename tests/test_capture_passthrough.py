@@ -158,7 +158,58 @@ class InSequential(nn.Module):
         return self.seq[3](self.seq[2](self.seq[1](h))) + self.side(h)
 
 
-MODELS = [OtherBranch, OuterScope, ReturnedByEnclosing, SameScope, Reassigned, InSequential]
+class Basic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Linear(4, 4)
+
+    def forward(self, x, shortcut=None):
+        if shortcut is None:
+            shortcut = x
+        out = self.conv1(x)
+        return out + shortcut
+
+
+class Tree(nn.Module):
+    """timm's DlaTree: two pass-through calls' results and the input go to one call, whose
+    body reads its parameters apart (``conv1(x)``, ``+ shortcut``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.downsample, self.project, self.tree1 = nn.Linear(4, 4), nn.Identity(), nn.Identity(), Basic()
+
+    def forward(self, x):
+        x = self.pre(x)
+        bottom = self.downsample(x)
+        shortcut = self.project(bottom)
+        return self.tree1(x, shortcut)
+
+
+class HelperReturns(nn.Module):
+    """timm's ``x = self.forward_features(x)``: a helper method, no module call, returns the
+    pass-through's result (Xception's Identity ``act``); a helper that does not return it
+    hands the caller nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.act, self.pool = nn.Linear(4, 4), nn.Identity(), nn.Linear(4, 4)
+        self.drop, self.lin, self.side = nn.Dropout(0.1), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def features(self, x):
+        x = self.pre(x)
+        x = self.act(x)
+        return x
+
+    def branch(self, x):
+        y = self.drop(x)
+        return self.lin(y)
+
+    def forward(self, x):
+        x = self.features(x)
+        return self.pool(x) + self.branch(x) + self.side(x)
+
+
+MODELS = [OtherBranch, OuterScope, ReturnedByEnclosing, SameScope, Reassigned, InSequential, Tree, HelperReturns]
 
 
 @pytest.mark.parametrize("make", MODELS, ids=lambda m: m.__name__)
@@ -186,6 +237,11 @@ def test_a_sequential_reads_through_its_pass_through_steps() -> None:
     got, _ = passthrough_flow(InSequential(), torch.randn(2, 4))
     assert reads(got, "seq.3") == {"seq.2"} and reads(got, "seq.2") == {"seq.1"}
     assert reads(got, "side") == {"seq.0"}
+
+
+def test_a_call_given_the_result_and_the_input_reads_each_as_its_parameter() -> None:
+    got, _ = passthrough_flow(Tree(), torch.randn(2, 4))
+    assert reads(got, "tree1.conv1") == {"pre"}
 
 
 def test_aten_level_agrees() -> None:

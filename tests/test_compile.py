@@ -306,4 +306,4 @@ def test_a_break_at_an_op_only_its_size_was_read_of_stays_in_the_tree() -> None:
     assert node.meta["size_only"] and not node.meta["dead"]
     lines = graph.tree(ascii=False).splitlines()
     cut = next(i for i, line in enumerate(lines) if "✂ graph break" in line)
-    assert "nonzero" in lines[cut + 1] and "(size only)" in lines[cut + 1]  # drawn just before its op
+    assert "nonzero" in lines[cut + 1] and "(size only @ _compile_models.py:" in lines[cut + 1]  # just before its op

@@ -8,8 +8,21 @@ from pathlib import Path
 
 import pytest
 import torch
-from _decision_models import EarlyExit, Halve, ItemScale, NormGate, ShapeAssert, SizeOnly, line_of
+from _decision_models import (
+    CountedLoop,
+    EarlyExit,
+    Halve,
+    ItemScale,
+    Nested,
+    NormGate,
+    ShapeAssert,
+    SizeOnly,
+    Uneven,
+    line_of,
+)
 from _passes_builder import IRBuilder
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import torchatlas
 from torchatlas._ir import GraphFormatError, GraphIR
@@ -55,7 +68,7 @@ def test_an_early_exit_loop_notes_each_break_test_and_which_way_it_went():
     # what decided, and what it read, is used
     assert not any(n.meta["dead"] for n in graph.ir.ops())
     assert graph.ir.meta["dead_op_count"] == 0
-    tree = graph.tree()
+    tree = graph.tree(fold_repeats=False)
     assert "unused" not in tree
     assert tree.count(f"⇢ break @ {HERE}:{brk} (went on)") == len(tests) - 1
     assert tree.count(f"⇢ break @ {HERE}:{brk} (broke)") == 1
@@ -102,7 +115,7 @@ def test_a_size_only_read_is_marked_size_only_not_unused():
     total = next(n for n in graph.ir.ops() if n.target.endswith("sum"))
     assert [r.how for r in total.python_reads] == ["size"]
     assert total.meta["size_only"] and not total.meta["dead"]
-    assert "y = sum → 2  (size only)" in graph.tree()
+    assert f"y = sum → 2  (size only @ {HERE}:{line_of(SizeOnly, 'reshape')})" in graph.tree()
     assert "unused" not in graph.tree()
 
 
@@ -176,7 +189,7 @@ def test_dead_code_keeps_what_fed_a_decision_and_sizes_apart():
 def test_the_diagram_draws_a_diamond_joined_to_each_decision():
     model, x = early_exit()
     graph = torchatlas.trace(model, (x,))
-    dot = graph.to_dot(depth=1)
+    dot = graph.to_dot(depth=1, fold_repeats=False)  # every iteration drawn: a diamond on each break test
     deciders = [n.id for n in graph.ir.ops() if n.python_reads]
     for node_id in deciders:
         assert f'"d_{node_id}" [label=' in dot and f'"{node_id}" -> "d_{node_id}" [style=dotted' in dot
@@ -198,7 +211,7 @@ def test_cli_decisions_lists_each_decision_point_with_its_line_and_outcomes(caps
     out = capsys.readouterr().out
     tree, _, table = out.partition("\ndecisions: ")
     brk, cond = line_of(EarlyExit, "if delta.abs()"), line_of(EarlyExit, "if h.norm()")
-    assert f"⇢ break @ {HERE}:{brk} (broke)" in tree
+    assert f"⇢ break @ {HERE}:{brk} (went on ×{len(_eager_decisions(*early_exit())[0]) - 1}, broke)" in tree
     rows = [line.split() for line in table.splitlines()[2:]]
     assert [row[:2] for row in rows] == [[f"{HERE}:{brk}", "break"], [f"{HERE}:{cond}", "if"]]
     assert "broke" in table.splitlines()[2] and table.startswith("2 place(s)")
@@ -235,3 +248,111 @@ def test_llamas_packed_position_check_is_a_decision_not_a_faded_column():
     drawn = [d for n, d in zip(graph.ir.nodes, page["nodes"]) if n.kind == "op"]
     assert not any(d.get("dead") for d in drawn)
     assert [d["dm"] for d in drawn if "dm" in d] == ["if: taken"]
+
+
+def _golden(text: str, **lines: int) -> str:
+    return text.format(file=HERE, **lines)
+
+
+def test_the_early_exit_tree_folds_the_loop_golden():
+    model, x = early_exit()
+    tests, big = _eager_decisions(model, x)
+    graph = torchatlas.trace(model, (x,))
+    expected = _golden(
+        "EarlyExit  2×8 → 2×8\n"
+        "├── [1] step#0–{last} (Sequential) ×{n} of range(self.steps), broke at {file}:{brk}  2×8 → 2×8\n"
+        "│   ├── step.0 (Linear)  2×8 → 2×8\n"
+        "│   └── step.1 (Tanh)  2×8 → 2×8\n"
+        "├── [2] delta = sub (-) → 2×8  ← [1]\n"
+        "├── [3] abs → 2×8  ← [2]\n"
+        "├── [4] mean → scalar  ← [3]\n"
+        "├── [5] lt (<) → scalar bool  ⇢ break @ {file}:{brk} (went on ×{on}, broke)  ← [4]\n"
+        "├── [6] norm → scalar  ← [1]\n"
+        "└── [7] gt (>) → scalar bool  ⇢ if @ {file}:{cond} ({outcome})  ← [6]",
+        n=len(tests), last=len(tests) - 1, on=len(tests) - 1, brk=line_of(EarlyExit, "if delta.abs()"), cond=line_of(EarlyExit, "if h.norm()"),
+        outcome="taken" if big else "not taken",
+    )
+    assert graph.tree() == expected
+    (group,) = graph.ir.meta["repeat_groups"]
+    assert group["count"] == len(tests) and [len(ops) for ops in group["body"]] == [4] * len(tests)
+    assert group["exit"]["source"]["line"] == line_of(EarlyExit, "if delta.abs()")
+    assert group["exit"]["loop"] == {"line": line_of(EarlyExit, "for _ in"), "code": "for _ in range(self.steps):"}
+    summary = graph.summary(format="text")
+    assert f"step#0–{len(tests) - 1} (Sequential) ×{len(tests)} of range(self.steps), broke at {HERE}:" in summary
+    dot = graph.to_dot(fold_repeats=True)
+    assert "shape=diamond" in dot and "<B>sub</B>" not in dot and "broke at" in dot  # one box holds the body
+
+
+def test_a_loop_that_ran_to_the_end_folds_without_a_break():
+    torch.manual_seed(0)
+    model = EarlyExit(steps=3)
+    graph = torchatlas.trace(model, (torch.randn(2, 8) * 50,))
+    (group,) = graph.ir.meta["repeat_groups"]
+    assert group["count"] == 3 and "exit" not in group
+    line = next(line for line in graph.tree().splitlines() if "(Sequential) ×" in line)
+    assert "×3" in line and "broke" not in line
+
+
+def test_unequal_iterations_do_not_fold():
+    graph = torchatlas.trace(Uneven(), (torch.randn(2, 4),))
+    assert graph.ir.meta["repeat_groups"] == []
+    assert graph.tree().count("step") == 4
+
+
+def test_nested_loops_fold_the_inner_runs_and_keep_the_outer_steps():
+    graph = torchatlas.trace(Nested(), (torch.randn(2, 4),))
+    assert graph.tree() == (
+        "Nested  2×4 → 2×4\n"
+        "├── block (Sequential) ×3  2×4 → 2×4\n"
+        "│   ├── block.0 (Linear)  2×4 → 2×4\n"
+        "│   └── block.1 (ReLU)  2×4 → 2×4\n"
+        "├── x = mul (*) → 2×4\n"
+        "├── block (Sequential) ×3  2×4 → 2×4\n"
+        "│   ├── block.0#3 (Linear)  2×4 → 2×4\n"
+        "│   └── block.1#3 (ReLU)  2×4 → 2×4\n"
+        "└── x = mul (*) → 2×4"
+    )
+    assert [g["count"] for g in graph.ir.meta["repeat_groups"]] == [3, 3]
+
+
+@pytest.mark.parametrize(
+    "model, x, expected",
+    [
+        (NormGate(), torch.ones(2, 4) * 100, "NormGate  2×4 → 2×4\n├── fc (Linear)  2×4 → 2×4\n├── ┬ gt (>)\n"
+         "│   ├── norm → scalar\n│   └── gt (>) → scalar bool  ⇢ if @ {file}:{line} (taken)\n└── h = truediv (/) → 2×4"),
+        (ShapeAssert(), torch.ones(2, 4), "ShapeAssert  2×4 → 2×4\n├── ┬ y = mul (*) → 2×4  (size only @ {file}:{line})\n└── add (+) → 2×4"),
+        (SizeOnly(), torch.ones(2, 4), "SizeOnly  2×4 → 2×4\n├── ┬ y = sum → 2  (size only @ {file}:{line})\n└── reshape → 2×4"),
+        (ItemScale(), torch.ones(2, 4), "ItemScale  2×4 → 2×4\n├── ┬ scale\n│   ├── abs → 2×4\n"
+         "│   └── scale = max → scalar  ⇢ .item() @ {file}:{line} (= 1)\n└── truediv (/) → 2×4"),
+    ],
+    ids=["if-norm", "assert-shape", "size-only", "item"],
+)
+def test_tree_goldens_of_the_decision_models(model, x, expected):
+    torch.manual_seed(0)
+    marker = {"NormGate": "if h.norm()", "ItemScale": ".item()", "ShapeAssert": "assert", "SizeOnly": "reshape"}.get(
+        type(model).__name__
+    )
+    line = line_of(type(model), marker) if marker else 0
+    assert torchatlas.trace(model, (x,)).tree() == expected.format(file=HERE, line=line)
+
+
+@settings(max_examples=15, deadline=None)
+@given(steps=st.integers(2, 7), stop=st.integers(1, 9))
+def test_a_loop_folds_to_the_iterations_it_ran_property(steps: int, stop: int):
+    """However many steps a loop may take and wherever it breaks, the fold counts the
+    iterations that ran, its body once per iteration, and says it broke only when it did."""
+    torch.manual_seed(0)
+    graph = torchatlas.trace(CountedLoop(steps), (torch.randn(2, 4), torch.tensor(float(stop))))
+    ran, broke = min(stop, steps), stop <= steps
+    reads = _reads(graph)
+    assert [r[2] for r in reads] == [i + 1 >= stop for i in range(ran)]
+    assert {r[3] for r in reads} == {"break"}
+    groups = graph.ir.meta["repeat_groups"]
+    if ran < 2:
+        assert groups == []
+        return
+    (group,) = groups
+    assert group["count"] == ran and len(group["body"]) == ran and ("exit" in group) == broke
+    fold = [line for line in graph.tree().splitlines() if "(Sequential) ×" in line]
+    assert len(fold) == 1 and f"×{ran}" in fold[0] and ("broke at" in fold[0]) == broke
+    assert "unused" not in graph.tree() and graph.ir.meta["dead_op_count"] == 0

@@ -1,4 +1,5 @@
-"""The page draws a decision mark, not a faded box, on an op Python read to decide."""
+"""The page draws a decision mark, not a faded box, on an op Python read to decide; a loop's
+iterations fold into one box with its body inside."""
 
 from __future__ import annotations
 
@@ -10,24 +11,32 @@ from _viewer import Viewer
 
 import torchatlas
 
+_UNITS = (
+    "[...document.querySelectorAll('.unit')].map((u) => [u.dataset.id, u.querySelector('text.title').textContent,"
+    " u.querySelector('text.subtitle')?.textContent ?? '', !!u.querySelector('.decision-mark'),"
+    " u.querySelector('title').textContent, getComputedStyle(u).opacity])"
+)
 
-def test_a_decision_is_a_diamond_mark_not_a_faded_box(browser, tmp_path: Path) -> None:
+
+def test_a_decision_is_a_diamond_mark_and_the_loop_one_box(browser, tmp_path: Path) -> None:
     torch.manual_seed(0)
     model, x = EarlyExit(), torch.randn(2, 8)
     v = Viewer(browser, torchatlas.trace(model, (x,)).ir, tmp_path, "decisions")
     assert v.count(".unit.dead") == 0
-    marks = v.page.evaluate(
-        "[...document.querySelectorAll('.unit.decision')].map((u) => [u.querySelector('text.title').textContent,"
-        " u.querySelector('text.subtitle').textContent, !!u.querySelector('.decision-mark'),"
-        " u.querySelector('title').textContent, getComputedStyle(u).opacity])"
-    )
-    assert marks, "no decision drawn"
-    titles = {m[0] for m in marks}
-    assert titles <= {"lt", "gt", "<", ">"} and all(m[2] for m in marks) and all(float(m[4]) == 1 for m in marks)
-    subtitles = [m[1] for m in marks]
-    assert "◆ break: broke" in subtitles and any(s.startswith("◆ if: ") for s in subtitles)
-    line = line_of(EarlyExit, "if delta.abs()")
-    assert any(f"◆ break @ _decision_models.py:{line} (broke)" in m[3] for m in marks)
-    assert not v.errors
+    units = v.page.evaluate(_UNITS)
+    titles = [u[1] for u in units]
+    folds = [u for u in units if u[0].startswith("g")]
+    assert len(folds) == 1 and folds[0][1] == "step"  # the four iterations: one box, body inside
+    assert not {"sub", "abs", "mean", "lt"} & set(titles)
+    marks = [u for u in units if u[3]]
+    assert [(u[1], u[2]) for u in marks] == [("gt", "◆ if: not taken")] and float(marks[0][5]) == 1
+    line = line_of(EarlyExit, "if h.norm()")
+    assert f"◆ if @ _decision_models.py:{line} (not taken)" in marks[0][4]
     v.screenshot("decisions")
+    v.click_and_relayout(f'.unit[data-id="{folds[0][0]}"]')  # opened: the first iteration, its break test
+    opened = v.page.evaluate(_UNITS)
+    tests = [u for u in opened if u[1] == "lt"]
+    assert len(tests) == 1 and tests[0][3] and tests[0][2] == "◆ break: went on ×3, broke"  # every iteration counted
+    assert line_of(EarlyExit, "if delta.abs()") and not v.errors
+    v.screenshot("decisions-open")
     v.close()

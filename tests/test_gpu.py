@@ -142,3 +142,16 @@ def test_compile_report_with_inductor() -> None:
     graph = torchatlas.compile_report(model, x, backend="inductor")
     assert graph.graph_breaks == []
     assert {n.meta["compile_region"] for n in graph.ir.ops()} == {0}
+
+
+def test_stats_on_cuda_skip_what_holds_no_numbers_and_sample_big_outputs() -> None:
+    class ToFloat8(nn.Module):
+        def forward(self, x):
+            return (x * 2).to(torch.float8_e4m3fn)
+
+    graph = torchatlas.trace(ToFloat8(), torch.randn(4, 4, device=CUDA), stats=True)
+    *_, last = graph.ir.ops()
+    assert "float8_e4m3fn is not measured" in last.meta["stats_skipped"][0]
+    big = torch.randn(1 << 20, device=CUDA)
+    (stats,) = next(torchatlas.trace(ToFloat8(), big, stats="sample").ir.ops()).meta["stats"]
+    assert 0 < stats["sampled"] <= 2 * (1 << 16) and stats["min"] >= 2 * big.min().item()

@@ -352,3 +352,12 @@ def test_every_field_of_every_kind_with_every_extreme_value(
             except Exception as e:
                 shown = "delete" if value is DELETE else repr(value)[:40]
                 raise AssertionError(f"{name}: {'/'.join(kind)} = {shown}: {type(e).__name__}: {e}") from e
+
+
+def test_a_graph_count_below_the_graphs_ops_ran_in_is_refused(documents: dict[str, dict[str, Any]], tmp_path: Path) -> None:
+    doc = copy.deepcopy(documents["compiled"])
+    highest = max(n["meta"]["compile_region"] for n in doc["nodes"] if (n.get("meta") or {}).get("compile_region") is not None)
+    doc["meta"]["compile_graphs"] = highest
+    (tmp_path / "graph.json").write_text(encode(doc), encoding="utf-8")
+    with pytest.raises(torchatlas.GraphFormatError, match=f"compile_graphs is {highest}, but an op ran in compiled graph {highest}"):
+        torchatlas.load(tmp_path / "graph.json")

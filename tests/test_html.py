@@ -101,7 +101,9 @@ def test_embedded_document_describes_the_graph(coolcnn_graph: torchatlas.Graph) 
     conv = by_target["torch.conv2d"][0]
     assert doc["categories"][conv["c"]] == "compute"
     assert doc["names"][conv["op"]] == "conv2d"
-    assert doc["metas"][conv["o"][0]] == {"shape": [1, 16, 32, 32], "dtype": "float32", "device": "cpu"}
+    assert doc["metas"][conv["o"][0]] == {
+        "shape": [1, 16, 32, 32], "dtype": "float32", "device": "cpu", "x": "1×16×32×32", "full": "1×16×32×32  float32  cpu"
+    }
     assert doc["files"][conv["src"][0]].endswith(("coolcnn.py", "_example.py")) and "initial_conv" in conv["src"][2]
     assert conv["f"] > 0  # FLOPs from the analyses pass
     # The two branches join at the add: its inputs come from the two max_pool calls.

@@ -156,12 +156,13 @@ def _model_name(members: Members) -> str:
 
 
 def _size_expression(text: str) -> Callable[[Members, Path], None]:
+    """Put ``text`` in the first symbolic size still as torch wrote it (so two such changes both show)."""
+
     def change(members: Members, canary: Path) -> None:
         program = json.loads(members[_model_name(members)])
-        for meta in program["graph_module"]["graph"]["tensor_values"].values():
-            for i, size in enumerate(meta["sizes"]):
-                if "as_expr" in size:
-                    meta["sizes"][i] = {"as_expr": {"expr_str": text.replace("CANARY", str(canary)), "hint": {"as_int": 4}}}
+        sizes = [size for meta in program["graph_module"]["graph"]["tensor_values"].values() for size in meta["sizes"]]
+        size = next(s for s in sizes if s.get("as_expr", {}).get("expr_str", "").startswith("Symbol("))
+        size["as_expr"]["expr_str"] = text.replace("CANARY", str(canary))
         members[_model_name(members)] = json.dumps(program).encode()
 
     return change
@@ -232,19 +233,13 @@ def _forbidden(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return called
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    mutations=st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=4, unique=True),
-    prefix=st.sampled_from([b"", b"", b"", b"MZ" + b"\0" * 62]),
-    second_directory=st.sampled_from([False, False, False, True]),
-    duplicate=st.sampled_from([False, False, False, True]),
-)
-def test_a_crafted_archive_is_refused_in_one_line_or_read_as_data(
-    clean: tuple[Members, dict], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+def _craft_and_read(
+    clean: tuple[Members, dict], folder: Path, monkeypatch: pytest.MonkeyPatch,
     mutations: list[str], prefix: bytes, second_directory: bool, duplicate: bool,
 ) -> None:
+    """Craft an archive and read it: refused in one line exactly when a mutation calls for it,
+    else the clean program; with nothing loaded, run, extracted or written."""
     members, clean_graph = dict(clean[0]), clean[1]
-    folder = tmp_path_factory.mktemp("fuzz")
     canary = folder / "canary"
     for mutation in mutations:
         MUTATIONS[mutation][0](members, canary)
@@ -273,6 +268,35 @@ def test_a_crafted_archive_is_refused_in_one_line_or_read_as_data(
     assert called == []
     assert sorted(p.name for p in folder.iterdir()) == ["evil.pt2"]  # no canary, nothing extracted
     assert not Path("/tmp/torchatlas-absolute-member").exists()
+
+
+ALONE = [([m], b"", False, False) for m in sorted(MUTATIONS)] + [
+    ([], b"MZ" + b"\0" * 62, False, False), ([], b"", True, False), ([], b"", False, True),
+]
+
+
+@pytest.mark.parametrize(("mutations", "prefix", "second_directory", "duplicate"), ALONE,
+                         ids=[" ".join(a[0]) or ("prepended" if a[1] else "two directories" if a[2] else "duplicate") for a in ALONE])
+def test_each_crafted_archive_alone_is_refused_in_one_line_or_read_as_data(
+    clean: tuple[Members, dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    mutations: list[str], prefix: bytes, second_directory: bool, duplicate: bool,
+) -> None:
+    _craft_and_read(clean, tmp_path, monkeypatch, mutations, prefix, second_directory, duplicate)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    mutations=st.lists(st.sampled_from(sorted(MUTATIONS)), max_size=4, unique=True),
+    prefix=st.sampled_from([b"", b"", b"", b"MZ" + b"\0" * 62]),
+    second_directory=st.sampled_from([False, False, False, True]),
+    duplicate=st.sampled_from([False, False, False, True]),
+)
+def test_a_crafted_archive_is_refused_in_one_line_or_read_as_data(
+    clean: tuple[Members, dict], tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+    mutations: list[str], prefix: bytes, second_directory: bool, duplicate: bool,
+) -> None:
+    folder = tmp_path_factory.mktemp("fuzz")
+    _craft_and_read(clean, folder, monkeypatch, mutations, prefix, second_directory, duplicate)
 
 
 # -- sizes ------------------------------------------------------------------------------
@@ -308,12 +332,14 @@ _MEASURE = textwrap.dedent(
 )
 
 
-def test_a_huge_member_is_refused_before_or_while_reading_within_bounded_memory(
+def test_a_huge_member_is_refused_before_or_while_reading_or_parsing_within_bounded_memory(
     clean: tuple[Members, dict], tmp_path: Path
 ) -> None:
     members = dict(clean[0])
     huge = MAX_PROGRAM_BYTES + (8 << 20)  # JSON whitespace past the cap: a few hundred KiB deflated
     declared, lying, clean_copy = tmp_path / "declared.pt2", tmp_path / "lying.pt2", tmp_path / "clean.pt2"
+    many = tmp_path / "many.pt2"  # 27 MB of empty lists, under the size cap: 9 million lists if parsed
+    _write({**members, _model_name(members): b"[" + b"[]," * 9_000_000 + b"[]]"}, many, False)
     _write(members, clean_copy, False)
     padded = dict(members)
     padded[_model_name(members)] = members[_model_name(members)] + b" " * huge
@@ -321,12 +347,13 @@ def test_a_huge_member_is_refused_before_or_while_reading_within_bounded_memory(
     _write(padded, lying, False)
     _lie_about_size(lying, _model_name(members), len(members[_model_name(members)]))
     done = subprocess.run(
-        [sys.executable, "-c", _MEASURE, str(clean_copy), str(declared), str(lying)], capture_output=True, text=True, timeout=240,
+        [sys.executable, "-c", _MEASURE, str(clean_copy), str(declared), str(lying), str(many)], capture_output=True, text=True, timeout=240,
         env={**os.environ, "PYTHONPATH": str(Path(torchatlas.__file__).parents[1])},
     )
     *refusals, grown_mib = done.stdout.split("\n")[:-1]
     assert done.returncode == 0, done.stderr
     assert "declares" in refusals[0] and ("cannot be read" in refusals[1] or "inflates" in refusals[1]), refusals
+    assert "JSON v" in refusals[2], refusals
     assert int(grown_mib) < 48  # neither member was inflated whole
 
 

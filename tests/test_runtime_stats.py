@@ -101,6 +101,20 @@ def test_a_sample_measures_a_strided_view_of_big_outputs_and_says_so() -> None:
     (stats,) = next(graph.ir.ops()).meta["stats"]
     assert stats["sampled"] == _stats.SAMPLE and stats["min"] == 0.0
     assert "strided sample" in graph.ir.meta["stats_note"]
+    class Wrapped(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Returns(lambda h: h)
+
+        def forward(self, h):
+            return self.inner(h)
+
+    text = torchatlas.trace(Wrapped(), x, stats="sample").summary(format="text", wide=True)
+    assert "≈[0, " in next(line for line in text.splitlines() if "inner" in line)  # the range is a sample's
+    from torchatlas._render._html import viewer_document
+
+    page = viewer_document(graph.ir)
+    assert any(st and st.get("sampled") == _stats.SAMPLE for n in page["nodes"] for st in n.get("st") or [])
     small = torchatlas.trace(Returns(lambda h: h), torch.randn(4, 4), stats="sample")
     assert "sampled" not in next(small.ir.ops()).meta["stats"][0]
     with pytest.raises(ValueError, match="stats must be"):
@@ -171,3 +185,13 @@ def test_a_failed_forward_keeps_no_saved_copy_alive(monkeypatch) -> None:
     gc.collect()
     assert copies and all(ref() is None for ref in copies)
     assert caught.value is not None  # the exception and its traceback are still alive here
+
+
+def test_the_cli_samples_with_stats_sample(capsys) -> None:
+    from torchatlas._cli import main
+
+    assert main(["--stats-sample", "--input", "1,3,256,256", "-f", "summary", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "Output range" in out.splitlines()[0] and "≈[" in out  # CoolCNN's big outputs are sampled
+    assert main(["--stats", "-f", "summary", "--wide"]) == 0
+    assert "≈[" not in capsys.readouterr().out

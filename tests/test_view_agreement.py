@@ -137,3 +137,16 @@ def test_the_summary_fits_columns_off_a_terminal(tmp_path) -> None:
         [sys.executable, "-m", "torchatlas", str(path), "-f", "summary", "--wide"], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert max(len(line) for line in wide.splitlines()) > 80
+
+
+def test_the_failures_pass_marks_the_calls_around_the_failing_op() -> None:
+    class FailsInLeaf(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ok, self.bad = torch.nn.Linear(4, 4), torch.nn.Linear(5, 2)
+
+        def forward(self, x):
+            return self.bad(torch.relu(self.ok(x)))
+
+    graph = torchatlas.trace(FailsInLeaf(), torch.randn(2, 4), partial=True)
+    assert {s.path for s in graph.ir.scopes if s.meta.get("failed")} == {"", "bad"}

@@ -25,6 +25,7 @@ from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
 from ._render._graphviz import GraphvizNotFoundError, responsive_svg
 from ._render._html import ViewerBundleMissing, notebook_html, viewer_bundle_built
+from ._view import graph_counts
 
 Shape = Sequence[int]
 PathLike = str | os.PathLike[str]
@@ -240,8 +241,8 @@ class Graph:
             return None
 
     def __repr__(self) -> str:
-        ops = sum(1 for _ in self.ir.ops())
-        return f"<torchatlas.Graph {self.ir.meta.get('model', '?')}: {len(self.ir.scopes)} module calls, {ops} ops>"
+        # the counts as the page's status line says them: one spelling
+        return f"<torchatlas.Graph {self.ir.meta.get('model', '?')}: {graph_counts(self.ir).text}>"
 
 
 def _can_encode(stream: Any, sample: str) -> bool:
@@ -266,6 +267,7 @@ def trace(
     save: str | Sequence[str] | Callable[[str], bool] | None = None,
     save_device: str | torch.device | None = None,
     profile: bool = False,
+    rank: int | None = None,
 ) -> Graph:
     """Run ``model(*args, **kwargs)`` once and record every tensor op with its module call.
 
@@ -295,7 +297,13 @@ def trace(
       call), matched to the trace by call order; on CUDA also ``cuda_time_us``, the device
       time from ``torch.profiler``. Buffers and random state are put back after those passes.
     * ``progress`` shows a live op counter on big traces (default: when stderr is a terminal).
+    * Under a ``torch.distributed`` process group (the ``"fake"`` one runs any world size in one
+      process) collectives are op nodes and DTensors keep their placements; the graph is what
+      this process's rank runs (``graph.ir.meta["distributed"]``). ``rank=r`` checks that it is
+      rank ``r``: a model is sharded for the rank its process group was made with.
     """
+    if rank is not None:
+        _capture.check_rank(rank)
     if level not in _capture.LEVELS or level == "backward":
         raise ValueError(f"torchatlas: level must be 'python' or 'aten', not {level!r}")
     if stats not in (True, False, "sample"):
@@ -373,8 +381,9 @@ def compile_report(
     inputs or a single tensor, with the same ``kwargs``), run after the first, whose guard
     failures and recompiles are reported too. The facts are dynamo's own: the model runs
     under ``torch._dynamo.optimize`` with ``backend`` and ``dynamic`` once per input set.
-    Dynamo's caches are cleared before and after (``torch._dynamo.reset()``, as
-    ``torch._dynamo.explain`` does); its config and the model are left as they were.
+    It compiles in a dynamo cache region of its own and drops only what it compiled, so
+    compiled code in other threads runs on (``docs/compile.md`` says what may run beside
+    it); dynamo's config and the model are left as they were.
     """
     args, kwargs = _normalize_args(args), dict(kwargs or {})
     graph = trace(model, args, kwargs)  # first: a model that fails, fails as it does in trace

@@ -118,6 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"hf: which head to build: {', '.join(_models.HF_TASKS)} (default: base)",
     )
     parser.add_argument("--device", help="build and run the model here, e.g. cpu, cuda, meta (no memory, shapes only)")
+    parser.add_argument(
+        "--tp", type=int, metavar="N",
+        help="tensor parallelism over N ranks (fake process group, one process): q/k/v/gate/up split by "
+        "columns, o/down by rows; add --device meta for big models",
+    )
+    parser.add_argument("--fsdp", type=int, metavar="N", help="FSDP2 over N ranks: each decoder layer and the root")
+    parser.add_argument("--rank", type=int, metavar="R", help="with --tp/--fsdp: trace what rank R runs (default 0)")
     parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")
     parser.add_argument(
         "--level", choices=("python", "aten"), default="python",
@@ -146,8 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="time each op and module call in untraced passes after the trace: the summary gets Time and %% Time columns (on CUDA also CUDA time)",
     )
     parser.add_argument(
-        "--stats", action="store_true",
+        "--stats", action="store_const", const=True, default=False,
         help="record value statistics: NaN/Inf marks in the tree and diagram, output ranges in the summary",
+    )
+    parser.add_argument(
+        "--stats-sample", dest="stats", action="store_const", const="sample",
+        help="--stats, with outputs over 65,536 elements measured on a strided sample (faster on big models)",
     )
     parser.add_argument("--sort", choices=("time",), help="summary: every call, flat, hottest first (with --profile)")
     parser.add_argument(
@@ -259,13 +270,18 @@ def _trace(opts: argparse.Namespace) -> int:
         raise SpecError(f"--depth must be >= 0, not {opts.depth}")
     fmt = _choose_format(opts)
     if _models.is_saved_graph(opts.model):
-        if opts.input or opts.tokens or opts.decoder_tokens or opts.overrides or opts.device or opts.task:
+        if (
+            opts.input or opts.tokens or opts.decoder_tokens or opts.overrides or opts.device or opts.task
+            or opts.tp or opts.fsdp or opts.rank is not None
+        ):
             raise SpecError(
-                "--input, --tokens, --decoder-tokens, --set, --task and --device apply to models, not saved graphs"
+                "--input, --tokens, --decoder-tokens, --set, --task, --device, --tp, --fsdp and --rank apply to "
+                "models, not saved graphs"
             )
         graph = _models.open_saved(opts.model, trust_pickle=opts.trust_pickle)
     else:
-        graph = _trace_model(opts)
+        with _models.sharded_world(opts.tp, opts.fsdp, opts.rank):
+            graph = _trace_model(opts)
     if opts.sort and not any(isinstance(s.meta.get("time_us"), (int, float)) for s in graph.ir.scopes):
         raise SpecError("--sort time needs times: add --profile (or open a graph saved from a profiled trace)")
     found = 0
@@ -330,6 +346,10 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
     model = loaded.model
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
+    if opts.tp or opts.fsdp:
+        if not isinstance(model, torch.nn.Module):
+            raise SpecError("--tp and --fsdp shard an nn.Module")
+        _models.shard(model, opts.tp, opts.fsdp, loaded.spec)
     inputs = _models.build_inputs(loaded, input_specs, tokens, device, decoder_tokens)
     _models.check_signature(model, inputs, loaded.spec)
     if opts.compile_breaks and (opts.level != "python" or opts.backward):
@@ -347,7 +367,7 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
                 level=opts.level,
                 backward=opts.backward,
                 progress=opts.progress,
-                stats=opts.find_nan or opts.stats,
+                stats=opts.stats or opts.find_nan,
                 profile=opts.profile,
             )
     except torchatlas.TraceError:

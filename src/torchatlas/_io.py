@@ -45,7 +45,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     if os.name == "posix":
-        resolved, fd = _resolve(os.path.abspath(target))
+        # Joined, not normalised: "link/.." is the parent of where the link points, as for the kernel.
+        resolved, fd = _resolve(os.path.join(os.getcwd(), target))
     else:
         resolved, fd = Path(os.path.realpath(target)), None
     if fd is not None:

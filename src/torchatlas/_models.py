@@ -486,3 +486,32 @@ def _open_exported(path: Path, trust_pickle: bool) -> Graph:
         raise SpecError(str(e)) from None
     except Exception as e:
         raise SpecError(f"{path}: not a torch.export program: {error_text(e)}") from e
+
+
+def sharded_world(tp: int | None, fsdp: int | None, rank: int | None) -> AbstractContextManager[None]:
+    """``--tp N`` / ``--fsdp N``: a fake process group of N ranks while the command traces."""
+    if tp is None and fsdp is None:
+        if rank is not None:
+            raise SpecError("--rank picks a rank of --tp or --fsdp; add one of them")
+        return nullcontext()
+    if tp is not None and fsdp is not None:
+        raise SpecError("--tp and --fsdp shard one way at a time; give one of them")
+    size = tp if tp is not None else fsdp
+    flag = "--tp" if tp is not None else "--fsdp"
+    if size is None or size < 1:
+        raise SpecError(f"{flag} needs a number of ranks >= 1, not {size}")
+    from . import _parallel
+
+    return _parallel.fake_world(size, rank or 0)
+
+
+def shard(model: Any, tp: int | None, fsdp: int | None, spec: str) -> None:
+    """Shard ``model`` in the fake process group of :func:`sharded_world`."""
+    if tp is None and fsdp is None:
+        return
+    from . import _parallel
+
+    if tp is not None:
+        _parallel.tensor_parallel(model, tp, spec)
+    elif fsdp is not None:
+        _parallel.fully_sharded(model, fsdp)

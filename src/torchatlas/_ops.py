@@ -24,6 +24,7 @@ CATEGORIES: tuple[str, ...] = (
     "shape",
     "reduction",
     "normalization",
+    "communication",
     "io",
     "param",
     "module",
@@ -37,6 +38,7 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("shape", "shape / view (view, transpose, getitem, cat)"),
     ("reduction", "reduction (sum, mean, softmax, pooling)"),
     ("normalization", "normalization (layer/batch/rms norm)"),
+    ("communication", "communication (all_reduce, all_gather, reduce_scatter, all_to_all)"),
     ("io", "input / output"),
     ("param", "parameter / buffer / constant"),
     ("module", "collapsed module"),
@@ -58,6 +60,7 @@ KIND_CATEGORY: dict[str, str] = {
     "view": "shape",
     "data": "shape",
     "creation": "other",
+    "collective": "communication",
 }
 """Op kind -> colour category."""
 
@@ -202,6 +205,34 @@ _add(
     log_normal multinomial randperm""",
 )
 
+COLLECTIVE_KINDS: dict[str, str] = {
+    name: kind
+    for kind, names in (
+        ("all_reduce", "all_reduce all_reduce_coalesced allreduce allreduce_coalesced"),
+        (
+            "all_gather",
+            """all_gather all_gather_into_tensor all_gather_single _all_gather_base allgather _allgather_base_
+            allgather_into_tensor_coalesced all_gather_into_tensor_coalesced all_gather_into_tensor_out""",
+        ),
+        (
+            "reduce_scatter",
+            """reduce_scatter reduce_scatter_tensor reduce_scatter_single _reduce_scatter_base
+            _reduce_scatter_base_ reduce_scatter_tensor_coalesced""",
+        ),
+        ("all_to_all", "all_to_all all_to_all_single alltoall alltoall_base"),
+        ("broadcast", "broadcast"),
+        ("reduce", "reduce"),
+        ("scatter", "scatter"),
+        ("gather", "gather"),
+        ("send", "send isend"),
+        ("recv", "recv irecv recv_any_source"),
+    )
+    for name in names.split()
+}
+"""Short name of a collective op -> the collective it runs (``all_gather_into_tensor`` -> ``all_gather``)."""
+_COLLECTIVE_PREFIXES = ("torch.distributed.", "_c10d_functional.", "c10d_functional.", "c10d.")
+_COLLECTIVE = OpInfo("collective", "free")
+
 SHAPE_ONLY_ARGS: dict[str, tuple[tuple[int, str], ...]] = {
     **dict.fromkeys(("view_as", "reshape_as", "expand_as", "type_as"), ((1, "other"),)),
     **dict.fromkeys(
@@ -225,6 +256,8 @@ OPERATOR_SYMBOLS: dict[str, str] = {
 """The operator a dunder target was written as: ``torch.Tensor.__add__`` was ``+``."""
 
 _REFLECTED_OR_INPLACE = frozenset("add sub mul truediv floordiv div mod pow matmul and or xor lshift rshift".split())
+_OP_NAMESPACES = frozenset({"aten", "prims", "_c10d_functional", "c10d_functional", "c10d", "fsdp", "profiler"})
+"""Namespaces of dispatcher ops, whose targets end in an overload (``c10d.allreduce_.default``)."""
 
 
 def op_name(target: str | None) -> str:
@@ -233,7 +266,7 @@ def op_name(target: str | None) -> str:
     if not target:
         return ""
     parts = target.split(".")
-    name = parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1]
+    name = parts[1] if parts[0] in _OP_NAMESPACES and len(parts) > 1 else parts[-1]
     if name.startswith("__") and name.endswith("__") and len(name) > 4:
         name = name[2:-2]
         if name[:1] in ("r", "i") and name[1:] in _REFLECTED_OR_INPLACE:
@@ -251,7 +284,17 @@ def is_reflected(target: str | None) -> bool:
 
 def op_info(target: str | None) -> OpInfo | None:
     """The table entry of an op target; None for an op the table does not know."""
+    if target and target.startswith(_COLLECTIVE_PREFIXES) and collective_kind(target) is not None:
+        return _COLLECTIVE
     return OPS.get(op_name(target))
+
+
+def collective_kind(target: str | None) -> str | None:
+    """``all_reduce``, ``all_gather``...: the collective a ``torch.distributed`` op runs, else None
+    (``torch.gather`` is no collective; ``torch.distributed.gather`` is)."""
+    if not target or not target.startswith(_COLLECTIVE_PREFIXES):
+        return None
+    return COLLECTIVE_KINDS.get(op_name(target))
 
 
 def operator_symbol(target: str | None) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 _UNSAFE = re.compile(
     "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
 )
-_ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%", "◀": "<", "⚠": "!", "⇢": "=>", "◆": "<>", "—": "--"})
+_ASCII = str.maketrans({"→": "->", "←": "<-", "×": "x", "┬": "+", "✗": "X", "…": "...", "–": "-", "✂": "%", "◀": "<", "⚠": "!", "⇢": "=>", "◆": "<>", "—": "--", "µ": "u"})
 # ``&`` too: markdown decodes character references (``&#x202e;``) even in table cells.
 _MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~&"})
 

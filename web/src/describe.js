@@ -1,54 +1,15 @@
-// What each box says: titles, subtitles, edge labels and number formatting.
+// What each box says: titles, subtitles and edge labels, from the words the page document carries.
 
 import { Model } from "./model.js";
 
-export function formatShape(meta) {
-  if (!meta) return "";
-  return meta.shape.length ? meta.shape.join("×") : "scalar";
+/** "2×10×96": a tensor's shape as the page document writes it (Python decides every word). */
+export function shapeOf(meta) {
+  return meta ? meta.x : "";
 }
 
-export function formatMeta(meta) {
-  if (!meta) return "—";
-  return `${formatShape(meta)}  ${meta.dtype}  ${meta.device}`;
-}
-
-export function formatCount(n) {
-  if (n == null) return "—";
-  const units = [
-    [1e12, "T"],
-    [1e9, "G"],
-    [1e6, "M"],
-    [1e3, "k"],
-  ];
-  for (const [v, u] of units) if (Math.abs(n) >= v) return `${(n / v).toFixed(n / v >= 100 ? 0 : 1)}${u}`;
-  return String(n);
-}
-
-/** 1536 -> "1.50 KiB", as the summary writes bytes. */
-export function formatBytes(n) {
-  if (n == null) return "—";
-  for (const [scale, unit] of [[2 ** 40, "TiB"], [2 ** 30, "GiB"], [2 ** 20, "MiB"], [2 ** 10, "KiB"]]) {
-    if (Math.abs(n) >= scale) return `${(n / scale).toFixed(2)} ${unit}`;
-  }
-  return `${Math.round(n)} B`;
-}
-
-/** Microseconds as the summary writes them: "812 µs", "3.40 ms", "1.20 s". */
-export function formatTime(us) {
-  if (us == null) return "—";
-  if (us >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
-  if (us >= 1e3) return `${(us / 1e3).toFixed(2)} ms`;
-  return `${us.toFixed(0)} µs`;
-}
-
-/** A metric's number in its unit ("count", "bytes" or "us", from the page's `metrics`). */
-export function formatMetric(value, unit) {
-  return unit === "bytes" ? formatBytes(value) : unit === "us" ? formatTime(value) : formatCount(value);
-}
-
-/** "NaN×3 Inf×1": the non-finite counts of an op's outputs (`nf`: [nan, inf]). */
-export function nonfiniteText(nf) {
-  return [nf[0] && `NaN×${formatCount(nf[0])}`, nf[1] && `Inf×${formatCount(nf[1])}`].filter(Boolean).join(" ");
+/** "2×10×96  float32  cpu": a tensor's line in tooltips and the details panel. */
+export function metaLine(meta) {
+  return meta ? meta.full : "—";
 }
 
 const LABEL_MAX = 48; // characters of a name on a box: a longer one is cut (the details panel shows it whole)
@@ -64,14 +25,6 @@ export function shorten(text, max = LABEL_MAX) {
 export function lastComponent(path) {
   const i = path.lastIndexOf(".");
   return i < 0 ? path : path.slice(i + 1);
-}
-
-/** "layers.0" … "layers.79" -> "layers.0–79". */
-export function foldedPath(first, last) {
-  let k = 0;
-  while (k < first.length && first[k] === last[k]) k++;
-  while (k > 0 && first[k - 1] !== ".") k--;
-  return `${first}–${last.slice(k)}`;
 }
 
 /** What a diff's merged graph says of a box: which side has it. */
@@ -111,8 +64,24 @@ export class Describer {
     }
     const s = m.scopes[Model.unitScope(id)];
     if (id[0] !== "g") return s[name] ?? null;
-    const values = m.groups.get(s.rep[0]).map((i) => m.scopes[i][name]).filter((v) => v != null);
-    return values.length ? values.reduce((a, b) => a + b, 0) : null;
+    return this.fold(s).v[name] ?? null; // the run's total, summed in Python
+  }
+
+  /** The words of a box's number, as every output writes it ("7.1B", "3.40 ms"); "" where none. */
+  metricWord(id, name) {
+    const m = this.model;
+    if (id[0] === "n") {
+      const n = m.nodes[Number(id.slice(1))];
+      return name === "nf" ? (n.nf ? "1" : "0") : (n.w && n.w[name]) || "";
+    }
+    const s = m.scopes[Model.unitScope(id)];
+    const words = id[0] === "g" ? this.fold(s).w : s.w;
+    return (words && words[name]) || "";
+  }
+
+  /** The page document's fold a scope belongs to: {name, v: totals, w: their words}. */
+  fold(s) {
+    return this.model.doc.folds[s.rep[0]];
   }
 
   /** Everything a box shows, as one string: a box is redrawn when it changes. */
@@ -128,7 +97,7 @@ export class Describer {
     let lines;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
-      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => formatMeta(m.doc.metas[o])).join(", "), n.nf && `⚠ ${nonfiniteText(n.nf)}`, ...(n.dc || []).map((t) => `◆ ${t}`)];
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => metaLine(m.doc.metas[o])).join(", "), n.nf && `⚠ ${n.nfw}`, ...(n.dc || []).map((t) => `◆ ${t}`)];
     } else {
       const s = m.scopes[Model.unitScope(id)];
       lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
@@ -161,28 +130,26 @@ export class Describer {
       const cat = m.doc.categories[n.c];
       if (kind === "op") {
         if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
-        if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${nonfiniteText(n.nf)}`, category: cat, nonfinite: true };
+        if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${n.nfw}`, category: cat, nonfinite: true };
         if (n.dead) return { title: this.opName(n), subtitle: "unused", category: cat, dead: true };
         if (n.dm) return { title: this.opName(n), subtitle: `◆ ${n.dm}`, category: cat, decision: true };
         if (n.so) return { title: this.opName(n), subtitle: "size only", category: cat };
         return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
       }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);
-      return { title, subtitle: formatShape(this.meta(n.idx)), category: cat };
+      return { title, subtitle: shapeOf(this.meta(n.idx)), category: cat };
     }
     const s = m.scopes[Model.unitScope(id)];
-    const name = s.path ? lastComponent(s.path) : "<root>";
     const cls = lastComponent(s.cls);
     if (id[0] === "g") {
       const members = m.groups.get(s.rep[0]);
-      const last = m.scopes[members[members.length - 1]];
       const nonfinite = members.some((i) => m.scopes[i].nf > 0);
-      return { title: foldedPath(s.path, last.path), subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err, nonfinite };
+      return { title: this.fold(s).name, subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err, nonfinite };
     }
     // A module holding no other module has the colour of its ops (page data: the scope's "c").
     const category = s.c != null ? m.doc.categories[s.c] : "module";
-    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${formatCount(s.nf)} NaN/Inf op${s.nf === 1 ? "" : "s"}` : cls;
-    return { title: s.call ? `${name} #${s.call}` : name, subtitle, category, module: true, failed: !!s.err, nonfinite: s.nf > 0 };
+    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${s.w.nf} NaN/Inf op${s.nf === 1 ? "" : "s"}` : cls;
+    return { title: s.nm, subtitle, category, module: true, failed: !!s.err, nonfinite: s.nf > 0 };
   }
 
   /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */
@@ -195,13 +162,14 @@ export class Describer {
       if (kind !== "param" && kind !== "buffer") continue;
       const leaf = lastComponent(src.path || "");
       const short = leaf === "weight" ? "W" : leaf === "bias" ? "b" : leaf;
-      parts.push(`${short} ${formatShape(this.meta(src.idx))}`);
+      parts.push(`${short} ${shapeOf(this.meta(src.idx))}`);
     }
     return parts.slice(0, 2).join(" · ");
   }
 
+  /** One shape per tensor the edge carries, as the diagram's edge lists them. */
   edgeLabel(e) {
-    return formatShape(this.meta(e.node, e.slot));
+    return e.values.map(([node, slot]) => shapeOf(this.meta(node, slot))).join(", ");
   }
 
   /** The "×N" of an open fold's first member, or "". */
@@ -210,21 +178,14 @@ export class Describer {
     return this.model.foldedGroupOf(s) !== null ? `×${this.model.groups.get(s.rep[0]).length}` : "";
   }
 
-  /** An open module's title: its path below the enclosing module ("self_attn" inside "layers.0"). */
+  /** An open module's title: its path below the enclosing module ("self_attn" inside "layers.0"), as the page document names it. */
   containerTitle(sIdx) {
     return shorten(this.fullContainerTitle(sIdx));
   }
 
   fullContainerTitle(sIdx) {
     const s = this.model.scopes[sIdx];
-    if (this.containerBadge(sIdx)) {
-      const members = this.model.groups.get(s.rep[0]);
-      const last = this.model.scopes[members[members.length - 1]];
-      return foldedPath(s.path, last.path);
-    }
-    const parent = this.model.scopes[s.p];
-    const path = parent && parent.path && s.path.startsWith(parent.path + ".") ? s.path.slice(parent.path.length + 1) : s.path;
-    return `${path}${s.call ? " #" + s.call : ""}`;
+    return this.containerBadge(sIdx) ? this.fold(s).name : s.nm;
   }
 
   containerSubtitle(sIdx) {

@@ -504,8 +504,7 @@ class App {
       const at = v.inView(after, v.x + (before.x - after.x) * v.k, v.y + (before.y - after.y) * v.k);
       v.moveTo(at.x, at.y, v.k, animate);
     }
-    const ops = this.model.nodes.filter((n) => this.model.kindOf(n) === "op").length;
-    this.status.textContent = `${ops.toLocaleString("en-US")} ops · ${(this.model.scopes.length - 1).toLocaleString("en-US")} module calls · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;
+    this.status.textContent = `${this.model.doc.status} · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
     if (!guessEarly && token === this.layoutToken) setTimeout(() => token === this.layoutToken && this.guessNextViews(graph), 0);
     const atlas = window.__atlas;

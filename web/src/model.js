@@ -10,8 +10,10 @@ export class Model {
   constructor(doc) {
     this.doc = doc;
     this.kinds = doc.kinds;
-    this.scopes = doc.scopes.map((s, i) => ({ ...s, idx: i, children: [], nodes: [], depth: 0 }));
-    this.nodes = doc.nodes.map((n, i) => ({ ...n, idx: i }));
+    // `w`: an index into the document's interned `words` (a box's numbers as every output writes them)
+    const words = (w) => (w == null ? undefined : doc.words[w]);
+    this.scopes = doc.scopes.map((s, i) => ({ ...s, idx: i, children: [], nodes: [], depth: 0, w: words(s.w) }));
+    this.nodes = doc.nodes.map((n, i) => ({ ...n, idx: i, w: words(n.w) }));
     for (const s of this.scopes) {
       if (s.p >= 0) {
         this.scopes[s.p].children.push(s.idx);
@@ -66,7 +68,15 @@ export class Model {
   }
 
   unitOfNode(n, units) {
-    return units[n.s] ?? "n" + n.idx;
+    const up = units[n.s];
+    if (up != null) return up;
+    if (n.rg && this.folded.has(n.rg[0]) && this.groups.has(n.rg[0])) {
+      // A folded loop's caller ops belong to its box; opened, the first iteration's show.
+      const first = this.groups.get(n.rg[0])[0];
+      if (!this.expanded.has(first)) return "g" + first;
+      if (n.rg[1] > 0) return "c" + first;
+    }
+    return "n" + n.idx;
   }
 
   /** The scope index behind a unit id ("s3", "g3": the fold's first member; -1 for others). */
@@ -126,9 +136,17 @@ export class Model {
         // What leaves an open fold comes from its last, hidden member: the edge starts at the fold's frame.
         if (u[0] === "c" && (!containers.has(Number(u.slice(1))) || chainOf(v).has(Number(u.slice(1))))) continue;
         const key = u + ">" + v;
+        const slot = n.sl ? n.sl[j] : 0;
         const e = edges.get(key);
-        if (e) e.count++;
-        else edges.set(key, { id: key, source: u, target: v, node: src.idx, slot: n.sl ? n.sl[j] : 0, count: 1 });
+        // a value into or out of a collective goes between ranks: drawn dashed
+        const comm = !!(src.cm || n.cm);
+        if (!e) edges.set(key, { id: key, source: u, target: v, node: src.idx, slot, count: 1, values: [[src.idx, slot]], comm });
+        else {
+          e.count++;
+          e.comm = e.comm || comm;
+          // every tensor the edge carries, once: its label names each (an LSTM's h and c)
+          if (!e.values.some(([i, s]) => i === src.idx && s === slot)) e.values.push([src.idx, slot]);
+        }
       }
     }
     const all = [...edges.values()];

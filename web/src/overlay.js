@@ -2,7 +2,6 @@
 // (FLOPs, params, time…) and the size box scales them by it too; the scale bar
 // in the dock says what colour and size mean.
 
-import { formatMetric } from "./describe.js";
 import { h } from "./dom.js";
 
 const SIZE_MAX = 2.5; // the box with the largest number is this many times as wide and as tall as its text needs
@@ -72,19 +71,24 @@ export class Overlay {
     const numbers = [...values.values()];
     const min = numbers.length ? Math.min(...numbers) : 0;
     const max = numbers.length ? Math.max(...numbers) : 0;
+    // the ends of the scale are two boxes' own numbers, in the words the page document carries
+    const wordOf = (v) => {
+      for (const [id, value] of values) if (value === v) return this.describer.metricWord(id, metric);
+      return "—";
+    };
     const steps = this.model.doc.overlaySteps;
     renderer.overlay(metric ? values : null, min, max, steps);
     this.bar.classList.toggle("hidden", !metric);
     if (!metric) return;
-    const [, name, unit] = this.model.doc.metrics.find(([value]) => value === metric);
+    const [, name] = this.model.doc.metrics.find(([value]) => value === metric);
     const swatches = Array.from({ length: steps }, (_, i) => h("span", { class: `swatch overlay-${i}` }));
     this.bar.replaceChildren(
       h("span", { class: "scale-name", text: `${name}:` }),
-      h("span", { class: "scale-min", text: formatMetric(min, unit) }),
+      h("span", { class: "scale-min", text: wordOf(min) }),
       ...swatches,
-      h("span", { class: "scale-max", text: formatMetric(max, unit) }),
+      h("span", { class: "scale-max", text: wordOf(max) }),
       h("span", { text: `(log scale, ${numbers.length} boxes on screen; blank: none)` }),
-      ...(this.sized ? [h("span", { class: "scale-size", text: `· size: √${name}, 1× to ${SIZE_MAX}× at ${formatMetric(max, unit)}` })] : []),
+      ...(this.sized ? [h("span", { class: "scale-size", text: `· size: √${name}, 1× to ${SIZE_MAX}× at ${wordOf(max)}` })] : []),
     );
   }
 }

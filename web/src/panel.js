@@ -1,7 +1,7 @@
 // The details panel and the search box. Every string from the graph is set
 // with textContent: module names and source lines come from user code.
 
-import { DIFF_WORDS, formatBytes, formatCount, formatMeta, formatTime, lastComponent, nonfiniteText } from "./describe.js";
+import { DIFF_WORDS, lastComponent, metaLine } from "./describe.js";
 
 function h(tag, cls, text) {
   const e = document.createElement(tag);
@@ -14,16 +14,8 @@ const COPIED_MS = 2000; // how long a copy button says "Copied ✓"
 
 /** "inputs / name  shape dtype device" lines, then the outputs. */
 function shapesText(ins, outs) {
-  const block = (title, items) => (items.length ? [title, ...items.map(({ name, meta }) => `  ${name}  ${formatMeta(meta)}`)] : []);
+  const block = (title, items) => (items.length ? [title, ...items.map(({ name, meta }) => `  ${name}  ${metaLine(meta)}`)] : []);
   return [...block("inputs", ins), ...block("outputs", outs)].join("\n");
-}
-
-/** "min -0.79  max 1.39  mean -0.0406  std 0.653  NaN 0  Inf 8": one output's stats (trace(stats=True)). */
-function statsText(st) {
-  const num = (v) => (Number.isInteger(v) ? String(v) : Number(v).toPrecision(3));
-  const parts = [["min", st.min], ["max", st.max], ["mean", st.mean], ["std", st.std], ["NaN", st.nan], ["Inf", st.inf]];
-  if (st.zeros != null) parts.push(["zeros", `${(st.zeros * 100).toFixed(st.zeros > 0 && st.zeros < 0.01 ? 2 : 0)}%`]);
-  return parts.filter(([, v]) => v != null).map(([k, v]) => `${k} ${typeof v === "string" ? v : num(v)}`).join("  ");
 }
 
 /** Put `text` on the clipboard; resolves to whether that worked. */
@@ -82,7 +74,7 @@ export class DetailsPanel {
     for (const { name, meta } of items) {
       const li = h("li");
       li.appendChild(h("span", "tensor-name", name));
-      li.appendChild(h("span", "tensor-meta", formatMeta(meta)));
+      li.appendChild(h("span", "tensor-meta", metaLine(meta)));
       list.appendChild(li);
     }
     sec.appendChild(list);
@@ -119,11 +111,11 @@ export class DetailsPanel {
     parent.appendChild(box);
   }
 
-  /** trace(stats=True): one row per output, named as in the tensor list (`stats` may be absent). */
-  outputStats(stats, outs) {
+  /** trace(stats=True): one row per output, named as in the tensor list, in the words the page carries (`stats` may be absent). */
+  outputStats(stats, words, outs) {
     if (!stats || !stats.some(Boolean)) return;
     const sec = this.section("Output stats");
-    this.rows(sec, stats.map((st, j) => [outs[j] ? outs[j].name : `[${j}]`, st ? statsText(st) : "—", st && (st.nan || st.inf) ? "mono warn" : "mono"]));
+    this.rows(sec, stats.map((st, j) => [outs[j] ? outs[j].name : `[${j}]`, (st && words[j]) || "—", st && (st.nan || st.inf) ? "mono warn" : "mono"]));
   }
 
   showNode(idx) {
@@ -149,11 +141,11 @@ export class DetailsPanel {
       ["decides", n.dc ? n.dc.join("; ") : null, "mono"],
       ["size only", n.so ? "yes: only its size was read" : null],
       ["failed", n.err || null],
-      ["NaN/Inf", n.nf ? nonfiniteText(n.nf) : null, "warn"],
-      ["FLOPs", n.f != null ? formatCount(n.f) : null],
-      ["time", n.tu != null ? formatTime(n.tu) : null],
-      ["CUDA time", n.ctu != null ? formatTime(n.ctu) : null],
-      ["output bytes", n.ab != null ? formatBytes(n.ab) : null],
+      ["NaN/Inf", n.nf ? n.nfw : null, "warn"],
+      ["FLOPs", n.w?.f],
+      ["time", n.w?.tu],
+      ["CUDA time", n.w?.ctu],
+      ["output bytes", n.w?.ab],
     ]);
     this.diff(n);
     const ins = (n.i || []).map((i, j) => {
@@ -166,7 +158,7 @@ export class DetailsPanel {
     const outs = (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] }));
     this.tensors(sec, "inputs", ins);
     this.tensors(sec, "outputs", outs);
-    this.outputStats(n.st, outs);
+    this.outputStats(n.st, n.stw, outs);
     if (n.src) this.source(this.section("Source"), n.src);
     this.copyBar(head, [["path", n.path || scope.path], ["source", this.sourceText(n.src)], ["shapes", shapesText(ins, outs)]]);
     this.actions.onShown?.();
@@ -189,11 +181,11 @@ export class DetailsPanel {
       ["call", s.call ? `#${s.call}` : null],
       ["repeat", rep],
       ["ops", String(ops)],
-      ["parameters", s.params != null ? `${formatCount(s.params)} (${s.params.toLocaleString("en-US")})` : null],
-      ["FLOPs", s.f != null ? formatCount(s.f) : null],
-      ["time", s.tu != null ? formatTime(s.tu) : null],
-      ["CUDA time", s.ctu != null ? formatTime(s.ctu) : null],
-      ["activation bytes", s.ab != null ? formatBytes(s.ab) : null],
+      ["parameters", s.pw],
+      ["FLOPs", s.w?.f],
+      ["time", s.w?.tu],
+      ["CUDA time", s.w?.ctu],
+      ["activation bytes", s.w?.ab],
       ["NaN/Inf ops", s.nf != null ? String(s.nf) : null, s.nf ? "warn" : null],
     ]);
     this.diff(s);
@@ -227,7 +219,7 @@ export class DetailsPanel {
     const outs = (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) }));
     this.tensors(sec, "inputs", boundary);
     this.tensors(sec, "outputs", outs);
-    this.outputStats(s.st, outs);
+    this.outputStats(s.st, s.stw, outs);
     if (s.src) this.source(this.section("Called from"), s.src);
     this.copyBar(head, [["path", s.path], ["source", this.sourceText(s.src)], ["shapes", shapesText(boundary, outs)]]);
     this.actions.onShown?.();

@@ -319,7 +319,7 @@ export class Renderer {
     for (const e of graph.drawn) {
       const points = result.routes.get(e.id);
       if (!points || points.length < 2) continue;
-      const g = el("g", { class: "edge", "data-id": e.id }, frag);
+      const g = el("g", { class: e.comm ? "edge comm" : "edge", "data-id": e.id }, frag);
       let [x0, y0, x1, y1] = [Infinity, Infinity, -Infinity, -Infinity];
       for (const p of points) [x0, y0, x1, y1] = [Math.min(x0, p.x), Math.min(y0, p.y), Math.max(x1, p.x), Math.max(y1, p.y)];
       this.culled.push([g, { x: x0 - 8, y: y0 - 8, width: x1 - x0 + 16, height: y1 - y0 + 16 }]); // and its arrow head

@@ -18,6 +18,7 @@ from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
+from ._distributed import check_rank
 from ._export_import import from_export
 from ._fx_import import from_fx
 from ._patches import collection_paused
@@ -35,6 +36,7 @@ __all__ = [
     "UnsafeArchiveError",
     "annotate_compile",
     "capture",
+    "check_rank",
     "collection_paused",
     "compile_facts",
     "from_export",
@@ -60,6 +62,10 @@ def _aten(session: Session) -> AtenLevel:
     session.recordings.append(aten.recording)
     session.recorder = aten
     session.releases.append(aten.release)
+    if session.python.dtensors:  # a process group: collectives and FSDP2's unsharded parameters
+        aten.flow.watch_views()
+        aten.groups = session.python.groups
+        aten.dtensors = True
     return aten
 
 

@@ -15,8 +15,9 @@ from typing import Any, Protocol
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .._ops import collective_kind, op_name
 from .._text import error_text
-from . import _source
+from . import _distributed, _source
 from ._boundaries import Boundaries
 from ._dataflow import DataFlow, raw_meta
 from ._reads import read_value
@@ -33,6 +34,9 @@ _METADATA_OPS = {
     torch.ops.aten.sym_numel, torch.ops.aten.sym_storage_offset, torch.ops.aten.is_contiguous,
     torch.ops.aten.size, torch.ops.aten.stride, torch.ops.aten.dim, torch.ops.aten.numel,
 }
+
+# Profiler ranges (FSDP's record_function markers): bookkeeping, not ops.
+_MARKERS = {"profiler._record_function_enter", "profiler._record_function_enter_new", "profiler._record_function_exit"}
 
 # Batch norm updates its running stats (arguments 3 and 4) in training, though its
 # schema does not mark them written.
@@ -85,6 +89,15 @@ class AtenLevel:
         """Told of each op recorded, with its output tensors (run-time statistics, kept activations)."""
         self.mode = AtenMode(self)
         self._calling: Any = None  # the user frame of the Python call now running
+        self.folding = False
+        self.dtensors = False
+        """A process group exists: ops on DTensors are watched for the collectives they run."""
+        self._pending: dict[tuple[int, int], tuple[int, int]] | None = None
+        """A Python call that passes its argument on runs (DTensor's ``x.view_as(x)``): its ops do too."""
+        self._redirects: dict[tuple[int, int], tuple[int, int]] | None = None
+        """While an op on DTensors runs: value -> the collective that redistributed it inside the op."""
+        self.groups: _distributed.Groups | None = None
+        """The process groups this trace's collectives ran over (under a process group)."""
 
     def current_scope(self) -> int:
         if self.backward is not None:
@@ -139,9 +152,40 @@ class AtenLevel:
         user = self._calling if self._calling is not None else _source.user_frame(sys._getframe(3))
         return (user.f_code, user.f_lineno, id(user)) if user is not None else (None, 0, 0)
 
+    def passed_on(self, func: Any, args: tuple, result: Any) -> bool:
+        """A wrapping op (a wait, an autograd wrap of a collective's result) folded into its value."""
+        if not isinstance(result, Tensor) or not args or not isinstance(args[0], Tensor):
+            return False
+        if result is not args[0]:
+            self.flow.alias(result, args[0])
+        return True
+
+    def run_dtensor_op(self, func: Any, args: tuple, kwargs: dict) -> Any:
+        """An op on DTensors: the collectives its redistributions run inside it (this mode off the
+        stack there) become nodes before it, and it reads their results."""
+        self._redirects = {}
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self._pending, self._redirects = self._redirects, None
+
+    def run_inner_collective(self, packet: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        result = packet(*args, **kwargs)
+        redirects = self._redirects
+        if redirects is not None:
+            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller)
+            overload = getattr(packet, "default", packet)
+            _distributed.redirect(redirects, before, (self.record(overload, args, kwargs, result), 0))
+        return result
+
     def record(self, func: Any, args: tuple, kwargs: dict, result: Any) -> int:
         ins, template, kw_template, written = self._split_call(func, args, kwargs)
         refs = self.flow.refs(ins)
+        pending, self._pending = self._pending, None
+        if pending:  # the op on DTensors reads what its redistributions made
+            refs = [_distributed.redirected(pending, r) for r in refs]
+        # a buffer written without being read (out=) is read for its shape: what allocated it is needed
+        buffers = self.flow.refs([t for t in written if not any(t is i for i in ins)]) if written else None
         extra: dict[str, Any] = {"phase": self.phase}
         outs: list[Tensor] = []
         tensors_flat(result if isinstance(result, (tuple, list)) else [result], outs)
@@ -156,11 +200,19 @@ class AtenLevel:
             how = "bool" if type(result) is bool else "item"
             reads = [(how, 0, code, line, read_value(how, result))]
         index = len(self.nodes)
+        target = str(func)
+        if self.groups is not None and collective_kind(target) is not None:
+            extra["collective"] = _distributed.collective_facts(
+                self.groups, op_name(target), _distributed.aten_group(args, kwargs),
+                [t for t in ins if not any(t is o for o in outs)], outs, sys._getframe(2),
+            )
+            if target.startswith(_distributed.FUNCTIONAL_PREFIX):
+                _distributed.wait_for(outs)
         self.nodes.append(
             NodeRecord(
-                "op", self.current_scope(), refs, target=str(func), outputs=[raw_meta(t) for t in outs],
+                "op", self.current_scope(), refs, target=target, outputs=[raw_meta(t) for t in outs],
                 args=template, kwargs=kw_template, inplace=bool(written), code=code, line=line, frame=frame,
-                extra=extra, reads=reads,
+                extra=extra, reads=reads, shape_inputs=buffers or None,
             )
         )
         self.flow.produced(index, outs, written)
@@ -196,11 +248,21 @@ class AtenMode(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         try:
-            result = func(*args, **kwargs)
+            if self.level.dtensors and _distributed.has_dtensor(args, kwargs):
+                result = self.level.run_dtensor_op(func, args, kwargs)
+            else:
+                result = func(*args, **kwargs)
         except Exception as exc:
+            self.level._pending = None
             self.level.record_failure(func, args, kwargs, exc)
             raise
-        if getattr(func, "overloadpacket", None) not in _METADATA_OPS:
-            self.level.record(func, args, kwargs, result)
+        packet = getattr(func, "overloadpacket", None)
+        name = str(packet)
+        if packet in _METADATA_OPS or name in _MARKERS or (
+            (self.level.folding or name in _distributed.PLUMBING) and self.level.passed_on(func, args, result)
+        ):
+            self.level._pending = None  # no node: nothing reads what a redistribution inside it made
+            return result
+        self.level.record(func, args, kwargs, result)
         return result
 

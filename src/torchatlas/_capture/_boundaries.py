@@ -9,6 +9,7 @@ other paths read what it was given (``_passthrough.py``).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,27 @@ IDENTITY = "torchatlas.identity"
 PassedBy = Callable[[int, Tensor], tuple[str, list[Any], dict[str, Any] | None] | None]
 """(scope, tensor) -> (target, args template, kwargs template) of the op that returned the tensor
 unchanged inside that call, if the level saw one."""
+
+
+# module class -> its forward's positional parameter names; weak, so a class (and the code and
+# globals of its forward) is not kept alive by having been traced
+_POSITIONAL: weakref.WeakKeyDictionary[type, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def parameter_names(cls: type, positional: int) -> list[str]:
+    """The names ``cls.forward`` gives its first ``positional`` arguments (``args[2]`` past its
+    parameters or where it has no signature)."""
+    names = _POSITIONAL.get(cls)
+    if names is None:
+        # read from the code object: inspect.signature may free objects the user froze (gc.freeze)
+        func = getattr(cls, "forward", None)
+        for _ in range(100):
+            if not hasattr(func, "__wrapped__"):
+                break
+            func = func.__wrapped__  # type: ignore[union-attr]
+        code = getattr(func, "__code__", None)
+        names = _POSITIONAL[cls] = tuple(code.co_varnames[1 : code.co_argcount]) if code is not None else ()
+    return [names[i] if i < len(names) else f"args[{i}]" for i in range(positional)]
 
 
 class Boundaries:
@@ -57,17 +79,38 @@ class Boundaries:
                         seen.add(id(t))
                         self.flow.new_leaf("input", path, t)
             self._inputs = []
-        given = self._given(args, kwargs)
+        given = self._given(module, args, kwargs)
         if given:
-            self.recording.scope_inputs[index] = given
+            self.recording.scope_inputs[index] = list(given)
+            self.recording.scope_input_names[index] = list(given.values())
+            self._works_on(index, args, list(given))
         self._first[index] = len(self.recording.nodes)
 
-    def _given(self, args: tuple, kwargs: dict) -> list[Slot]:
-        """What the call was given, in argument order: each tensor's value as recorded so far."""
+    def _given(self, module: Any, args: tuple, kwargs: dict) -> dict[Slot, str]:
+        """What the call was given, in argument order: each tensor's value as recorded so far, and
+        the parameter it was passed as (``key_value_states``; inside a list, the list's)."""
+        names = [*parameter_names(type(module), len(args)), *kwargs]
+        given: dict[Slot, str] = {}
+        for name, arg in zip(names, (*args, *kwargs.values()), strict=True):
+            tensors: list[Tensor] = []
+            tensors_flat(arg, tensors)
+            for t in tensors:
+                slot = self.flow.lookup(t)
+                if slot is not None and slot not in given:
+                    given[slot] = name
+        return given
+
+    def _works_on(self, index: int, args: tuple, given: list[Slot]) -> None:
+        """A call given a list first (a dense layer's ``features``) works on its last tensor:
+        ``works_on``, its index among the values given."""
+        if not args or not isinstance(args[0], (list, tuple)):
+            return
         tensors: list[Tensor] = []
-        tensors_flat((*args, *kwargs.values()), tensors)
-        given = [slot for t in tensors if (slot := self.flow.lookup(t)) is not None]
-        return list(dict.fromkeys(given))
+        tensors_flat(args[0], tensors)
+        last = self.flow.lookup(tensors[-1]) if len(tensors) > 1 else None
+        if last is not None and last in given and given.index(last) > 0:
+            scope = self.tracker.scopes[index]
+            scope.extra = {**(scope.extra or {}), "works_on": given.index(last)}
 
     def scope_exited(self, index: int, module: Any, output: Any) -> None:
         if isinstance(output, Tensor):

@@ -28,9 +28,9 @@ def build_graph(recording: Recording) -> GraphIR:
             hit = sources[key] = Source(code.co_filename, line, _source.line_text(code.co_filename, line))
         return hit
 
-    metas: dict[tuple[Any, Any, Any], TensorMeta] = {}
+    metas: dict[tuple[Any, ...], TensorMeta] = {}
 
-    def tensor_meta(raw: tuple[Any, Any, Any]) -> TensorMeta:
+    def tensor_meta(raw: tuple[Any, ...]) -> TensorMeta:
         # Shapes repeat: share one immutable TensorMeta per distinct (shape, dtype, device).
         hit = metas.get(raw)
         if hit is None:
@@ -54,6 +54,8 @@ def build_graph(recording: Recording) -> GraphIR:
         meta = dict(s.extra) if s.extra else {}
         if s.passthrough:
             meta["passthrough"] = True
+        if i in recording.scope_input_names:  # the parameter each of its inputs was passed as
+            meta["input_names"] = recording.scope_input_names[i]
         scopes.append(
             Scope(
                 scope_ids[i],
@@ -82,9 +84,12 @@ def build_graph(recording: Recording) -> GraphIR:
     return GraphIR(scopes=scopes, nodes=nodes, meta=meta)
 
 
-def _tensor_meta(shape: Any, dtype: Any, device: Any) -> TensorMeta:
+def _tensor_meta(shape: Any, dtype: Any, device: Any, placed: Any = None) -> TensorMeta:
     if not all(type(s) is int for s in shape):
         shape = tuple(s if isinstance(s, int) else str(s) for s in shape)
+    if placed is not None:  # a DTensor: its placements, mesh and local shape
+        placements, mesh, local = placed
+        return TensorMeta(tuple(shape), dtype_name(dtype), str(device), placements, mesh, local)
     return TensorMeta(tuple(shape), dtype_name(dtype), str(device))
 
 
@@ -132,11 +137,16 @@ def _read(read: Any, source: Callable[[Any, int], Source | None]) -> dict[str, A
     """One read into Python as the graph document saves it (docs/format.md, ``reads``)."""
     how, slot, code, line, value = read
     where = source(code, line)
-    return {
-        "as": how, "slot": slot, "value": value,
-        "statement": _source.read_statement(where.file, where.line) if where is not None and how != "size" else None,
+    statement = _source.read_statement(where.file, where.line) if where is not None and how != "size" else None
+    out = {
+        "as": how, "slot": slot, "value": value, "statement": statement,
         "source": {"file": where.file, "line": where.line, "code": where.code} if where is not None else None,
     }
+    if where is not None and statement in ("break", "continue"):
+        loop = _source.enclosing_loop(where.file, where.line)
+        if loop is not None:
+            out["loop"] = {"line": loop[0], "code": loop[1]}
+    return out
 
 
 def _variable_names(recording: Recording) -> dict[int, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._ops import SHAPE_ONLY_ARGS, op_name
-from . import _naming, _source
+from . import _distributed, _naming, _source
 from ._reads import read_kind
 from ._writes import REPOINTS, Writes, writes_of
 
@@ -35,6 +35,9 @@ class CallInfo:
     """Its code object, when it is a Python function."""
     python_read: str | None = None
     """How it reads a tensor's value (or size) into Python (``_reads.READ_KINDS``), if it does."""
+    role: str | None = None
+    """``"plumbing"`` (passes its argument on: DTensor's wrapping, a wait) or ``"collective"``
+    (a functional collective), else None."""
 
 
 _INFO: dict[Any, CallInfo] = {}
@@ -86,4 +89,13 @@ def _work_out(func: Callable[..., Any]) -> CallInfo:
         shape_only=SHAPE_ONLY_ARGS.get(op_name(target), ()),
         code=getattr(func, "__code__", None),
         python_read=read_kind(func),
+        role=_role(target),
     )
+
+
+def _role(target: str) -> str | None:
+    if target in _distributed.PLUMBING:
+        return "plumbing"
+    if target.startswith(_distributed.FUNCTIONAL_PREFIX):
+        return "collective"
+    return None

@@ -103,8 +103,7 @@ def compile_facts(
     import torch._dynamo as dynamo
 
     recorder = _Recorder(dynamo.lookup_backend(backend) if isinstance(backend, str) else backend)
-    busy = TraceError("torchatlas.compile_report cannot run inside a torchatlas.trace in the same thread")
-    with _patches.dynamo_exclusive(busy):
+    with _patches.dynamo_exclusive(lambda: TraceError("torchatlas.compile_report cannot run inside a torchatlas.trace in the same thread")):
         config = dynamo.config.get_config_copy()
         logger = logging.getLogger("torch._dynamo")
         level = logger.level

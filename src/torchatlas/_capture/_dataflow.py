@@ -8,6 +8,11 @@ parameter or buffer, or a constant). A tensor read after a write through another
 view of its storage (``y[:, :2].mul_(0.5)``, then ``y``) reads a ``torchatlas.updated``
 node made at that read: its value now, from its value before and the write, with its
 own shape (the write's is the view's).
+
+A wrapper tensor (a DTensor, an ``AsyncCollectiveTensor``) holds the same value as the
+tensor it wraps: each is read as the other (``_distributed.inner_tensor``). Under a process
+group, a tensor nobody produced that views exactly what a recorded op made (FSDP2's
+unsharded parameter, an ``nn.Parameter`` around its all-gathered view) reads that op.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 
 import torch
 
+from . import _distributed
 from ._passthrough import PassThroughs
 from ._records import NodeRecord, Recording, Slot
 from ._values import TENSOR_ARGS
@@ -52,6 +58,12 @@ class DataFlow:
         """Pass-through calls' nodes, which only the readers that got their result read."""
         self.returning: int | None = None
         """The module call whose return reads now, if one does."""
+        self.views: dict[tuple[int | None, tuple[Any, ...] | None], Slot] | None = None
+        """(storage, geometry) -> the value made there; kept only under a process group (``watch_views``)."""
+
+    def watch_views(self) -> None:
+        """Remember where each value lives, so a tensor made outside any op over it reads its maker."""
+        self.views = {}
 
     def register(self, t: Tensor, record: int, slot: int) -> None:
         self._producer[id(t)] = (weakref.ref(t), record, slot)
@@ -63,6 +75,9 @@ class DataFlow:
             record.extra = {"requires_grad": bool(t.requires_grad)}
         self.nodes.append(record)
         self.register(t, index, 0)
+        inner = _distributed.inner_tensor(t) if type(t) is not Tensor else None
+        if inner is not None:  # a DTensor parameter or input: its local shard is the same leaf
+            self.register(inner, index, 0)
         return index, 0
 
     def known(self, t: Tensor, scope: int | None = None) -> Slot | None:
@@ -123,7 +138,28 @@ class DataFlow:
         found = self.known(t)
         if found is not None:
             return found
-        return self.new_leaf(*self.classify(t), t)
+        inner = _distributed.inner_tensor(t)
+        if self.views is not None and inner is None:
+            key = storage_key(t)
+            found = self.views.get((key, _geometry(t))) if key is not None else None
+            if found is not None:
+                self.register(t, *found)
+                return found
+        kind, path = self.classify(t)
+        if kind == "constant" and inner is not None:  # DTensor.from_local's result, a waiting collective's
+            found = self.ref(inner)
+            self.register(t, *found)
+            return found
+        leaf = self.new_leaf(kind, path, t)
+        if inner is None and self.views is not None and self._writes:
+            write = self._writes.get(storage_key(t))
+            if write is not None:  # FSDP2's unsharded parameter, all-gathered into in place
+                return self._updated(t, leaf, write[0], None)
+        return leaf
+
+    def alias(self, t: Tensor, source: Tensor) -> None:
+        """``t`` holds ``source``'s value: a call that computed nothing made it."""
+        self.register(t, *self.ref(source))
 
     def refs(self, tensors: list[Tensor]) -> list[Slot]:
         if self._writes:
@@ -143,9 +179,16 @@ class DataFlow:
     def produced(self, index: int, outs: list[Tensor], written: list[Tensor]) -> None:
         """Record ``index`` as the producer of ``outs`` and the last writer of ``written``."""
         self.timeline.append(index)
-        producer = self._producer
+        producer, views = self._producer, self.views
         for slot, t in enumerate(outs):
             producer[id(t)] = (weakref.ref(t), index, slot)
+            inner = _distributed.inner_tensor(t) if type(t) is not Tensor else None
+            if inner is not None:  # a DTensor result: its local part is the same value
+                producer[id(inner)] = (weakref.ref(inner), index, slot)
+            elif views is not None:
+                key = storage_key(t)
+                if key is not None:
+                    views[(key, _geometry(t))] = (index, slot)
         for t in written:
             slot = next((i for i, o in enumerate(outs) if o is t), 0)
             key = storage_key(t)
@@ -156,11 +199,18 @@ class DataFlow:
     def clear(self) -> None:
         self._producer.clear()
         self._writes.clear()
+        if self.views is not None:
+            self.views.clear()
 
 
-def raw_meta(t: Tensor) -> tuple[Any, Any, Any]:
-    """Raw (torch.Size, dtype, device): no reference to the tensor, converted at build time."""
+def raw_meta(t: Tensor) -> tuple[Any, ...]:
+    """Raw (torch.Size, dtype, device), and a DTensor's (placements, mesh, local shape): no
+    reference to the tensor, converted at build time."""
     try:
+        if type(t) is not Tensor:
+            placed = _distributed.dist_meta(t)
+            if placed is not None:
+                return t.shape, t.dtype, t.device, placed
         return t.shape, t.dtype, t.device
     except RuntimeError:  # a (strided) nested tensor: its ragged dims have no size
         return _nested_shape(t), t.dtype, t.device

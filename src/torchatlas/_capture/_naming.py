@@ -11,6 +11,8 @@ from typing import Any
 
 import torch
 
+from . import _distributed
+
 # Namespaces searched, in order of preference, for the public name of a callable.
 # ``torch`` comes first so that ``F.conv2d`` (the same object) reads ``torch.conv2d``.
 _NAMESPACES: tuple[tuple[str, Any], ...] = (
@@ -71,6 +73,8 @@ def target_name(func: Callable[..., Any]) -> str:
         named = None
     if named:
         return next((name for name, obj in named if obj is func), named[0][0])
+    if isinstance(func, _distributed.Packet):  # our stand-in for a functional collective
+        func = func.op
     if isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return str(func)  # torch.ops.aten.relu called directly: aten.relu, aten.add.Tensor
     getter_of = getattr(func, "__self__", None)

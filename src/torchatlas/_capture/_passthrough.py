@@ -15,14 +15,17 @@ reader reads through the call.
 
 from __future__ import annotations
 
+import ast
 import bisect
 import dis
+import linecache
 import sys
 import weakref
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from . import _source
 from ._records import Slot
 
 CallSite = tuple[int, Any, int]
@@ -107,7 +110,8 @@ class PassThroughs:
         self._by_tensor: dict[int, tuple[Any, list[Passed]]] = {}
         self.nodes: set[int] = set()
         self._codes: dict[Any, _Code | None] = {}  # this capture's code objects only: cleared with it
-        self._answers: dict[tuple[Any, int, tuple[str, ...], int], bool] = {}
+        self._answers: dict[tuple[Any, ...], bool] = {}
+        self._parameters: dict[tuple[Any, int], Arguments | None] = {}
 
     def __bool__(self) -> bool:
         return bool(self.nodes)
@@ -117,6 +121,7 @@ class PassThroughs:
         self.nodes.clear()
         self._codes.clear()
         self._answers.clear()
+        self._parameters.clear()
 
     # -- recording ----------------------------------------------------------------------
 
@@ -200,7 +205,7 @@ class PassThroughs:
         if entry is None or entry[0]() is not t or entry[1][-1].node != value:
             return value
         running = set(self._running())
-        frames = _live_frames()
+        frames = _live_frames(sys._getframe(1))
         # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
         for passed in reversed(entry[1]):
             if any(self._reads_through(d, running, frames, returning) for d in passed.deliveries):
@@ -212,27 +217,45 @@ class PassThroughs:
             return True
         frame = frames.get(d.frame) if d.guard in running else None
         if frame is not None and frame.f_code is d.code:
-            return self._reader_got(d, frame.f_lasti)
+            return self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame))
         if d.guard is not None and d.guard == returning:
-            return self._returned_by_code(d)
+            return self._returned_by_code(d, anywhere=True)
+        if d.guard in running and not d.superseded:
+            # A helper function of the running call (``forward_features``) has returned: the
+            # caller got the result if the helper's own return is it.
+            return self._returned_by_code(d, anywhere=False)
         return not d.superseded and d.kind == RETURNED
 
-    def _reader_got(self, d: Delivery, offset: int) -> bool:
-        """The frame that got the result now runs the instruction at ``offset``: does it use it?"""
+    def _arguments_read(self, frames: list[Any], caller: Any) -> Arguments | None:
+        """Which arguments of the call ``caller`` makes now the code reading reads, where its
+        callee's frame loads them as its own parameters (``conv1(x)`` in ``forward(self, x, shortcut)``)."""
+        callee = _callee(frames, caller)
+        facts = self._facts(callee.f_code) if callee is not None else None
+        if facts is None:
+            return None
+        key = (callee.f_code, callee.f_lasti)
+        if key not in self._parameters:
+            self._parameters[key] = _parameters_read(facts, callee.f_code, callee.f_lasti)
+        return self._parameters[key]
+
+    def _reader_got(self, d: Delivery, offset: int, arguments: Arguments | None) -> bool:
+        """The frame that got the result now runs the instruction at ``offset``: does it use it?
+        ``arguments``: which of that call's arguments the callee reads, where known."""
         if d.kind in (RETURNED, ESCAPED):
             return d.kind == ESCAPED
         facts = self._facts(d.code)
         i = facts.at(offset) if facts is not None else None
         if i is None:
             return True
-        key = (d.code, d.offset, d.names, i)  # a loop reads the same way each pass: one answer
+        key = (d.code, d.offset, d.names, i, arguments)  # a loop reads the same way each pass: one answer
         known = self._answers.get(key)
         if known is None:
-            known = self._answers[key] = _got(facts, d, i)
+            known = self._answers[key] = _got(facts, d, i, arguments)
         return known
 
-    def _returned_by_code(self, d: Delivery) -> bool:
-        """The frame has returned: does a ``return`` of its code carry the result?"""
+    def _returned_by_code(self, d: Delivery, anywhere: bool) -> bool:
+        """The frame has returned: does a ``return`` of its code carry the result (``anywhere``
+        in what it returns, else as the value returned, or in a tuple of them)?"""
         if d.kind in (RETURNED, ESCAPED):
             return True
         facts = self._facts(d.code)
@@ -245,24 +268,113 @@ class PassThroughs:
             span = _span(inst)
             if span is None:
                 return True
-            # The call returned this tensor: a return that holds the result anywhere (in a tuple, a
-            # ModelOutput built by a call) returned it.
-            if d.kind == INLINE and delivered is not None and _contains(span, delivered):
-                return True
-            if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=True):
+            # A module call that returned this tensor: a return that holds the result anywhere (in a
+            # tuple, a ModelOutput built by a call) returned it.
+            if d.kind == INLINE and delivered is not None:
+                if _contains(span, delivered) if anywhere else _direct(facts, i, span, delivered):
+                    return True
+            if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=anywhere):
                 return True
         return False
 
 
-def _got(facts: _Code, d: Delivery, i: int) -> bool:
-    """The instruction at index ``i`` of the frame ``d`` delivered to reads the call's result."""
+def _got(facts: _Code, d: Delivery, i: int, arguments: Arguments | None) -> bool:
+    """The instruction at index ``i`` of the frame ``d`` delivered to reads the call's result
+    (through one of ``arguments`` of the call it makes, where known)."""
     reader = _span(facts.instructions[i])
     if reader is None:
         return True
-    if d.kind == INLINE:
-        delivered = facts.span(d.offset)
-        return delivered is not None and _direct(facts, i, reader, delivered)
-    return _loads(facts, i, reader, _assigned_on(facts, facts.at(d.offset), i, d.names))
+    spans = [reader]
+    if arguments is not None:
+        spans = _argument_spans(d.code, reader, arguments) or spans
+    delivered = facts.span(d.offset) if d.kind == INLINE else None
+    names = _assigned_on(facts, facts.at(d.offset), i, d.names) if d.kind == STORED else ()
+    for span in spans:
+        if d.kind == INLINE:
+            if delivered is not None and _direct(facts, i, span, delivered):
+                return True
+        elif _loads(facts, i, span, names):
+            return True
+    return False
+
+
+Arguments = tuple[tuple[int, ...], tuple[str, ...]]
+"""(positions, keywords) of a call's arguments the callee reads."""
+
+
+_CALL_MACHINERY = frozenset({"_call_impl", "_wrapped_call_impl"})
+"""Frames between a line calling a module and its ``forward`` (torch's, and our stand-in)."""
+
+
+def _callee(frames: list[Any], caller: Any) -> Any:
+    """The frame of the function ``caller`` is calling now, if it is the user's (or None)."""
+    k = next((k for k, f in enumerate(frames) if f is caller), 0)
+    for frame in reversed(frames[:k]):
+        if frame.f_code.co_name in _CALL_MACHINERY and _source.is_library_file(frame.f_code.co_filename):
+            continue
+        return None if _source.is_library_file(frame.f_code.co_filename) else frame
+    return None
+
+
+def _parameters_read(facts: _Code, code: Any, offset: int) -> Arguments | None:
+    """The parameters of ``code`` the instruction at ``offset`` loads directly, as the
+    (positions, keywords) of the call that passed them."""
+    i = facts.at(offset)
+    span = _span(facts.instructions[i]) if i is not None else None
+    if span is None:
+        return None
+    parameters = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    read = {
+        n for inst in facts.instructions[:i] if inst.opname in _LOADS for n in _names(inst)
+        if n in parameters and (inner := _span(inst)) is not None and _direct(facts, i, span, inner)
+    }
+    bound = 1 if parameters and parameters[0] == "self" else 0
+    read.discard("self")  # the module the code belongs to, not a tensor argument
+    if not read:
+        return None
+    positions = tuple(sorted(parameters.index(n) - bound for n in read if parameters.index(n) < code.co_argcount))
+    return positions, tuple(sorted(read))
+
+
+def _argument_spans(code: Any, call: tuple[int, int, int, int], arguments: Arguments) -> list[tuple[int, int, int, int]]:
+    """The spans of the arguments ``arguments`` of the call at ``call`` in ``code``'s file; empty
+    when the call cannot be read so (``*args``, a source that does not parse)."""
+    lines = linecache.getlines(code.co_filename)
+    if not lines or call[2] > len(lines):
+        return []
+    segment = _segment(lines, call)
+    wrapped = "(" + segment + ")" if call[0] != call[2] else segment
+    try:
+        node = ast.parse(wrapped, mode="eval").body
+    except (SyntaxError, ValueError):
+        return []
+    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+        return []
+    positions, names = arguments
+    chosen = [a for k, a in enumerate(node.args) if k in positions]
+    chosen += [kw.value for kw in node.keywords if kw.arg in names]
+    return [_shift(call, call[0] != call[2], a) for a in chosen]
+
+
+def _segment(lines: list[str], span: tuple[int, int, int, int]) -> str:
+    """The source at ``span`` (columns count UTF-8 bytes, as in code positions and ``ast``)."""
+    line, col, end_line, end_col = span
+    if line == end_line:
+        return lines[line - 1].encode()[col:end_col].decode()
+    middle = "".join(lines[line : end_line - 1])
+    return lines[line - 1].encode()[col:].decode() + middle + lines[end_line - 1].encode()[:end_col].decode()
+
+
+def _shift(call: tuple[int, int, int, int], wrapped: bool, node: ast.expr) -> tuple[int, int, int, int]:
+    """A node's span in the file, from its span in the parsed source of ``call``."""
+
+    def at(lineno: int, col: int) -> tuple[int, int]:
+        if lineno == 1:
+            return call[0], call[1] + col - (1 if wrapped else 0)
+        return call[0] + lineno - 1, col
+
+    start, end = at(node.lineno, node.col_offset), at(node.end_lineno or node.lineno, node.end_col_offset or 0)
+    return start[0], start[1], end[0], end[1]
 
 
 def _direct(facts: _Code, reader: int, span: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
@@ -316,11 +428,17 @@ def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str,
     return tuple(held)
 
 
-def _live_frames() -> dict[int, Any]:
-    """Every frame running now, by id."""
-    frames = {}
-    frame: Any = sys._getframe(1)
+class _Frames(dict):
+    """Every frame running now, by id; ``chain``: from the newest down."""
+
+    chain: list[Any]
+
+
+def _live_frames(frame: Any) -> _Frames:
+    frames = _Frames()
+    frames.chain = []
     while frame is not None:
         frames[id(frame)] = frame
+        frames.chain.append(frame)
         frame = frame.f_back
     return frames

@@ -9,6 +9,8 @@
   the call becomes one opaque node that reads its tensor arguments.
 * ``Tensor.set_`` never reaches ``__torch_function__``: it is wrapped so the tensor it
   re-points reads from the call.
+* ``torch.distributed``'s collectives (``dist.all_reduce``...) run in C++: while a process group
+  exists they are wrapped so each call becomes an op node (``_distributed.stand_ins``).
 * ``torch.overrides.has_torch_function``, asked by ``MultiheadAttention`` and the
   ``TransformerEncoder`` layers whether they may take their fused fast path, answers as if
   no trace ran: any mode on the stack says yes, so traced they would compute another way
@@ -42,6 +44,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module_py
 
+from . import _distributed
 from ._scopes import is_compiled_wrapper
 
 _lock = threading.Lock()
@@ -69,6 +72,7 @@ _FAST_PATH_CHECKS = frozenset(
     for forward in (torch.nn.MultiheadAttention.forward, torch.nn.TransformerEncoderLayer.forward, torch.nn.TransformerEncoder.forward)
 )
 _SET = torch._C.TensorBase.set_
+_replaced: list[tuple[Any, str, Any]] = []  # (namespace, name, original) of the c10d stand-ins installed
 
 ActiveLevel = Callable[[], Any]
 """This thread's Python level when it records: its mode is on the stack (a call it is itself
@@ -80,13 +84,18 @@ ActiveTracker = Callable[[], Any]
 
 
 def _opaque_to_dynamo(stand_in: Callable[..., Any]) -> Callable[..., Any]:
-    """``stand_in``, which dynamo calls as it is (a graph break) and never compiles or inlines."""
+    """``stand_in``, which dynamo calls as it is (a graph break) and never inlines; its frames
+    are skipped (``_skip_frames``), what it calls is compiled as usual."""
     stand_in._torchdynamo_disable = True  # type: ignore[attr-defined]  # as torch._dynamo.skip marks one
+    return stand_in
+
+
+def _skip_frames(*codes: Any) -> None:
+    """Dynamo never compiles a frame of ``codes`` (set once: the stand-ins' code never changes)."""
     frames = getattr(getattr(torch._C, "_dynamo", None), "eval_frame", None)
     if frames is not None and hasattr(frames, "set_code_exec_strategy"):
-        skip = frames._FrameExecStrategy(frames._FrameAction.SKIP, frames._FrameAction.DEFAULT)
-        frames.set_code_exec_strategy(stand_in.__code__, skip)  # what forward calls is compiled as usual
-    return stand_in
+        for code in codes:
+            frames.set_code_exec_strategy(code, frames._FrameExecStrategy(frames._FrameAction.SKIP, frames._FrameAction.DEFAULT))
 
 
 def _compiles_paused() -> Any:
@@ -179,8 +188,13 @@ def _fast_path_check(ours_of: RecordingModes) -> Callable[[Any], bool]:
     return has_torch_function
 
 
+_skip_frames(*(make(lambda: None).__code__ for make in (_module_call, _script_call, _set, _fast_path_check)))
+
+
 @contextlib.contextmanager
-def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes) -> Iterator[None]:
+def installed(
+    active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes, inside_dtensor_op: ActiveLevel
+) -> Iterator[None]:
     """Wrap the calls while the block runs, in every thread that traces at once."""
     global _users
     with _lock:
@@ -190,6 +204,11 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
                 torch.jit.ScriptFunction.__call__ = _opaque_to_dynamo(_script_call(active))
                 torch.Tensor.set_ = _opaque_to_dynamo(_set(active))  # shadows the TensorBase method it inherits
                 torch.overrides.has_torch_function = _opaque_to_dynamo(_fast_path_check(ours_of))
+                if _distributed.initialized():
+                    stand_ins = [*_distributed.stand_ins(active), *_distributed.functional_stand_ins(active, inside_dtensor_op)]
+                    for namespace, name, stand_in in stand_ins:
+                        _replaced.append((namespace, name, getattr(namespace, name)))
+                        setattr(namespace, name, stand_in)
         _users += 1
     try:
         yield
@@ -202,21 +221,25 @@ def installed(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: Recording
                     torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
                     del torch.Tensor.set_
                     torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
+                    while _replaced:
+                        namespace, name, original = _replaced.pop()
+                        setattr(namespace, name, original)
 
 
 @contextlib.contextmanager
-def dynamo_shared(refusal: BaseException) -> Iterator[None]:
+def dynamo_shared(refusal: Callable[[], BaseException]) -> Iterator[None]:
     """Hold dynamo's process-wide state with other traces (and no ``compile_report``) meanwhile.
 
     A ``compile_report`` waiting for the traces running now goes first: a thread that traces in
-    a loop must not keep it out for ever. ``refusal`` is raised when this thread holds it
+    a loop must not keep it out for ever. ``refusal()`` is raised when this thread holds it
     exclusively, which waiting would deadlock.
     """
     global _sharing
     if getattr(_holding, "exclusive", False):
-        raise refusal
+        raise refusal()
     with _dynamo_state:
-        _dynamo_state.wait_for(lambda: not _exclusive and not _waiting_for_exclusive)
+        if _exclusive or _waiting_for_exclusive:
+            _dynamo_state.wait_for(lambda: not _exclusive and not _waiting_for_exclusive)
         _sharing += 1
     _holding.shared = getattr(_holding, "shared", 0) + 1
     try:
@@ -229,14 +252,14 @@ def dynamo_shared(refusal: BaseException) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def dynamo_exclusive(refusal: BaseException) -> Iterator[None]:
+def dynamo_exclusive(refusal: Callable[[], BaseException]) -> Iterator[None]:
     """Hold dynamo's process-wide state alone: no trace runs meanwhile, in any thread.
 
-    ``refusal`` is raised when this thread traces or holds it already, which waiting would
+    ``refusal()`` is raised when this thread traces or holds it already, which waiting would
     deadlock."""
     global _exclusive, _waiting_for_exclusive
     if getattr(_holding, "exclusive", False) or getattr(_holding, "shared", 0):
-        raise refusal
+        raise refusal()
     with _dynamo_state:
         _waiting_for_exclusive += 1
         try:

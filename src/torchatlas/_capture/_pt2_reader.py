@@ -31,6 +31,9 @@ from ._fx_import import _module_path
 
 MAX_PROGRAM_BYTES = 64 << 20
 """The largest program JSON read (a 2-layer Llama's is about 0.3 MB)."""
+MAX_JSON_VALUES = 8_000_000
+"""The most values (commas and containers, counted before parsing) a program's JSON may hold:
+a few hundred MiB parsed, where 64 MiB of ``[],`` would make 21 million lists."""
 MAX_MEMBERS = 1 << 18
 MAX_DIRECTORY_BYTES = 64 << 20
 _CHUNK = 1 << 20
@@ -63,6 +66,9 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
             data = _read(archive, infos, member, MAX_PROGRAM_BYTES, where)
     if data is None:
         raise UnsafeArchiveError(f"{where}: member {member!r} is missing")
+    values = data.count(b",") + data.count(b"[") + data.count(b"{")
+    if values > MAX_JSON_VALUES:
+        raise UnsafeArchiveError(f"{where}: member {member!r} holds about {values} JSON values (at most {MAX_JSON_VALUES} are parsed)")
     try:
         document = json.loads(data)
     except (ValueError, RecursionError) as e:  # bad JSON, an int too long to convert, nesting too deep

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from .._ops import op_name
 from .._text import error_text
-from . import _naming, _source
+from . import _distributed, _naming, _source
 from ._boundaries import Boundaries
 from ._calls import CallInfo, call_info
 from ._dataflow import DataFlow, raw_meta
@@ -56,6 +57,12 @@ class PythonLevel(TorchFunctionMode):
         self._aliases: dict[int, dict[int, tuple[Any, tuple, dict]]] = {}
         self._opaque: dict[int, list[Tensor]] = {}  # scope index -> tensor arguments of a TorchScript call
         self._operators: dict[tuple[Any, int, Any], str | None] = {}  # (code, instruction, func) -> operator name
+        self.groups = _distributed.Groups()
+        """The process groups this trace's collectives ran over."""
+        self.dtensors = False
+        """A process group exists: ops on DTensors are watched for the collectives they run."""
+        self._redirects: dict[tuple[int, int], tuple[int, int]] | None = None
+        """While an op on DTensors is recorded: value -> the collective that redistributed it."""
         self.observer: Any = None
         """The ATen level, when it runs alongside: told where each Python call starts and ends."""
         self.watchers: list[Any] = []
@@ -99,6 +106,8 @@ class PythonLevel(TorchFunctionMode):
             kwargs = {}
         if self.observer is not None or self.timer is not None:
             return self._observed_call(func, args, kwargs, sys._getframe(1))
+        if self.dtensors and _distributed.has_dtensor(args, kwargs):
+            return self._dtensor_call(func, args, kwargs, sys._getframe(1))
         try:
             result = func(*args, **kwargs)
         except BaseException as exc:
@@ -107,10 +116,41 @@ class PythonLevel(TorchFunctionMode):
         self.record_call(func, args, kwargs, result, sys._getframe(1))
         return result
 
+    def _dtensor_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        """An op on DTensors: the collectives its redistributions run inside it become nodes
+        before it, and it reads their results instead of the values they redistributed."""
+        self._redirects = {}
+        try:
+            try:
+                result = func(*args, **kwargs)
+            except BaseException as exc:
+                self._failed(func, args, kwargs, exc, caller)
+                raise
+            self.record_call(func, args, kwargs, result, caller)
+        finally:
+            self._redirects = None
+        return result
+
+    def run_inner_collective(self, packet: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
+        """A functional collective an op on DTensors runs inside itself (this mode is off the
+        stack there): a node before the op, which then reads its result."""
+        result = packet(*args, **kwargs)
+        redirects = self._redirects
+        if redirects is None:
+            return result
+        with torch._C.DisableTorchFunction():
+            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller)
+        if self._distributed_call(call_info(packet), args, kwargs, result, caller):
+            _distributed.redirect(redirects, before, (len(self.nodes) - 1, 0))
+        return result
+
     def _observed_call(self, func: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
         """A call the ATen level watches (which Python op its ATen ops came from) or the timer numbers."""
         observer, timer = self.observer, self.timer
         start = observer.python_call_started(caller) if observer is not None else 0
+        if observer is not None and call_info(func).role == "plumbing":
+            # DTensor's x.view_as(x): the ATen ops it runs pass the value on too
+            observer.folding = _distributed.is_plumbing(call_info(func).target, args)
         recorded = len(self.nodes)
         try:
             try:
@@ -125,6 +165,7 @@ class PythonLevel(TorchFunctionMode):
             return result
         finally:
             if observer is not None:
+                observer.folding = False
                 made = len(self.nodes) > recorded and self.nodes[-1].kind == "op"
                 target = self.nodes[-1].target if made else call_info(func).target
                 observer.python_call_ended(start, target, len(self.nodes) - 1 if made else None)
@@ -135,6 +176,8 @@ class PythonLevel(TorchFunctionMode):
 
     def record_call(self, func: Any, args: tuple, kwargs: dict, result: Any, caller: Any) -> None:
         info = call_info(func)
+        if info.role is not None and self._distributed_call(info, args, kwargs, result, caller):
+            return
         if isinstance(result, Tensor):
             outs = [result]
         elif isinstance(result, (tuple, list)) and type(result) is not torch.Size:
@@ -161,6 +204,73 @@ class PythonLevel(TorchFunctionMode):
         with torch._C.DisableTorchFunction():  # our tensor queries reach no override (see _quietly)
             self._record_op(info, func, args, kwargs, outs, writes or (), caller)
 
+    def _distributed_call(self, info: CallInfo, args: tuple, kwargs: dict, result: Any, caller: Any) -> bool:
+        """Fold a wrapping call into the value it passes on; record a functional collective with
+        its facts and wait for it. True when the call is dealt with."""
+        with torch._C.DisableTorchFunction():
+            if info.role == "plumbing":
+                if not isinstance(result, Tensor) or not _distributed.is_plumbing(info.target, args):
+                    return False
+                if result is not args[0]:
+                    self.flow.alias(result, args[0])
+                return True
+            outs: list[Tensor] = []
+            tensors_flat(result, outs)
+            reads: list[Tensor] = []
+            tensors_flat([*args, *kwargs.values()], reads)
+            group = _distributed.functional_group(args, kwargs)
+            if not outs or group is None:
+                return False
+            self._record_op(info, None, args, kwargs, outs, (), caller)
+            name = op_name(info.target)
+            self.nodes[-1].extra = {"collective": _distributed.collective_facts(self.groups, name, group, reads, outs, caller)}
+            _distributed.wait_for(outs)
+        return True
+
+    def run_collective(self, call: _distributed.C10dCall, args: tuple, kwargs: dict, caller: Any) -> Any:
+        """Run a ``torch.distributed`` collective (C++, unseen by the mode), recording it as one
+        in-place op: it reads what it sends and writes what it receives."""
+        start = self.observer.python_call_started(caller) if self.observer is not None else 0
+        recorded = len(self.nodes)
+        try:
+            with torch._C.DisableTorchFunction():
+                reads, writes, group = call.tensors(args, kwargs)
+                refs = self.flow.refs(reads)
+                # a buffer it receives into is read for its shape: what allocated it is needed
+                buffers = self.flow.refs([t for t in writes if not any(t is r for r in reads)])
+            try:
+                with torch._C.DisableTorchFunction():
+                    result = call.original(*args, **kwargs)
+            except BaseException as exc:
+                if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                    self._quietly(self.record_failure, call.target, None, tuple(reads), {}, exc, caller)
+                raise
+            self._quietly(self._record_collective, call, refs, buffers, reads, writes, group, caller)
+            return result
+        finally:
+            if self.observer is not None:
+                made = len(self.nodes) > recorded
+                self.observer.python_call_ended(start, call.target, len(self.nodes) - 1 if made else None)
+
+    def _record_collective(
+        self, call: _distributed.C10dCall, refs: list[Any], buffers: list[Any], reads: list[Tensor],
+        writes: list[Tensor], group: Any, caller: Any,
+    ) -> None:
+        user, _ = _source.user_frame_and_entry(caller)
+        index = len(self.nodes)
+        self.nodes.append(
+            NodeRecord(
+                "op", self.tracker.current, refs, call.target, None, [raw_meta(t) for t in writes],
+                [TENSOR_ARGS[i] for i in range(len(refs))], None, bool(writes),
+                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0, False,
+                extra={"collective": _distributed.collective_facts(self.groups, call.name, group, reads, writes, caller)},
+                shape_inputs=buffers or None,
+            )
+        )
+        self.flow.produced(index, writes, writes)
+        for watcher in self.watchers:
+            watcher.op_recorded(index, writes)
+
     @staticmethod
     def _quietly(record: Callable[..., Any], *args: Any) -> Any:
         """Run bookkeeping out of sight of torch-function overrides: a user's own mode, and
@@ -181,18 +291,23 @@ class PythonLevel(TorchFunctionMode):
             target = written or target
         if info.repoints:  # x.data = y reads y only: x's old value flows nowhere
             args = args[1:]
-        shape_refs = None
+        shape_tensors: list[Tensor] = []
         if info.shape_only:
             tensors, template, kw_template, shape_tensors = _separate_shape_reads(args, kwargs, info.shape_only)
-            shape_refs = self.flow.refs(shape_tensors)
         else:
             tensors, template, kw_template = _split_call(args, kwargs)
+        if writes and "out" in kwargs:
+            # The buffer an out= call writes into is read for its shape: what allocated it is needed.
+            kw_template = {**(kw_template or {}), "out": _shape_reads(kwargs["out"], shape_tensors)}
+        shape_refs = self.flow.refs(shape_tensors) if shape_tensors else None
         refs = self.flow.refs(tensors)
+        if self._redirects:
+            refs = [_distributed.redirected(self._redirects, r) for r in refs]
         user, entry = _source.user_frame_and_entry(caller)
         index = len(self.nodes)
         stack = self.tracker.stack
         try:
-            metas = [(o.shape, o.dtype, o.device) for o in outs]
+            metas = [(o.shape, o.dtype, o.device) if type(o) is Tensor else raw_meta(o) for o in outs]
         except RuntimeError:  # a nested tensor, whose ragged dims have no size
             metas = [raw_meta(o) for o in outs]
         self.nodes.append(
@@ -334,6 +449,16 @@ def _split_call(args: tuple, kwargs: dict) -> tuple[list[Tensor], list[Any], dic
 
 
 _CONTAINERS = (list, tuple, dict)
+
+
+def _shape_reads(value: Any, shapes: list[Tensor]) -> Any:
+    """The template of an argument read for its shape only, each tensor a ``ShapeArg``."""
+    if isinstance(value, Tensor):
+        shapes.append(value)
+        return ShapeArg(len(shapes) - 1)
+    if isinstance(value, (list, tuple)):
+        return [_shape_reads(v, shapes) for v in value]
+    return value
 
 
 def _separate_shape_reads(

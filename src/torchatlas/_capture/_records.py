@@ -12,8 +12,9 @@ from typing import Any
 
 # (producer record index, output slot): an edge while recording, before ids exist
 Slot = tuple[int, int]
-# (shape, dtype, device) as torch gives them; converted to TensorMeta at build time
-RawMeta = tuple[Any, Any, Any]
+# (shape, dtype, device) as torch gives them, and a DTensor's (placements, mesh, local shape);
+# converted to TensorMeta at build time
+RawMeta = tuple[Any, ...]
 # (how, output slot, user code object, line, value given to Python): one read into Python
 Read = tuple[str, int, Any, int, Any]
 
@@ -80,6 +81,8 @@ class Recording:
     scope_outputs: dict[int, list[Slot]] = field(default_factory=dict)
     scope_inputs: dict[int, list[Slot]] = field(default_factory=dict)
     """Scope index -> the values of the tensors the call was given, in argument order, where known."""
+    scope_input_names: dict[int, list[str]] = field(default_factory=dict)
+    """Scope index -> the parameter each of ``scope_inputs`` was passed as."""
     timeline: list[int] = field(default_factory=list)
     """Op record index, or ``-(scope index + 1)`` when a scope returns: the order lines finished."""
     outputs: list[tuple[str, Slot, RawMeta, dict[str, Any]]] = field(default_factory=list)
@@ -98,5 +101,6 @@ class Recording:
         self.nodes.clear()
         self.scope_outputs.clear()
         self.scope_inputs.clear()
+        self.scope_input_names.clear()
         self.timeline.clear()
         self.outputs.clear()

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 import torch
 
-from . import _source
+from . import _distributed, _source
+from ._dataflow import storage_key
 from ._records import ScopeRecord
 
 _COMPILED_WRAPPER = "OptimizedModule"
@@ -50,6 +51,9 @@ class ModelIndex:
         self.model = model
         self.paths: dict[int, str] = {}
         self.named: dict[int, tuple[str, str]] = {}  # id(param or buffer) -> (kind, path)
+        self.shards: dict[int | None, tuple[str, str]] = {}
+        """Storage of a DTensor parameter's local shard -> (kind, path): FSDP2 reads the shard's
+        storage through tensors of its own."""
         self.parameters: list[tuple[str, torch.Tensor]] = []
         self.buffers: list[tuple[str, torch.Tensor]] = []
         self.compiled_calls: list[torch.nn.Module] = []
@@ -71,6 +75,9 @@ class ModelIndex:
                     if t is not None:
                         out.append((prefix + attr, t))
                         self.named.setdefault(id(t), (kind, prefix + attr))
+                        inner = _distributed.inner_tensor(t)
+                        if inner is not None:
+                            self.shards.setdefault(storage_key(inner), (kind, prefix + attr))
 
 
 _MAX_NESTING = 10_000
@@ -213,6 +220,10 @@ class ScopeTracker:
         named = self.index.named.get(id(t))
         if named is not None:
             return named
+        if self.index.shards:
+            named = self.index.shards.get(storage_key(t))
+            if named is not None:
+                return named
         kind = "param" if isinstance(t, torch.nn.Parameter) else "constant"
         module = self.running_module
         if module is None:

@@ -21,7 +21,7 @@ import torch
 
 from .._ir import GraphIR
 from .._text import error_text
-from . import _patches, _source
+from . import _distributed, _patches, _source
 from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
 from ._python import PythonLevel
@@ -49,6 +49,10 @@ class LossError(TraceError):
     """``loss_fn`` failed on what forward returned (``backward=True``)."""
 
 
+def _inside_compile_report() -> TraceError:
+    return TraceError("torchatlas.trace cannot run inside torchatlas.compile_report's compiled run in the same thread")
+
+
 def active_session() -> Session | None:
     return getattr(_tls, "session", None)
 
@@ -60,6 +64,17 @@ def _recording_python_level() -> PythonLevel | None:
     stack = torch._C._len_torch_function_stack()
     on_stack = any(torch._C._get_function_stack_at(i) is session.python for i in range(stack))
     return session.python if on_stack and torch._C._is_torch_function_mode_enabled() else None
+
+
+def _inside_dtensor_op() -> Any:
+    """This thread's recording level while it runs an op on DTensors (its mode off the stack)."""
+    session = active_session()
+    if session is None:
+        return None
+    for level in (session.python, session.recorder):
+        if getattr(level, "_redirects", None) is not None:
+            return level
+    return None
 
 
 def _recording_modes() -> Any:
@@ -95,6 +110,10 @@ class Session:
         self.inputs = list(iter_tensors(args, "args", attributes=True)) + list(iter_tensors(kwargs, "kwargs", attributes=True))
         self.python = PythonLevel(Recording("python", self.tracker.scopes), self.tracker, list(self.inputs), progress)
         self.tracker.listeners.append(self.python)
+        if _distributed.initialized():
+            self.python.flow.watch_views()
+            self.python.dtensors = True
+            self.python.groups.saw_meshes_of([t for _, t in self.index.parameters])
         self.modes: list[Any] = [self.python]
         """Entered around forward, in order."""
         self.result: tuple[Recording, DataFlow] = (self.python.recording, self.python.flow)
@@ -132,7 +151,10 @@ class Session:
         if profile:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
-            timer = Timer(recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds)
+            timer = Timer(
+                recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds,
+                compiled_calls=self.index.compiled_calls,
+            )
             self.python.timer = timer
             self.after_release = timer.measure
 
@@ -140,8 +162,7 @@ class Session:
         """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""
         if active_session() is not None:
             raise TraceError("torchatlas.trace cannot run inside another torchatlas.trace in the same thread")
-        busy = TraceError("torchatlas.trace cannot run inside torchatlas.compile_report's compiled run in the same thread")
-        with _patches.dynamo_shared(busy), _patches.collection_paused():
+        with _patches.dynamo_shared(_inside_compile_report), _patches.collection_paused():
             return self._run(partial)
 
     def _run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
@@ -153,7 +174,7 @@ class Session:
                 # The stance first, the stand-ins after (and off first): dynamo, compiling in
                 # another thread, must never see our _call_impl and guard on it.
                 with _patches.compiled_code_runs_eagerly(self.index.compiled_calls), _patches.installed(
-                    _recording_python_level, _ACTIVE_TRACKER, _recording_modes
+                    _recording_python_level, _ACTIVE_TRACKER, _recording_modes, _inside_dtensor_op
                 ):
                     self._forward_recorded()
                     output = self._output
@@ -216,6 +237,8 @@ class Session:
             for path, t in iter_tensors(output, "output"):
                 recording.outputs.append((path, flow.ref(t), raw_meta(t), {}))
         recording.failure = self.python.recording.failure
+        if self.python.dtensors:  # a process group: the graph is what this rank runs
+            recording.meta["distributed"] = _distributed.world()
         recording.outer_frame = self.tracker.scopes[0].frame if self.tracker.scopes else None
         if isinstance(self.model, torch.nn.Module):
             cls = type(self.model)

@@ -133,3 +133,27 @@ def read_statement(filename: str, lineno: int) -> str | None:
                 break
     exit_ = _LOOP_EXIT.match(body)
     return exit_["kind"] if exit_ is not None and exit_["kind"] != "return" else "if"
+
+
+_LOOP = re.compile(r"(for|while)\b")
+
+
+@lru_cache(maxsize=1024)
+def enclosing_loop(filename: str, lineno: int) -> tuple[int, str] | None:
+    """(line, text) of the ``for``/``while`` header that holds ``lineno``: the nearest line
+    above it, indented less, that starts a loop (None when none is found near it)."""
+    text = linecache.getline(filename, lineno)
+    indent = len(text) - len(text.lstrip())
+    for above in range(lineno - 1, max(0, lineno - 200), -1):
+        line = linecache.getline(filename, above)
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        depth = len(line) - len(line.lstrip())
+        if depth < indent:
+            if _LOOP.match(stripped):
+                return above, stripped
+            if stripped.startswith(("def ", "class ", "async def ")):
+                return None
+            indent = depth
+    return None

@@ -22,6 +22,7 @@ import secrets
 import statistics
 import threading
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +30,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .._text import error_text
+from . import _patches
 from ._records import Recording
+from ._scopes import is_compiled_wrapper
 
 _clock = time.perf_counter_ns
 
@@ -66,10 +70,15 @@ class _OpRanges(TorchFunctionMode):
 class Timer:
     """Numbers the torch calls of the trace; :meth:`measure` times them in untraced passes."""
 
-    def __init__(self, recording: Recording, run: Callable[[], Any], model: Any, repeat: int = 1, warmup: int = 0) -> None:
+    def __init__(
+        self, recording: Recording, run: Callable[[], Any], model: Any, repeat: int = 1, warmup: int = 0,
+        compiled_calls: list[Any] | None = None,
+    ) -> None:
         self.recording = recording
         self.run = run
         self.model = model
+        self.compiled_calls = compiled_calls or []
+        """``torch.compile``d parts run as the eager code the trace recorded, here too."""
         self.repeat, self.warmup = repeat, warmup
         self.calls = 0
         self._call_record: dict[int, int] = {}  # call number -> record index
@@ -86,15 +95,19 @@ class Timer:
     def measure(self) -> None:
         """Run the timing passes and write ``time_us`` (and on CUDA ``cuda_time_us``) into the records."""
         recording = self.recording
-        cuda = any(str(meta[2]).startswith("cuda") for n in recording.nodes for meta in n.outputs if len(meta) > 2)
+        cuda = self.ran_on_cuda()
         profiler_busy = cuda and torch._C._autograd._profiler_enabled()
         device = cuda and not profiler_busy
         scope_rounds: list[list[float]] = []
         op_rounds: list[dict[int, tuple[float, float]]] = []
-        with _state_kept(self.model, cuda):
+        with _state_kept(self.model, cuda), _patches.compiled_code_runs_eagerly(self.compiled_calls):
             for round_ in range(self.warmup + self.repeat):
-                scopes = self._time_module_calls(cuda)
-                ops = self._time_ops_on_device() if device else self._time_ops()
+                try:
+                    scopes = self._time_module_calls(cuda)
+                    ops = self._time_ops_on_device() if device else self._time_ops()
+                except Exception as exc:  # the trace's graph stands; only its times are missing
+                    recording.meta["time_measure"] = f"no times: a timing pass of the model failed: {error_text(exc)}"
+                    return
                 if scopes is None or ops is None:
                     recording.meta["time_measure"] = (
                         "no times: the timing pass took a different path through the model than the trace"
@@ -107,10 +120,18 @@ class Timer:
         recording.meta["profile_runs"] = self.repeat
         recording.meta["time_measure"] = (
             "median over untraced timing passes: each module call's inclusive CPU wall time, read by module "
-            "hooks alone; each op's CPU wall time, read around the torch call alone"
-            + ("; on CUDA each op's device time from torch.profiler (a module call's: its ops')" if device else "")
+            "hooks alone; "
+            + (
+                "each op's CPU and device time from a torch.profiler range around the torch call alone "
+                "(a module call's device time: its ops')"
+                if device
+                else "each op's CPU wall time, read around the torch call alone"
+            )
             + ("; no device times: a torch.profiler session of yours was running" if profiler_busy else "")
         )
+
+    def ran_on_cuda(self) -> bool:
+        return any(str(meta[2]).startswith("cuda") for n in self.recording.nodes for meta in n.outputs if len(meta) > 2)
 
     def _time_module_calls(self, cuda: bool) -> list[float] | None:
         """Each module call's time in µs, in call order, the root's first; None if the calls
@@ -119,13 +140,14 @@ class Timer:
         calls: list[list[Any]] = []  # [class, start, duration]
         open_calls: list[int] = []
 
+        # torch.compile's wrapper module is no module call of the trace: the module it wraps is
         def started(module: Any, args: Any) -> None:
-            if threading.get_ident() == thread:
+            if threading.get_ident() == thread and not is_compiled_wrapper(module):
                 open_calls.append(len(calls))
                 calls.append([type(module), _clock(), 0])
 
         def ended(module: Any, args: Any, output: Any) -> None:
-            if threading.get_ident() == thread and open_calls:
+            if threading.get_ident() == thread and open_calls and not is_compiled_wrapper(module):
                 call = calls[open_calls.pop()]
                 call[2] = _clock() - call[1]
 
@@ -136,9 +158,12 @@ class Timer:
             torch.nn.modules.module.register_module_forward_hook(ended, always_call=True),
         ]
         try:
-            start = _clock()
-            self.run()
-            total = _clock() - start
+            with warnings.catch_warnings():
+                # torch warns that global hooks fire twice around torch.compile(module): not ours, skipped above
+                warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
+                start = _clock()
+                self.run()
+                total = _clock() - start
         finally:
             for hook in hooks:
                 hook.remove()
@@ -220,7 +245,8 @@ class _state_kept:
     def __exit__(self, *exc: Any) -> None:
         with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
             for buffer, saved in self.buffers:
-                buffer.copy_(saved)
+                with torch.inference_mode(buffer.is_inference()):  # an inference tensor is written only there
+                    buffer.copy_(saved)
         torch.random.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)

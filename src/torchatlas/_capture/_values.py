@@ -10,7 +10,10 @@ from typing import Any
 
 import torch
 
+from . import _distributed
+
 Tensor = torch.Tensor
+_PLAIN = (Tensor, torch.nn.Parameter)
 _MAX_REPR = 120
 _MAX_ITEMS = 64
 
@@ -178,6 +181,9 @@ def tensor_table(named: list[tuple[str, Tensor]]) -> list[dict[str, Any]]:
                 "requires_grad": bool(t.requires_grad),
                 "shared_with": [],
             }
+            placed = _distributed.dist_meta(t) if type(t) not in _PLAIN else None
+            if placed is not None:  # a DTensor parameter: this rank holds its local shard
+                by_id[id(t)].update(placements=list(placed[0]), local_shape=list(placed[2]))
         else:
             entry["shared_with"].append(path)
     return list(by_id.values())

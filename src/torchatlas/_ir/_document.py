@@ -62,7 +62,12 @@ def _source_to_dict(src: Source | None) -> dict[str, Any] | None:
 
 
 def _meta_to_dict(m: TensorMeta) -> dict[str, Any]:
-    return {"shape": list(m.shape), "dtype": m.dtype, "device": m.device}
+    d: dict[str, Any] = {"shape": list(m.shape), "dtype": m.dtype, "device": m.device}
+    if m.placements:  # a DTensor
+        d["placements"] = list(m.placements)
+        d["mesh"] = [[name, size] for name, size in m.mesh]
+        d["local_shape"] = None if m.local_shape is None else list(m.local_shape)
+    return d
 
 
 def _scope_to_dict(s: Scope) -> dict[str, Any]:
@@ -214,9 +219,23 @@ def _load_tensor_meta(raw: Any, where: str) -> TensorMeta:
     for i, size in enumerate(shape):
         if not isinstance(size, str):
             _count(size, f"{where}.shape[{i}]")
-    return TensorMeta(
-        tuple(shape), _string(raw.get("dtype", ""), f"{where}.dtype"), _string(raw.get("device", ""), f"{where}.device")
-    )
+    dtype, device = _string(raw.get("dtype", ""), f"{where}.dtype"), _string(raw.get("device", ""), f"{where}.device")
+    if "placements" not in raw:
+        return TensorMeta(tuple(shape), dtype, device)
+    placements = tuple(_string(p, f"{where}.placements[{i}]") for i, p in enumerate(_list(raw["placements"], f"{where}.placements")))
+    mesh = []
+    for i, dim in enumerate(_list(raw.get("mesh", []), f"{where}.mesh")):
+        pair = _list(dim, f"{where}.mesh[{i}]")
+        if len(pair) != 2:
+            raise GraphFormatError(f"{where}.mesh[{i}]: expected [name, size]")
+        mesh.append((_string(pair[0], f"{where}.mesh[{i}][0]"), _count(pair[1], f"{where}.mesh[{i}][1]")))
+    local = raw.get("local_shape")
+    if local is not None:
+        local = _list(local, f"{where}.local_shape")
+        for i, size in enumerate(local):
+            if not isinstance(size, str):
+                _count(size, f"{where}.local_shape[{i}]")
+    return TensorMeta(tuple(shape), dtype, device, placements, tuple(mesh), None if local is None else tuple(local))
 
 
 def _refs(
@@ -426,9 +445,39 @@ def _python_reads(value: Any, where: str) -> None:
         statement = item.get("statement")
         _require(statement is None or statement in READ_STATEMENTS, f"{at}.statement must be null or one of {', '.join(READ_STATEMENTS)}")
         _load_source(item.get("source"), at)
+        if item.get("loop") is not None:
+            loop = _obj(item["loop"], f"{at}.loop")
+            _count(loop.get("line"), f"{at}.loop.line")
+            _string(loop.get("code", ""), f"{at}.loop.code")
 
 
-_TENSOR_ENTRY = {"path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list}
+def _compile_graphs(value: Any, where: str, nodes: dict[str, Node], _scopes: dict[str, Scope]) -> None:
+    """How many graphs dynamo compiled: at least one more than the highest an op ran in."""
+    count = _count(value, where)
+    regions = [n.meta.get("compile_region") for n in nodes.values()]
+    highest = max((r for r in regions if type(r) is int), default=-1)
+    _require(highest < count, f"{where} is {count}, but an op ran in compiled graph {highest}")
+
+
+_TENSOR_ENTRY = {
+    "path": _string, "shape": _shape, "dtype": _string, "requires_grad": _bool, "shared_with": _string_list,
+    "placements": _string_list, "local_shape": _shape,
+}
+
+
+def _collective(value: Any, where: str) -> None:
+    """A collective's facts: the fields the passes and renderers read."""
+    facts = _obj(value, where)
+    for key in ("op", "group", "redistribute"):
+        if key in facts:
+            _string(facts[key], f"{where}.{key}")
+    for key in ("group_size", "bytes"):
+        if key in facts:
+            _count(facts[key], f"{where}.{key}")
+    if facts.get("ranks") is not None:
+        for i, rank in enumerate(_list(facts["ranks"], f"{where}.ranks")):
+            _count(rank, f"{where}.ranks[{i}]")
+
 
 NODE_FACTS: dict[str, Check] = {
     "error": _of(_string),
@@ -447,6 +496,7 @@ NODE_FACTS: dict[str, Check] = {
     "opaque": _of(_string),
     "passthrough": _of(_bool),
     "reads": _of(_python_reads),
+    "collective": _of(_collective),
 }
 """Node meta keys recorded at capture time, each with the check its value must pass."""
 
@@ -471,8 +521,9 @@ GRAPH_FACTS: dict[str, Check] = {
     "save_note": _of(_string),
     "profile_runs": _of(_count),
     "time_measure": _of(_string),
-    "compile_graphs": _of(_count),
+    "compile_graphs": _compile_graphs,
     "graph_breaks": _graph_breaks,
+    "distributed": _of(lambda v, w: [_count(_obj(v, w).get(k), f"{w}.{k}") for k in ("rank", "world_size")]),
 }
 
 

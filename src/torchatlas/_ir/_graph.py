@@ -40,11 +40,27 @@ class TensorMeta:
     """``torch.float32`` is saved as ``"float32"``."""
     device: str
     """``"cpu"``, ``"cuda:0"``, ``"meta"``..."""
+    placements: tuple[str, ...] = ()
+    """A DTensor's placement on each mesh dimension (``"Shard(1)"``, ``"Replicate"``,
+    ``"Partial(sum)"``); empty for a plain tensor. ``shape`` is then the global shape."""
+    mesh: tuple[tuple[str, int], ...] = ()
+    """A DTensor's mesh: (dimension name, size) per dimension."""
+    local_shape: tuple[int | str, ...] | None = None
+    """A DTensor's shape on this rank."""
 
     def numel(self) -> int:
         """Elements, counting each symbolic size as 1."""
         n = 1
         for s in self.shape:
+            n *= s if isinstance(s, int) else 1
+        return n
+
+    def local_numel(self) -> int:
+        """Elements this rank holds: the local shape's for a DTensor, else :meth:`numel`."""
+        if self.local_shape is None:
+            return self.numel()
+        n = 1
+        for s in self.local_shape:
             n *= s if isinstance(s, int) else 1
         return n
 

@@ -5,12 +5,23 @@ from __future__ import annotations
 from dataclasses import replace
 
 from torchatlas._ir import GraphIR
-from torchatlas._passes import _breaks, _deadcode, _flops, _memory, _numerics, _params, _repeats, _shapes
+from torchatlas._passes import (
+    _breaks,
+    _comm,
+    _deadcode,
+    _failures,
+    _flops,
+    _memory,
+    _numerics,
+    _params,
+    _repeats,
+    _shapes,
+)
 from torchatlas._passes._common import MetaUpdate, Pass
 
 PASSES: tuple[Pass, ...] = (
     _params.PASS, _shapes.PASS, _flops.PASS, _memory.PASS, _repeats.PASS, _deadcode.PASS, _numerics.PASS,
-    _breaks.PASS,
+    _breaks.PASS, _failures.PASS, _comm.PASS,
 )
 """What :func:`analyze` runs, in order. A new analysis is one module defining a ``Pass`` and one line here."""
 

@@ -4,8 +4,10 @@ Liveness flows backwards from the output nodes through ``inputs``. An in-place
 write is live when a later live op reads what it wrote (capture makes such reads
 point at the writing op). Writes into a parameter, buffer or model input are
 side effects on state that outlives the call (running statistics, caches), so
-they are live even when nothing reads them afterwards. A capture cut short by an
-exception has no outputs to reach, so nothing in it is judged dead.
+they are live even when nothing reads them afterwards. A collective that sends without
+receiving (``send``) is live: its effect is on another rank. The buffer a live ``out=``
+call (or a collective) writes into is needed: what allocated it is live. A capture cut
+short by an exception has no outputs to reach, so nothing in it is judged dead.
 
 A value read into Python (``if t:``, ``t.item()``, capture's node meta ``reads``) decided
 what ran next, so it is live like an output. A value only its size was read of (``x.shape``,
@@ -45,6 +47,8 @@ def dead_code_update(ir: GraphIR) -> MetaUpdate:
         reads = n.meta.get("reads")
         if n.kind == "output" or (n.inplace and nodes[roots[i]].kind in _STATE_KINDS):
             live[i] = True
+        elif not n.outputs and "collective" in n.meta:
+            live[i] = True
         elif reads:
             live[i] = any(r.get("as") != "size" for r in reads)
             sized[i] = not live[i]
@@ -52,6 +56,9 @@ def dead_code_update(ir: GraphIR) -> MetaUpdate:
         if live[i]:
             for ref in nodes[i].inputs:
                 live[position[ref.node]] = True
+            if nodes[i].inplace:  # the buffer it writes into (out=): what allocated it is needed
+                for ref in nodes[i].shape_inputs:
+                    live[position[ref.node]] = True
         if live[i] or sized[i]:
             for ref in nodes[i].shape_inputs:
                 sized[position[ref.node]] = True

@@ -62,9 +62,14 @@ def flops_update(ir: GraphIR) -> MetaUpdate:
     own_macs: dict[str, float] = {}
     own_unknown: dict[str, float] = {}
     unknown_targets: dict[str, int] = {}
+    sharded = any(m.placements for n in ir.nodes for m in n.outputs)
+    own_per_rank: dict[str, float] = {}
     for node in ir.ops():
         category, f, m = op_cost(ir, node)
         node_meta[node.id] = {"flops": f, "macs": m, "flop_category": category}
+        if sharded and f is not None:
+            node_meta[node.id]["flops_per_rank"] = per_rank = f // _shards(ir, node)
+            own_per_rank[node.scope] = own_per_rank.get(node.scope, 0) + per_rank
         if f is None:
             own_unknown[node.scope] = own_unknown.get(node.scope, 0) + 1
             key = node.target or "?"
@@ -77,13 +82,31 @@ def flops_update(ir: GraphIR) -> MetaUpdate:
         s.id: {"flops": int(total_flops[s.id]), "macs": int(total_macs[s.id]), "flops_unknown": int(total_unknown[s.id])}
         for s in ir.scopes
     }
+    if sharded:
+        total_per_rank = roll_up(ir, own_per_rank)
+        for s in ir.scopes:
+            scope_meta[s.id]["flops_per_rank"] = int(total_per_rank[s.id])
     graph = {
         "flops": int(sum(own_flops.values())),
         "macs": int(sum(own_macs.values())),
         "flops_unknown_ops": sum(unknown_targets.values()),
         "flops_unknown_targets": dict(sorted(unknown_targets.items())),
     }
+    if sharded:
+        graph["flops_per_rank"] = int(sum(own_per_rank.values()))
     return MetaUpdate(node_meta, scope_meta, graph)
+
+
+def _shards(ir: GraphIR, node: Node) -> int:
+    """How many ranks share an op on DTensors: the most any of its values is split (a row-wise
+    matmul's inputs are split though its partial result is not); 1 for an op on local tensors,
+    whose shapes are this rank's already."""
+    metas = [m for ref in node.inputs if (m := ir.value_meta(ref)) is not None] + list(node.outputs)
+    shards = 1
+    for m in metas:
+        if m.placements and m.local_numel():
+            shards = max(shards, -(-m.numel() // m.local_numel()))
+    return shards
 
 
 def _contraction(category: str, macs: int) -> Cost:
@@ -316,7 +339,7 @@ def _is_tensor(raw: Any) -> bool:
 PASS = Pass(
     "flops",
     flops_update,
-    node_keys=frozenset({"flops", "macs", "flop_category"}),
-    scope_keys=frozenset({"flops", "macs", "flops_unknown"}),
-    graph_keys=frozenset({"flops", "macs", "flops_unknown_ops", "flops_unknown_targets"}),
+    node_keys=frozenset({"flops", "macs", "flop_category", "flops_per_rank"}),
+    scope_keys=frozenset({"flops", "macs", "flops_unknown", "flops_per_rank"}),
+    graph_keys=frozenset({"flops", "macs", "flops_unknown_ops", "flops_unknown_targets", "flops_per_rank"}),
 )

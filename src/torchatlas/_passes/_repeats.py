@@ -12,9 +12,15 @@ whose paths are either equal (a loop calling one module) or ``prefix.<int>`` wit
 common prefix (a ``ModuleList``/``Sequential`` of layers), and that form a chain:
 each call reads what the one before it made, and the caller runs no op in between.
 Siblings that merely look alike (``q_proj``/``k_proj``) are not folded, and neither
-are calls with the caller's own ops between them (``x = gelu(layer(x))`` in a loop)
-or calls side by side (one encoder run on two inputs): folded, they would read as
+are calls side by side (one encoder run on two inputs): folded, they would read as
 a chain of calls that did not run as one.
+
+A *loop* is a run of calls of one module with the caller's own ops between them, the
+same ops each time (the same lines, targets, arguments and shapes), after the last call too: a
+loop body such as ``new = step(h); delta = new - h; if delta.abs().mean() < 0.2: break``.
+Each iteration reads what the one before made. Its group also lists the caller's ops of each iteration
+(``body``; node meta ``repeat`` on each), and where it stopped (``exit``: the ``break``
+that was taken, from capture's node meta ``reads``). Iterations whose ops differ do not fold.
 """
 
 from __future__ import annotations
@@ -164,6 +170,89 @@ def _runs(ir: GraphIR, hashes: dict[str, str]) -> list[list[Scope]]:
     return sorted(runs, key=lambda r: order[r[0].id])
 
 
+def _body_signature(ir: GraphIR, node_ids: list[str]) -> tuple[Any, ...]:
+    """What one iteration's own ops are, without ids: lines, targets, arguments and shapes."""
+    out = []
+    for node_id in node_ids:
+        n = ir.node(node_id)
+        where = (n.source.file, n.source.line) if n.source is not None else None
+        outs = tuple((m.shape, m.dtype) for m in n.outputs)
+        out.append((where, n.target, _normalize(n.args), _normalize(n.kwargs), outs, n.inplace))
+    return tuple(out)
+
+
+def _loop_runs(ir: GraphIR, hashes: dict[str, str], taken: set[str]) -> list[tuple[list[Scope], list[list[str]]]]:
+    """Runs of two or more calls of one module with the same caller ops between them, each
+    call reading what the iteration before made: (members, each iteration's caller ops)."""
+    chains = _Chains(ir)
+    found: list[tuple[list[Scope], list[list[str]]]] = []
+    for parent, siblings in ir.children().items():
+        if parent is None:
+            continue
+        own = chains.op_indices[chains.position[parent]]
+        calls = [ir.scope(sid) for sid in siblings]
+
+        def between(after: Scope, before: Scope | None, own: list[int] = own) -> list[str]:
+            low = chains.span[chains.position[after.id]]
+            high = chains.span[chains.position[before.id]] if before is not None else None
+            if low is None or (before is not None and high is None):
+                return []
+            end = high[0] if high is not None else len(ir.nodes)
+            return [ir.nodes[i].id for i in own[bisect.bisect_right(own, low[1]) : bisect.bisect_left(own, end)]]
+
+        k = 0
+        while k < len(calls) - 1:
+            first = calls[k]
+            if first.id in taken or calls[k + 1].path != first.path or hashes[calls[k + 1].id] != hashes[first.id]:
+                k += 1
+                continue
+            members, bodies = [first], []
+            body = between(first, calls[k + 1])
+            signature = _body_signature(ir, body) if body else None
+            j = k + 1
+            while signature is not None and j < len(calls):
+                prev, s = calls[j - 1], calls[j]
+                if s.id in taken or prev.id in taken or s.path != first.path or hashes[s.id] != hashes[first.id]:
+                    break
+                gap = between(prev, s)
+                if _body_signature(ir, gap) != signature or not _reads_from(ir, chains, s, prev, gap):
+                    break
+                members.append(s)
+                bodies.append(gap)
+                j += 1
+            # the last call's iteration must run the same ops after it (the break test): two
+            # calls with one op between them (fc(relu(fc(x)))) are no loop
+            after = between(members[-1], calls[j] if j < len(calls) else None)[: len(body)] if len(members) > 1 else []
+            if len(members) > 1 and _body_signature(ir, after) == signature:
+                found.append((members, [*bodies, after]))
+                k = j
+            else:
+                k += 1
+    order = {s.id: i for i, s in enumerate(ir.scopes)}
+    return sorted(found, key=lambda run: order[run[0][0].id])
+
+
+def _reads_from(ir: GraphIR, chains: _Chains, call: Scope, prev: Scope, gap: list[str]) -> bool:
+    """``call`` reads a value made in the iteration before it: in ``prev`` or the ops after it."""
+    made = set(gap)
+    low, high = chains.position[prev.id], chains.ends[prev.id]
+    return any(
+        r.node in made or low <= chains.op_scope.get(r.node, -1) <= high
+        for where in range(chains.position[call.id], chains.ends[call.id] + 1)
+        for i in chains.op_indices[where]
+        for r in ir.nodes[i].inputs
+    )
+
+
+def _loop_exit(ir: GraphIR, last_body: list[str]) -> dict[str, Any] | None:
+    """The ``break`` the last iteration took, from capture's node meta ``reads``."""
+    for node_id in last_body:
+        for read in ir.node(node_id).meta.get("reads") or ():
+            if read.get("statement") == "break" and read.get("value") is True:
+                return {"statement": "break", "source": read.get("source"), "loop": read.get("loop")}
+    return None
+
+
 def find_repeats(ir: GraphIR) -> GraphIR:
     """Mark runs of identical consecutive sibling calls.
 
@@ -179,14 +268,30 @@ def find_repeats_update(ir: GraphIR) -> MetaUpdate:
     hashes = structural_hashes(ir)
     scope_meta: dict[str, dict[str, Any]] = {sid: {"structure_hash": h} for sid, h in hashes.items()}
     groups: list[dict[str, Any]] = []
-    for number, run in enumerate(_runs(ir, hashes)):
+    runs = _runs(ir, hashes)
+    taken = {s.id for run in runs for s in run}
+    loops = _loop_runs(ir, hashes, taken)
+    bodies = {run[0].id: body for run, body in loops}
+    order = {s.id: i for i, s in enumerate(ir.scopes)}
+    node_meta: dict[str, dict[str, Any]] = {}
+    for number, run in enumerate(sorted(runs + [run for run, _ in loops], key=lambda r: order[r[0].id])):
         group = f"g{number}"
         for i, member in enumerate(run):
             scope_meta[member.id]["repeat"] = {"group": group, "index": i, "count": len(run)}
-        groups.append({"group": group, "scopes": [m.id for m in run], "count": len(run), "label": fold_label(run[0].path, run[-1].path, run[0].class_name, len(run))})
-    return MetaUpdate(scopes=scope_meta, graph={"repeat_groups": groups})
+        entry = {"group": group, "scopes": [m.id for m in run], "count": len(run), "label": fold_label(run[0].path, run[-1].path, run[0].class_name, len(run))}
+        body = bodies.get(run[0].id)
+        if body is not None:
+            entry["body"] = body
+            for i, ops in enumerate(body):
+                for node_id in ops:
+                    node_meta[node_id] = {"repeat": {"group": group, "index": i, "count": len(run)}}
+            stop = _loop_exit(ir, body[-1])
+            if stop is not None:
+                entry["exit"] = stop
+        groups.append(entry)
+    return MetaUpdate(nodes=node_meta, scopes=scope_meta, graph={"repeat_groups": groups})
 
 
 PASS = Pass(
-    "repeats", find_repeats_update, scope_keys=frozenset({"structure_hash", "repeat"}), graph_keys=frozenset({"repeat_groups"})
+    "repeats", find_repeats_update, node_keys=frozenset({"repeat"}), scope_keys=frozenset({"structure_hash", "repeat"}), graph_keys=frozenset({"repeat_groups"})
 )

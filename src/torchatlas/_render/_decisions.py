@@ -18,7 +18,7 @@ def decision_table(ir: GraphIR, ascii: bool = False) -> str:
     for node in ir.nodes:
         for read in decisions(node):
             where = short_source(read.source) if read.source is not None else "?"
-            what = read.statement or _WHAT.get(read.how, "bool")
+            what = read.statement if read.how == "bool" and read.statement else _WHAT.get(read.how, "bool")
             outcomes, _ = rows.setdefault((where, what), ([], op_display(node)))
             outcomes.append(read_outcome(read) or "read")
     sized = sum(1 for n in ir.ops() if n.meta.get("size_only"))

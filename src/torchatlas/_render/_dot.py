@@ -14,10 +14,10 @@ import warnings
 from dataclasses import replace
 from pathlib import PurePath
 
-from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
-from torchatlas._ops import LEGEND, category, op_name
+from torchatlas._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
+from torchatlas._ops import LEGEND, category, collective_kind, op_name
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
-from torchatlas._text import format_compact
+from torchatlas._text import format_compact, format_duration
 from torchatlas._view import (
     BACKWARD,
     BACKWARD_SCOPE,
@@ -40,6 +40,7 @@ from torchatlas._view import (
     input_label,
     leaf_module_category,
     legend_graphs,
+    loop_note,
     model_title,
     plain_reason,
     rank_pins,
@@ -66,6 +67,16 @@ _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int = 3) -> list[str]:
     """One shape per tensor, in the tree's spelling (``2×10×96, 4×2×48, 4×2×48``; three alike ``×3``)."""
     return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
+
+
+def _time_facts(calls: list[Scope]) -> list[str]:
+    """``1.2 ms`` and ``CUDA 0.8 ms`` for profiled calls (a folded run: every member's, summed)."""
+    facts = []
+    for key, prefix in (("time_us", ""), ("cuda_time_us", "CUDA ")):
+        times = [t for s in calls if isinstance(t := s.meta.get(key), (int, float))]
+        if times:
+            facts.append(prefix + format_duration(sum(times)))
+    return facts
 
 
 def _param_count(ir: GraphIR, unit: Unit) -> int:
@@ -104,7 +115,7 @@ class _Writer:
         self.used_categories: set[str] = set()
         self.linked_tensors: set[str] = set()
         # Module calls holding the op a partial trace failed at: marked even when drawn as one box.
-        self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+        self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.lines: list[str] = []
         self.in_values: dict[str, list[tuple[str, int]]] = {}
         self.out_values: dict[str, list[tuple[str, int]]] = {}
@@ -279,12 +290,16 @@ class _Writer:
         params = _param_count(self.ir, unit)
         if params:
             facts.append(f"{format_compact(params)} params")
+        facts += _time_facts(unit.members if unit.kind == "fold" else [scope])
         title = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if unit.kind == "fold":
             title += f" <B>×{len(unit.members)}</B>"
         label = title
         if facts:
             label += "<BR/>" + _font(html_text(" · ".join(facts), 120), p.muted, 9)
+        note = loop_note(self.ir, scope).removeprefix(" ").removeprefix(", ") if unit.kind == "fold" else ""
+        if note:  # a loop a break ended: where, and over what
+            label += "<BR/>" + _font(html_text(note, 120), DECISION_BORDER, 9)
         tip = tooltip(f"{full_name} ({scope.cls})", _source_line(scope.source))
         if unit.kind == "fold":
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'
@@ -363,6 +378,8 @@ class _Writer:
                 self.lines.append(f"  {tensor} -> {quoted(dst)};")
             return
         label = "\\n".join(quoted(t, 40)[1:-1] for t in _shapes_text(self.ir, edge.values, self.dominant))
+        if self._crosses_collective(dst, edge):  # the value goes between ranks
+            style += f', style=dashed, color="{p.border["communication"]}"'
         if self._saved_tensor(src, dst):
             style += f', style=dashed, color="{BACKWARD}", fontcolor="{BACKWARD}"'
         reason = self._crosses_break(src, dst)
@@ -371,6 +388,13 @@ class _Writer:
             style += f', color="{GRAPH_BREAK}", fontcolor="{GRAPH_BREAK}", style="bold,dashed", penwidth=2'
             style += f", tooltip={tooltip('graph break: ' + reason)}"
         self.lines.append(f'  {quoted(src)} -> {quoted(dst)} [label=" {label}"{style}];')
+
+    def _crosses_collective(self, dst: str, edge: Edge) -> bool:
+        """The edge carries a collective's result, or into a collective."""
+        node = self.layout.units[dst].node
+        if node is not None and collective_kind(node.target) is not None:
+            return True
+        return any(collective_kind(self.ir.node(ref.node).target) is not None for ref in edge.values)
 
     def _saved_tensor(self, src: str, dst: str) -> bool:
         """A forward value read by the backward part: a tensor autograd saved."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from torchatlas._ir import GraphIR, Node, Ref
+from torchatlas._ir import GraphIR, Node, Ref, Scope
 
 
 class Item(NamedTuple):
@@ -52,6 +52,8 @@ class ScopeFlow:
     inputs: list[Ref] = field(default_factory=list)
     """Values read from outside the scope, those the call was given first (in argument order),
     then the rest as first read: ``inputs[0]`` is the main input."""
+    carried: dict[tuple[Item, Item], list[Ref]] = field(default_factory=dict)
+    """(item, item it feeds) -> the values that edge or reference carries, in order."""
 
 
 def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
@@ -99,15 +101,25 @@ def scope_flows(ir: GraphIR) -> dict[str, ScopeFlow]:
             for level in range(common, len(src_chain)):  # value leaves these scopes
                 carry(src_chain[level], item_at(src_chain, src, level), SINK, ref)
     for scope in ir.scopes:  # its first argument, not its first read, is the value a call works on
-        flows[scope.id].inputs = scope.given_first(flows[scope.id].inputs)
+        flows[scope.id].inputs = _works_on_first(scope, scope.given_first(flows[scope.id].inputs))
     for (scope_id, a, b), values in carried.items():
+        flows[scope_id].carried[(a, b)] = list(values)
         _classify(ir, flows, scope_id, a, b, list(values))
     dead = unused_ops(ir)
-    for scope_id, flow in flows.items():
+    for flow in flows.values():
         for a, b in _broadcast_edges(flow, dead):
             flow.edges[a].remove(b)
-            flow.references.setdefault(b, []).extend((a, v) for v in carried[(scope_id, a, b)])
+            flow.references.setdefault(b, []).extend((a, v) for v in flow.carried[(a, b)])
     return flows
+
+
+def _works_on_first(scope: Scope, inputs: list[Ref]) -> list[Ref]:
+    """A call given a list first works on its last value (``works_on``): that one is its main input."""
+    k = scope.meta.get("works_on")
+    if not isinstance(k, int) or not 0 < k < len(scope.inputs) or scope.inputs[k] not in inputs:
+        return inputs
+    main = scope.inputs[k]
+    return [main, *(r for r in inputs if r != main)]
 
 
 def unused_ops(ir: GraphIR) -> set[Item]:

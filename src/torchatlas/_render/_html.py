@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source
-from torchatlas._ops import CATEGORIES, LEGEND, category, op_name
+from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source, TensorMeta
+from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind, op_name
 from torchatlas._text import visible
 from torchatlas._view import (
     BACKWARD,
@@ -35,12 +35,23 @@ from torchatlas._view import (
     PALETTES,
     arguments_text,
     backward_apart,
+    call_name,
+    counted_reads,
     decisions,
+    dominant_dtype,
+    graph_counts,
     leaf_module_category,
     legend_graphs,
+    loop_iterations,
+    metric_words,
     model_title,
+    nonfinite_words,
+    page_folds,
+    params_text,
+    placement_text,
     read_label,
     read_mark,
+    shape_words,
     short_reason,
 )
 
@@ -95,19 +106,17 @@ def _source(src: Source | None, files: _Interner) -> list[Any] | None:
     return [files(visible(src.file)), src.line, code]
 
 
-def _valid_repeats(ir: GraphIR) -> dict[str, list[Any]]:
-    """Scope id -> [group, index, count] for fold groups whose members are siblings."""
-    members: dict[str, list[Scope]] = {}
-    for s in ir.scopes:
-        rep = s.meta.get("repeat")
-        if isinstance(rep, dict) and "group" in rep:
-            members.setdefault(str(rep["group"]), []).append(s)
-    out: dict[str, list[Any]] = {}
-    for group, scopes in members.items():
-        if len(scopes) > 1 and len({s.parent for s in scopes}) == 1:
-            for i, s in enumerate(scopes):
-                out[s.id] = [group, i, len(scopes)]
-    return out
+def _fold_data(ir: GraphIR, scope_index: dict[str, int]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """Scope id -> [group, index, count] for the runs every output folds (the one fold rule),
+    and group -> its name, totals (``v``) and their words (``w``)."""
+    rep: dict[str, list[Any]] = {}
+    folds: dict[str, Any] = {}
+    for first, fold in page_folds(ir).items():
+        group = f"g{scope_index[first]}"
+        for i, sid in enumerate(fold.members):
+            rep[sid] = [group, i, len(fold.members)]
+        folds[group] = {"name": visible(fold.name), "v": fold.totals, "w": fold.words}
+    return rep, folds
 
 
 def _number(value: Any) -> int | float | None:
@@ -125,11 +134,41 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("tu", "time", "us"),
     ("ctu", "CUDA time", "us"),
     ("nf", "NaN/Inf ops", "count"),
+    ("cb", "communication bytes", "bytes"),
     ("dch", "changes (diff)", "count"),
 )
 
 
-_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros")
+def _meta(m: TensorMeta) -> dict[str, Any]:
+    """A value's shape, dtype and device; a DTensor's placements as the tree words them (``pl``)."""
+    d: dict[str, Any] = {"shape": list(m.shape), "dtype": m.dtype, "device": m.device}
+    if m.placements:
+        d["pl"] = placement_text(m)
+    return d
+
+
+_STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros", "sampled")
+
+
+def _stats_words(stats: list[Any]) -> list[str | None]:
+    """``min -0.79  max 1.39  mean -0.0406  std 0.653  NaN 0  Inf 8  zeros 12%`` per output."""
+
+    def number(v: Any) -> str:
+        return str(v) if isinstance(v, int) else f"{v:.3g}"
+
+    words: list[str | None] = []
+    for s in stats:
+        if not isinstance(s, dict):
+            words.append(None)
+            continue
+        parts = [f"{name} {number(s[key])}" for key, name in (("min", "min"), ("max", "max"), ("mean", "mean"), ("std", "std"), ("nan", "NaN"), ("inf", "Inf")) if key in s]
+        if "zeros" in s:
+            zeros = 100 * s["zeros"]
+            parts.append(f"zeros {zeros:.{2 if 0 < zeros < 1 else 0}f}%")
+        if "sampled" in s:  # stats="sample": the numbers are a strided sample's
+            parts.append(f"of a sample of {s['sampled']}")
+        words.append("  ".join(parts))
+    return words
 
 
 def _stats(stats: Any) -> list[Any] | None:
@@ -158,6 +197,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
 
     A ``backward=True`` graph's backward ops sit apart, in a ``backward`` call after the
     forward ones (``backward_apart``), as in the diagram."""
+    counts = graph_counts(ir)
     ir = backward_apart(ir)
     scopes = list(ir.scopes)
     roots = [s for s in scopes if s.parent is None]
@@ -168,9 +208,23 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         ]
     scope_index = {s.id: i for i, s in enumerate(scopes)}
     node_index = {n.id: i for i, n in enumerate(ir.nodes)}
-    files, metas, names = _Interner(), _Interner(), _Interner()
+    files, metas, names, words_of = _Interner(), _Interner(), _Interner(), _Interner()
     categories = list(CATEGORIES)
-    repeats = _valid_repeats(ir)
+    repeats, folds = _fold_data(ir, scope_index)
+    # a folded loop's caller ops go in its fold: the repeats pass's group -> the page's
+    page_group = {
+        ir.scope(sid).meta["repeat"].get("group"): rep[0] for sid, rep in repeats.items()
+        if isinstance(ir.scope(sid).meta.get("repeat"), dict)
+    }
+    iterations = loop_iterations(ir)
+
+    dominant = dominant_dtype(ir)
+    model = model_title(ir)
+
+    def meta_entry(m: TensorMeta) -> int:
+        words, entry = shape_words(m, dominant), _meta(m)
+        placed = f"  [{entry['pl']}]" if "pl" in entry else ""  # a DTensor: how the ranks hold it
+        return metas({**entry, "x": words.shape, "full": visible(words.full) + placed})
 
     out_nodes = []
     for n in ir.nodes:
@@ -180,7 +234,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             if any(r.slot for r in n.inputs):
                 d["sl"] = [r.slot for r in n.inputs]
         if n.outputs:
-            d["o"] = [metas({"shape": list(m.shape), "dtype": m.dtype, "device": m.device}) for m in n.outputs]
+            d["o"] = [meta_entry(m) for m in n.outputs]
         if n.target is not None:
             d["t"] = visible(n.target)
             d["op"] = names(visible(op_name(n.target) or "?"))
@@ -192,24 +246,36 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["ip"] = 1
         if n.meta.get("dead"):  # nothing reads its result: drawn faded, as the tree lists it apart
             d["dead"] = 1
-        if reads := decisions(n):  # Python read it to decide: a diamond mark, never faded
-            d["dm"] = visible(read_mark(reads[-1]))
-            d["dc"] = [visible(text) for text in dict.fromkeys(read_label(r) for r in reads)]
+        if reads := decisions(n) + [r for other in iterations.get(n.id, ()) for r in decisions(other)]:
+            # Python read it to decide: a diamond mark, never faded; a loop's outcomes counted
+            counted = counted_reads(reads)
+            d["dm"] = visible(read_mark(*counted[-1]))
+            d["dc"] = [visible(read_label(first, outcome)) for first, outcome in counted]
         if n.meta.get("size_only"):
             d["so"] = 1
+        body = n.meta.get("repeat") if n.kind == "op" else None
+        if isinstance(body, dict) and body.get("group") in page_group and isinstance(body.get("index"), int):
+            d["rg"] = [page_group[body["group"]], body["index"]]  # a folded loop's caller op: in the fold's box
         if n.source is not None:
             d["src"] = _source(n.source, files)
+        facts = n.meta.get("collective")
+        if collective_kind(n.target) is not None and isinstance(facts, dict):  # drawn with dashed edges
+            d["cm"] = 1
+            if _number(facts.get("bytes")) is not None:
+                d["cb"] = facts["bytes"]
         if _number(n.meta.get("flops")) is not None:
             d["f"] = n.meta["flops"]
         d.update(_run_time_fields(n.meta, "bytes") if n.kind == "op" else {})
         if n.kind == "op" and (n.args or n.kwargs):
             d["a"] = arguments_text(n)
         if (stats := _stats(n.meta.get("stats"))) is not None:
-            d["st"] = stats
+            d["st"], d["stw"] = stats, _stats_words(stats)
         nonfinite = n.meta.get("nonfinite")
-        counts = [int(_number(nonfinite.get(k)) or 0) for k in ("nan", "inf")] if isinstance(nonfinite, dict) else []
-        if any(counts):  # NaN and Inf counts of its outputs (trace(stats=True))
-            d["nf"] = counts
+        nf = [int(_number(nonfinite.get(k)) or 0) for k in ("nan", "inf")] if isinstance(nonfinite, dict) else []
+        if any(nf):  # NaN and Inf counts of its outputs (trace(stats=True))
+            d["nf"], d["nfw"] = nf, nonfinite_words(*nf)
+        if words := metric_words({k: d[k] for k in ("f", "ab", "tu", "ctu") if k in d}):
+            d["w"] = words_of(words)  # the 80 layers of a stack share their words
         if "error" in n.meta:  # the op a partial trace stopped at
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
@@ -224,10 +290,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         if n.kind == "op" and n.scope not in parents:
             op_categories.setdefault(n.scope, set()).add(category(n.target, n.kind))
     # Module calls holding the failing op show it even while collapsed.
-    failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+    failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
     out_scopes = []
     for s in scopes:
         d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": visible(s.path), "cls": visible(s.cls), "call": s.call}
+        d["nm"] = visible(call_name(ir, s.id, model) if ir.has_scope(s.id) else model)
         if s.source is not None:
             d["src"] = _source(s.source, files)
         if s.outputs:
@@ -242,9 +309,11 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["params"] = s.meta["params"]
         if _number(s.meta.get("flops")) is not None:
             d["f"] = s.meta["flops"]
+        if _number(s.meta.get("comm_bytes")):
+            d["cb"] = s.meta["comm_bytes"]
         d.update(_run_time_fields(s.meta, "activation_bytes"))
         if (stats := _stats(s.meta.get("output_stats"))) is not None and any(stats):
-            d["st"] = stats  # of the values the call returned, in `out` order
+            d["st"], d["stw"] = stats, _stats_words(stats)  # of the values the call returned, in `out` order
         if _number(s.meta.get("nonfinite_ops")) is not None:  # ops with NaN/Inf outputs inside, 0 included
             d["nf"] = s.meta["nonfinite_ops"]
         if s.id in failed_scopes:
@@ -253,11 +322,17 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["gb"] = s.meta["graph_breaks"]
         if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
             d["bw"] = 1
+        if words := metric_words({k: d[k] for k in ("params", "f", "ab", "tu", "ctu", "nf") if k in d}):
+            d["w"] = words_of(words)  # the 80 layers of a stack share their words
+        if "params" in d:
+            d["pw"] = params_text(d["params"])
         d.update(_diff_fields(s.meta))
         out_scopes.append(d)
 
     return {
         "title": visible(title or model_title(ir)),
+        "status": counts.text,
+        "folds": folds,
         "overlaySteps": len(PALETTES["light"].overlay),
         "metrics": [list(m) for m in METRICS if any(m[0] in d for d in (*out_scopes, *out_nodes))],
         "kinds": list(NODE_KINDS),
@@ -268,6 +343,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         "files": files.items,
         "metas": metas.items,
         "names": names.items,
+        "words": words_of.items,
         **_compile_data(ir, node_index, scope_index, files),
     }
 

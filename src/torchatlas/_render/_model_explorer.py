@@ -22,7 +22,7 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._ops import op_name
-from torchatlas._view import BROADCAST_CALLS, arguments_text, call_holding, model_title
+from torchatlas._view import BROADCAST_CALLS, CallDistance, arguments_text, backward_apart, call_holding, model_title
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:
@@ -53,8 +53,11 @@ def _namespaces(ir: GraphIR) -> dict[str, str]:
 
 def _broadcast_stand_ins(ir: GraphIR) -> dict[tuple[Ref, str], str]:
     """(value, reading call) -> the call whose namespace holds the value's stand-in node,
-    for values read in at least ``BROADCAST_CALLS`` sibling calls, all but the first."""
+    for values read in at least ``BROADCAST_CALLS`` sibling calls, all but the first, and for
+    far reads (``_view.CallDistance``: after three or more layers ran), as the diagram draws them."""
     chains = {s.id: ir.ancestry(s.id) for s in ir.scopes}
+    distance = CallDistance(ir)
+    far: set[tuple[Ref, str]] = set()
     calls: dict[Ref, dict[str, None]] = {}
     reader_call: dict[tuple[Ref, str], str] = {}
     for n in ir.nodes:
@@ -68,10 +71,12 @@ def _broadcast_stand_ins(ir: GraphIR) -> dict[tuple[Ref, str], str]:
             if call is not None:  # read inside a call the producer is not in
                 reader_call[(ref, n.id)] = call
                 calls.setdefault(ref, {})[call] = None
+                if distance.is_far(src, n):
+                    far.add((ref, n.id))
     return {
         key: call
         for key, call in reader_call.items()
-        if len(calls[key[0]]) >= BROADCAST_CALLS and call != next(iter(calls[key[0]]))
+        if key in far or (len(calls[key[0]]) >= BROADCAST_CALLS and call != next(iter(calls[key[0]])))
     }
 
 
@@ -97,7 +102,9 @@ def model_explorer_json(ir: GraphIR, options: ModelExplorerOptions | None = None
 
 
 def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
-    """A Model Explorer graph collection for ``ir``; save it as ``.json`` and open it in Model Explorer."""
+    """A Model Explorer graph collection for ``ir``; save it as ``.json`` and open it in Model Explorer.
+    A ``backward=True`` graph's backward ops sit apart, in a ``backward`` namespace, as in the diagram."""
+    ir = backward_apart(ir)
     namespaces = _namespaces(ir)
     label = title or model_title(ir)
     stand_ins = _broadcast_stand_ins(ir)

@@ -21,7 +21,6 @@ from rich.text import Text
 
 from torchatlas._ir import GraphIR, Scope, TensorMeta
 from torchatlas._text import (
-    fold_label,
     format_bytes,
     format_compact,
     format_count,
@@ -31,7 +30,7 @@ from torchatlas._text import (
     markdown_text,
     visible,
 )
-from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, shape_list
+from torchatlas._view import LINE_LIMIT, ViewOptions, dominant_dtype, fold_runs, relative_name, run_label, shape_list
 
 SummaryFormat = Literal["rich", "text", "markdown"]
 
@@ -57,10 +56,17 @@ _TIME_KEYS = {"Time": "time_us", "% Time": "time_us", "CUDA time": "cuda_time_us
 NUMERICS_COLUMNS = ("Output range", "NaN/Inf ops")
 """On graphs traced with ``stats=True``: the min and max of each call's (first) output, and
 how many of its ops made a NaN or Inf."""
-_NUMERIC = frozenset((*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, *DEVICE_TIME_COLUMNS, NUMERICS_COLUMNS[1]))
+DISTRIBUTED_COLUMNS = ("Params/rank", "FLOPs/rank", "Comm", "Collectives")
+"""On distributed models: the parameters each rank holds, and what each call's collectives move."""
+_NUMERIC = frozenset(
+    (*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, *DEVICE_TIME_COLUMNS, NUMERICS_COLUMNS[1], *DISTRIBUTED_COLUMNS)
+)
 # Which columns a narrow terminal keeps, most wanted first; the first group before longer names.
-_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "CUDA time", "Time", "NaN/Inf ops")
-_THEN = ("Input shapes", "% FLOPs", "% CUDA", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes")
+_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "CUDA time", "Time", "NaN/Inf ops", "Comm")
+_THEN = (
+    "Input shapes", "% FLOPs", "% CUDA", "% Time", "Output range", "Params/rank", "FLOPs/rank", "Collectives",
+    "Activations", "MACs", "Trainable", "Param bytes",
+)
 _MIN_MODULE = 24
 _WANT_MODULE = 40
 _CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
@@ -77,6 +83,12 @@ def summary_columns(ir: GraphIR) -> tuple[str, ...]:
         extra += DEVICE_TIME_COLUMNS
     if any("output_stats" in s.meta for s in ir.scopes):
         extra += NUMERICS_COLUMNS
+    if "param_count_per_rank" in ir.meta:
+        extra.append(DISTRIBUTED_COLUMNS[0])
+    if "flops_per_rank" in ir.meta:
+        extra.append(DISTRIBUTED_COLUMNS[1])
+    if "comm_bytes" in ir.meta:
+        extra += DISTRIBUTED_COLUMNS[2:]
     return (*COLUMNS, *extra)
 
 
@@ -146,7 +158,7 @@ def summary_rows(
         macs_text = format_si(m.get("macs")) + unknown
         if run:
             last = ir.scope(runs[s.id][-1])
-            label = fold_label(s.path, last.path, s.class_name, len(run))
+            label = run_label(ir, s, last, len(run))
             # Calls of one shared module own one set of parameters, not one per call.
             owners = list({ir.scope(sid).path: ir.scope(sid).meta for sid in runs[s.id]}.values())
             if len(owners) > 1:
@@ -245,6 +257,18 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
                 cells.append(f"{100 * total / model_time:.1f}%" if total is not None and model_time else "-")
         elif name == "Output range":
             cells.append(_output_range(members) if members is not None else "")
+        elif name in DISTRIBUTED_COLUMNS:
+            key, graph_key, show = _DISTRIBUTED_KEYS[name]
+            if members is None:
+                cells.append(show(ir.meta.get(graph_key)))
+                continue
+            # calls of one shared module own one set of parameters, not one per call
+            owners = list({m.path: m for m in members}.values()) if name == "Params/rank" else members
+            if len(owners) > 1 and show is format_count:  # "106.97M ×80 = 8.56B", as the Params column
+                show = format_compact
+            total = show(sum(m.meta.get(key) or 0 for m in owners))
+            each = show(owners[0].meta.get(key) or 0)
+            cells.append(total if len(owners) == 1 else _group_count(len(owners), each, total, False))
         else:
             count = sum(m.meta.get("nonfinite_ops", 0) for m in members) if members is not None else ir.meta.get(
                 "nonfinite_ops", 0
@@ -253,21 +277,31 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
     return cells
 
 
+_DISTRIBUTED_KEYS: dict[str, tuple[str, str, Callable[[Any], str]]] = {
+    "Params/rank": ("params_per_rank", "param_count_per_rank", format_count),
+    "FLOPs/rank": ("flops_per_rank", "flops_per_rank", format_si),
+    "Comm": ("comm_bytes", "comm_bytes", lambda n: format_bytes(n) if n else "-"),
+    "Collectives": ("collectives", "collective_count", lambda n: str(n) if n else "-"),
+}
+
+
 def _output_range(members: list[Scope]) -> str:
-    """``[-1.2, 3.4]`` over the first output of each member; ``-`` without numbers."""
-    lows, highs, nonfinite = [], [], 0
+    """``[-1.2, 3.4]`` over the first output of each member (``≈[…]`` where a strided sample
+    was measured, ``stats="sample"``); ``-`` without numbers."""
+    lows, highs, nonfinite, sampled = [], [], 0, False
     for m in members:
         stats = m.meta.get("output_stats")
         first = stats[0] if isinstance(stats, list) and stats else None
         if not isinstance(first, dict):
             continue
         nonfinite += (first.get("nan") or 0) + (first.get("inf") or 0)
+        sampled = sampled or "sampled" in first
         if isinstance(first.get("min"), (int, float)) and isinstance(first.get("max"), (int, float)):
             lows.append(first["min"])
             highs.append(first["max"])
     if nonfinite:
         return "NaN/Inf"  # the range of the finite values would hide what matters
-    return f"[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
+    return f"{'≈' if sampled else ''}[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
 
 
 def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row) -> list[list[str]]:

@@ -11,26 +11,31 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from torchatlas._ir import GraphIR, Node, Ref
-from torchatlas._ops import op_name
-from torchatlas._text import count_runs, fold_label, to_ascii, visible
+from torchatlas._ops import collective_kind, op_name
+from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
     LINE_LIMIT,
+    ReadingNames,
     ViewOptions,
     backward_groups,
     break_anchors,
     break_label,
+    collective_text,
     decision_text,
     dominant_dtype,
     fold_runs,
     forward_part,
     input_label,
+    loop_iterations,
     op_display,
     relative_name,
+    run_label,
     shape_text,
     short_source,
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
+from ._tree_refs import distinct_labels, tangled, untangled
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -109,6 +114,29 @@ def _nonfinite_mark(node: Node) -> str:
     return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
 
 
+def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
+    """``flow`` with the items ``rep`` maps left out: their edges start or end at the items they
+    map to, where that keeps execution order (a later iteration reading the one before does not)."""
+    if not any(it in rep for it in flow.items):
+        return flow
+    items = [it for it in flow.items if it not in rep]
+    position = {it: k for k, it in enumerate(items)}
+    edges: dict[Item, list[Item]] = {}
+    for a, targets in flow.edges.items():
+        ra = rep.get(a, a)
+        for b in targets:
+            rb = rep.get(b, b)
+            if ra == rb or (ra in position and rb in position and position[rb] <= position[ra]):
+                continue
+            out = edges.setdefault(ra, [])
+            if rb not in out:
+                out.append(rb)
+    references = {
+        b: [(rep.get(a, a), ref) for a, ref in refs] for b, refs in flow.references.items() if b not in rep
+    }
+    return ScopeFlow(items, edges, references, flow.inputs)
+
+
 class _TreeBuilder:
     def __init__(self, ir: GraphIR, depth: int | None, source: bool = False, fold: bool = True) -> None:
         self.ir = ir
@@ -119,6 +147,11 @@ class _TreeBuilder:
         self.depth = depth
         self.show_source = source
         self.flows = scope_flows(forward_part(ir))  # backward ops: a section of their own
+        # a folded loop: its later iterations (calls and the caller's ops) stand for the first
+        self.iterations: dict[str, list[Node]] = {}
+        loop_items = self.loop_items(ir) if fold else {}
+        if loop_items:
+            self.flows = {sid: _without(flow, loop_items) for sid, flow in self.flows.items()}
         self.backward = backward_groups(ir)
         self.dtype = dominant_dtype(ir)
         self._preds: dict[int, dict[Item, list[Item]]] = {}
@@ -129,9 +162,25 @@ class _TreeBuilder:
         self.returned_too = {
             p for flow in self.flows.values() for p, _ in flow.references.get(SINK, ()) if flow.edges.get(p)
         }
+        self.reading = ReadingNames(ir)
         self.dead = unused_ops(ir)
-        self.failed_scopes = {sid for n in ir.nodes if "error" in n.meta for sid in ir.ancestry(n.scope)}
+        self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
+        self.probing = False
+        """Lay out without drawing, only to learn whether a numbered listing is needed (``_tree_refs``)."""
+        self.probe_failed = False
+
+    def loop_items(self, ir: GraphIR) -> dict[Item, Item]:
+        """Item of a folded loop's later iteration -> the same item of its first iteration;
+        fills ``iterations`` (a first-iteration op -> the same op in the later ones)."""
+        rep: dict[Item, Item] = {}
+        for entry in ir.meta.get("repeat_groups") or ():
+            members = entry.get("scopes") if isinstance(entry, dict) else None
+            if entry.get("body") and members and members[0] in self.runs:
+                rep.update((Item(True, sid), Item(True, members[0])) for sid in members[1:])
+        self.iterations = {first: later for first, later in loop_iterations(ir).items() if later}
+        rep.update((Item(False, n.id), Item(False, first)) for first, later in self.iterations.items() for n in later)
+        return rep
 
     # -- labels -----------------------------------------------------------------
 
@@ -149,7 +198,7 @@ class _TreeBuilder:
         run = self.runs.get(scope_id)
         if run:
             last = self.ir.scope(run[-1])
-            label = fold_label(scope.path, last.path, scope.class_name, len(run))
+            label = run_label(self.ir, scope, last, len(run))
             outs = last.outputs
         ins = self.ir.call_inputs(scope, flow.inputs)
         io = ""
@@ -162,7 +211,7 @@ class _TreeBuilder:
         """``(a, b)`` after a join's op: its operands' variables, when every one has a name and no
         name stands for two values (``hidden_states + residual`` where both were once ``hidden_states``)."""
         refs = [r for r in node.inputs if self.ir.node(r).kind == "op"]
-        names = [self.ref_name(r) for r in refs]
+        names = [self.reading.read_by_op(r, node) or self.ref_name(r) for r in refs]
         if len(names) < 2 or not all(names):
             return []
         values_of: dict[str | None, set[Ref]] = {}
@@ -172,6 +221,9 @@ class _TreeBuilder:
 
     def op_label(self, node: Node) -> str:
         text = op_display(node)
+        collective = collective_text(node)
+        if collective is not None:
+            text = f"{collective}: {text}" if op_name(node.target) != collective_kind(node.target) else collective
         operands = self.names_operands(node)
         if operands:
             text += " (" + ", ".join(operands) + ")"
@@ -183,7 +235,7 @@ class _TreeBuilder:
             text = f"{node.name} = {text}"
         if node.meta.get("dead"):
             text += "  (unused)"
-        text += decision_text(node)
+        text += decision_text(node, self.iterations.get(node.id))
         text += _nonfinite_mark(node)
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"
@@ -195,10 +247,20 @@ class _TreeBuilder:
         text = self.scope_label(item.id) if item.is_scope else self.op_label(self.ir.node(item.id))
         side = self.references.get(item)
         if side:
-            text += "  ← " + ", ".join(dict.fromkeys(self.value_name(producer, ref) for producer, ref in side))
+            names = (self.read_name(item, ref) or self.value_name(producer, ref) for producer, ref in side)
+            text += "  ← " + ", ".join(dict.fromkeys(names))
         if item in self.returned_too:
             text += "  (also returned)"
         return text
+
+    def read_name(self, reader: Item, ref: Ref) -> str | None:
+        """What the reader calls a side value: the parameter a call was given it as, or the
+        variable a call's result was assigned to where it is read (``_view.ReadingNames``)."""
+        if reader.is_scope:
+            name = self.reading.read_by_call(ref, reader.id)
+        else:
+            name = self.reading.read_by_op(ref, self.ir.node(reader.id))
+        return visible(name, LINE_LIMIT) if name else None
 
     def ref_name(self, ref: Ref) -> str | None:
         """The variable holding this one value: ``h`` of ``h, gate = x.chunk(2)``."""
@@ -274,13 +336,25 @@ class _TreeBuilder:
         path = self.ir.scope(node.scope).path
         return f"{path}.{op_display(node)}" if path else op_display(node)
 
+    def time_mark(self, scope_id: str) -> str:
+        """``  time 1.2 ms`` (and ``, CUDA 0.8 ms``) on a profiled call; a folded run's members summed."""
+        members = [self.ir.scope(sid).meta for sid in self.runs.get(scope_id, [scope_id])]
+        cpu = [t for m in members if isinstance(t := m.get("time_us"), (int, float))]
+        if not cpu:
+            return ""
+        device = [t for m in members if isinstance(t := m.get("cuda_time_us"), (int, float))]
+        return f"  time {format_duration(sum(cpu))}" + (f", CUDA {format_duration(sum(device))}" if device else "")
+
     def item_line(self, item: Item, level: int) -> Line | None:
         """The item's line with what is inside it; None for a folded member of a run."""
         if item.is_scope and item.id in self.folded:
             return None
+        if self.probing:
+            return Line("")
         line = Line(self.item_label(item), before=self.breaks.get(item.id, []))
         if not item.is_scope:
             return line
+        line.text += self.time_mark(item.id)
         if self.depth is not None and level >= self.depth:
             if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"
@@ -299,7 +373,8 @@ class _TreeBuilder:
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
         dead = self.listed_apart(flow)
         live = [it for it in flow.items if it not in dead] if dead else flow.items
-        line.children = self.sequence(flow, live, level + 1)
+        # Flow that does not nest is broken at values read in several places (named references).
+        line.children = self.sequence(untangled(self, flow, live) or flow, live, level + 1)
         if dead:
             line.children.append(self.unused(dead) if len(dead) > 1 else self.item_line(dead[0], level + 1))
         return line
@@ -412,6 +487,10 @@ class _TreeBuilder:
                     return visible(name, LINE_LIMIT) if name else ""
         return ""
 
+    def forget(self, flow: ScopeFlow) -> None:
+        """Drop what was worked out for ``flow`` (a trial layout's, whose id may be reused)."""
+        self._preds.pop(id(flow), None)
+
     def preds(self, flow: ScopeFlow, item: Item) -> list[Item]:
         cache = self._preds.get(id(flow))
         if cache is None:
@@ -448,8 +527,8 @@ class _TreeBuilder:
         read = {p for it in items for p, _ in self.references.get(it, ())}
         branches = sorted(groups.values(), key=lambda branch: not read.intersection(branch))
         if len(branches) == 1 and bypass is None:
-            return self.listing(flow, items, level)
-        lines = [self.branch(flow, branch, level) for branch in branches]
+            return tangled(self, flow, items, level)
+        lines = distinct_labels(self, branches, [self.branch(flow, branch, level) for branch in branches])
         if len(branches) == 1 and bypass:
             lines.append(Line("┬ " + bypass))
         return lines

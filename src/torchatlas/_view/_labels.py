@@ -1,15 +1,16 @@
 """The words every renderer puts on screen, defined once: shapes, op names, module names,
-fold names and the model's title. The viewer receives these as data."""
+fold names and the model's title. The page gets them as data through ``_page``."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node, PythonRead, Scope, Source, TensorMeta
-from torchatlas._ops import op_name, operator_symbol
-from torchatlas._text import count_runs, format_shape, visible
+from torchatlas._ops import collective_kind, op_name, operator_symbol
+from torchatlas._text import count_runs, format_bytes, format_shape, visible
 from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
 
@@ -33,6 +34,34 @@ def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
     text = format_shape(meta.shape)
     if meta.dtype and meta.dtype != dominant:
         text += f" {meta.dtype}"
+    if meta.placements:  # a DTensor: its global shape, then how the ranks hold it
+        text += f" [{placement_text(meta)}]"
+    return text
+
+
+def placement_text(meta: TensorMeta) -> str:
+    """``Shard(1) over tp:4, local 2×16`` (one placement per mesh dimension)."""
+    over = ", ".join(
+        f"{p} over {name}:{size}" for p, (name, size) in zip(meta.placements, meta.mesh)
+    ) or ", ".join(meta.placements)
+    local = f", local {format_shape(meta.local_shape)}" if meta.local_shape is not None else ""
+    return over + local
+
+
+def collective_text(node: Node) -> str | None:
+    """``⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)``: a collective as the tree marks
+    it; None for other nodes."""
+    kind = collective_kind(node.target)
+    facts = node.meta.get("collective")
+    if kind is None or not isinstance(facts, dict):
+        return None
+    text = f"⇄ {kind}"
+    if facts.get("group"):
+        text += f" over {facts['group']}:{facts.get('group_size', '?')}"
+    if isinstance(facts.get("bytes"), int):
+        text += f", {format_bytes(facts['bytes'])}"
+    if facts.get("redistribute"):
+        text += f" ({facts['redistribute']})"
     return text
 
 
@@ -142,10 +171,10 @@ def read_outcome(read: PythonRead) -> str:
     return ""
 
 
-def read_mark(read: PythonRead) -> str:
+def read_mark(read: PythonRead, outcome: str | None = None) -> str:
     """The short text of a decision mark on a diagram: ``if: taken``, ``.item() = 4``."""
-    what = read.statement or (_READ_WORDS.get(read.how) if read.how != "bool" else None) or "bool"
-    outcome = read_outcome(read)
+    what = _read_what(read, "bool")
+    outcome = read_outcome(read) if outcome is None else outcome
     return f"{what}: {outcome}" if outcome and not outcome.startswith("=") else f"{what} {outcome}".strip()
 
 
@@ -154,20 +183,96 @@ def decisions(node: Node) -> list[PythonRead]:
     return [r for r in node.python_reads if r.decision] if "reads" in node.meta else []
 
 
-def read_label(read: PythonRead) -> str:
+def read_label(read: PythonRead, outcome: str | None = None) -> str:
     """``if @ refiner.py:17 (taken)``, ``.item() @ loss.py:9 (= 0.25)``,
-    ``read into Python @ m.py:4 (True)`` where the line alone does not say which statement."""
+    ``read into Python @ m.py:4 (True)`` where the line alone does not say which statement;
+    ``outcome`` in place of the read's own (outcomes counted over a loop)."""
     where = f" @ {short_source(read.source)}" if read.source is not None else ""
-    what = read.statement or (_READ_WORDS.get(read.how) if read.how != "bool" else None) or "read into Python"
-    outcome = read_outcome(read)
-    return f"{what}{where}" + (f" ({outcome})" if outcome else "")
+    outcome = read_outcome(read) if outcome is None else outcome
+    return f"{_read_what(read, 'read into Python')}{where}" + (f" ({outcome})" if outcome else "")
 
 
-def decision_text(node: Node) -> str:
+def _read_what(read: PythonRead, unknown: str) -> str:
+    """``if``, ``break``; ``.item() in if`` for a scalar an ``if`` then compared; else the read."""
+    if read.how == "bool":
+        return read.statement or unknown
+    what = _READ_WORDS.get(read.how, unknown)
+    return f"{what} in {read.statement}" if read.statement else what
+
+
+def counted_reads(reads: list[PythonRead]) -> list[tuple[PythonRead, str]]:
+    """Reads of one place (the same line and statement) as one, with their outcomes counted:
+    ``(first read, "went on ×3, broke")``, in the order the places first ran."""
+    places: dict[str, tuple[PythonRead, list[str]]] = {}
+    for read in reads:
+        key = f"{_read_what(read, '')}@{short_source(read.source) if read.source is not None else ''}"
+        places.setdefault(key, (read, []))[1].append(read_outcome(read))
+    out = []
+    for first, outcomes in places.values():
+        counted = {o: outcomes.count(o) for o in dict.fromkeys(outcomes) if o}
+        out.append((first, ", ".join(o if n == 1 else f"{o} ×{n}" for o, n in counted.items())))
+    return out
+
+
+def loop_iterations(ir: GraphIR) -> dict[str, list[Node]]:
+    """A folded loop's first-iteration op -> the same op in its later iterations (repeat groups' ``body``)."""
+    out: dict[str, list[Node]] = {}
+    for entry in ir.meta.get("repeat_groups") or ():
+        body = entry.get("body") if isinstance(entry, dict) else None
+        for ops in (body or [])[1:]:
+            for first, node_id in zip(body[0], ops):
+                if ir.has_node(node_id):
+                    out.setdefault(first, []).append(ir.node(node_id))
+    return out
+
+
+def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
     """``⇢ if @ refiner.py:17 (taken)`` for each place the node's value decided something in
-    Python, ``(size only)`` for a value only its size was read of; empty otherwise."""
+    Python, ``(size only @ m.py:5)`` for a value only its size was read of (there); empty otherwise. With
+    ``repeats`` (the same op in a folded loop's other iterations), outcomes are counted:
+    ``⇢ break @ refiner.py:16 (went on ×3, broke)``."""
     reads = decisions(node)
-    if reads:
+    if repeats:
+        reads = reads + [r for other in repeats for r in decisions(other)]
+        shown = [read_label(first, outcome) for first, outcome in counted_reads(reads)]
+        if shown:
+            return "  ⇢ " + ", ".join(shown)
+    elif reads:
         shown = count_runs(read_label(r) for r in reads)
         return "  ⇢ " + ", ".join(shown)
-    return "  (size only)" if node.meta.get("size_only") else ""
+    if not node.meta.get("size_only"):
+        return ""
+    sized = next((r for r in node.python_reads if r.how == "size" and r.source is not None), None)
+    return f"  (size only @ {short_source(sized.source)})" if sized is not None else "  (size only)"
+
+
+def run_label(ir: GraphIR, first: Scope, last: Scope, count: int) -> str:
+    """A folded run's line: ``layers.0–79 (LlamaDecoderLayer) ×80``; a loop calling one module
+    numbers its calls and says where it stopped: ``step#0–3 (Sequential) ×4 of range(10), broke
+    at refiner.py:22``."""
+    note = loop_note(ir, first)
+    repeat = first.meta.get("repeat")
+    group = repeat.get("group") if isinstance(repeat, dict) else None
+    loop = any(isinstance(g, dict) and g.get("group") == group and g.get("body") for g in ir.meta.get("repeat_groups") or ())
+    if loop and first.path == last.path:
+        return visible(f"{first.path or '<root>'}#{first.call}–{last.call} ({first.class_name}) ×{count}{note}")
+    return _fold_label(first.path, last.path, first.class_name, count) + note
+
+
+def loop_note(ir: GraphIR, scope: Scope) -> str:
+    """`` of range(10), broke at refiner.py:16`` for the first call of a folded loop that a
+    ``break`` ended (the loop's iterable where its header line says it); empty otherwise."""
+    repeat = scope.meta.get("repeat")
+    group = repeat.get("group") if isinstance(repeat, dict) else None
+    entry = next((g for g in ir.meta.get("repeat_groups") or () if isinstance(g, dict) and g.get("group") == group), None)
+    stop = entry.get("exit") if entry is not None else None
+    if not isinstance(stop, dict):
+        return ""
+    src, loop = stop.get("source"), stop.get("loop")
+    header = _LOOP_HEADER.match(loop.get("code", "")) if isinstance(loop, dict) else None
+    of = f" of {header.group(1)}" if header and len(header.group(1)) <= 40 else ""
+    at = f" at {short_source(Source(src['file'], src['line']))}" if isinstance(src, dict) else ""
+    return visible(f"{of}, broke{at}", LINE_LIMIT)
+
+
+_LOOP_HEADER = re.compile(r"for .+? in (.+):\s*(?:#.*)?$")

@@ -55,6 +55,7 @@ _CATEGORY_COLOURS: Mapping[str, Mapping[str, tuple[str, str]]] = {
     "shape": {"light": ("#eeeeee", "#9a9a9a"), "dark": ("#3a3d42", "#8e939a")},
     "reduction": {"light": ("#fde3c8", "#cc7f2e"), "dark": ("#5a3a1a", "#e09a52")},
     "normalization": {"light": ("#eadcf8", "#8a63b8"), "dark": ("#3f2d5a", "#a987d6")},
+    "communication": {"light": ("#d2f4f1", "#1f9e93"), "dark": ("#14423f", "#3cc9bc")},
     "io": {"light": ("#fff0b3", "#c9a227"), "dark": ("#5a4a12", "#d9b53c")},
     "param": {"light": ("#f7dede", "#b46a6a"), "dark": ("#5a2e2e", "#cf8787")},
     "module": {"light": ("#ffffff", "#51627a"), "dark": ("#2a303a", "#8aa0be")},

@@ -5,8 +5,8 @@ folded run of repeated blocks, or a small reference box standing in for a value
 read far from where it was made. Scopes that are not boxed become clusters.
 Edges gather every value flowing between two units; the backward part of a
 ``backward=True`` graph is set apart first. ``_dot`` turns this view
-into DOT text; the web page's viewer is given its decisions (folds, far values)
-as data, so both draw the same picture.
+into DOT text. The web page gets the same folds (``fold_runs``) and the same
+backward part as data (``_page``); it still picks its own far values (its hubs).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._view._backward import backward_apart
+from torchatlas._view._far import CallDistance
 from torchatlas._view._options import ViewOptions
 from torchatlas._view._palette import PALETTES
 
@@ -220,9 +221,12 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     folds: dict[str, list[Scope]] = {}
     aliases: dict[str, str] = {}  # node id in a later member -> the first member's node at its place
     hidden_run: dict[str, str] = {}  # scope id inside a member after the first -> the run's first member
+    in_runs: set[str] = set()  # scope ids inside any member of a folded run
     for s in ir.scopes:
         container = None if s.parent == root else s.parent
         depth[s.id] = 0 if s.parent is None else depth[s.parent] + 1
+        if s.id in fold_of or s.parent in in_runs:
+            in_runs.add(s.id)
         if s.parent is not None and s.parent in hidden_run:
             hidden_run[s.id] = hidden_run[s.parent]
         elif s.parent is not None and s.parent in box_of:
@@ -243,6 +247,18 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             box_of[s.id] = s.id
             boxes[s.id] = Unit(s.id, "box", container, 0, scope=s, members=[s])
 
+    # a folded loop's box holds the caller's ops of every iteration too (node meta "repeat");
+    # drawn open, its later iterations' ops stand for the first one's, as its later calls do
+    loop_box = {ir.scope(first).meta["repeat"].get("group"): f"fold_{first}" for first in runs}
+    loop_of: dict[str, str] = {}  # a loop's caller op -> the run's first member
+    later_ops: dict[str, str] = {}  # such an op in a later iteration -> the first iteration's
+    for entry in ir.meta.get("repeat_groups") or ():
+        body = entry.get("body") if isinstance(entry, dict) else None
+        first = (entry.get("scopes") or [None])[0] if body else None
+        if first in runs:
+            loop_of.update((node_id, first) for ops in body for node_id in ops)
+            if first in folds:
+                later_ops.update((node_id, head) for ops in body[1:] for head, node_id in zip(body[0], ops))
     units: dict[str, Unit] = {}
     unit_of: dict[str, str] = {}
     for index, n in enumerate(ir.nodes):
@@ -250,9 +266,17 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             if aliases[n.id] in unit_of:
                 unit_of[n.id] = unit_of[aliases[n.id]]
             continue
+        if n.id in later_ops:  # a later iteration of a loop drawn open: drawn as the first one's op
+            if later_ops[n.id] in unit_of:
+                unit_of[n.id] = unit_of[later_ops[n.id]]
+            continue
+        body = n.meta.get("repeat") if loop_box and n.kind == "op" else None
         if n.kind in ("input", "output"):
             uid = n.id
             units[uid] = Unit(uid, "node", None, index, node=n, nodes=[n])
+        elif isinstance(body, dict) and loop_box.get(body.get("group")) in units:
+            uid = loop_box[body["group"]]
+            units[uid].nodes.append(n)
         elif n.scope in box_of:
             uid = box_of[n.scope]
             if uid not in units:
@@ -269,6 +293,8 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
 
     reads: list[tuple[str, int, str, str, bool]] = []
     readers: dict[Ref, list[str]] = {}
+    distance = CallDistance(ir)
+    far: set[tuple[str, int, str]] = set()  # (value, reader unit) read after FAR_CALLS other calls ran
     for n in ir.nodes:
         dst = unit_of.get(n.id)
         run = hidden_run.get(n.scope)
@@ -279,7 +305,13 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
                 continue
             if run is not None and _in_run(ir, ir.node(src_id).scope, folds[run], hidden_run):
                 continue  # one member feeding the next: drawn once, inside the first member
+            if (run is not None or n.id in later_ops) and loop_of.get(src_id, "") in (run, loop_of.get(n.id)):
+                continue  # one iteration of an open loop feeding the next: drawn once
             reads.append((src_id, slot, src, dst, from_param))
+            # a read touching a folded run is drawn once, by the first member: its place is not the reader's
+            in_run = n.scope in in_runs or ir.node(src_id).scope in in_runs
+            if not from_param and not in_run and distance.is_far(ir.node(src_id), n):
+                far.add((src_id, slot, dst))
             value_readers = readers.setdefault(Ref(src_id, slot), [])
             if dst not in value_readers:
                 value_readers.append(dst)
@@ -295,7 +327,7 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     edges: dict[tuple[str, str], Edge] = {}
     for src_id, slot, src, dst, from_param in reads:
         kept = kept_call.get(Ref(src_id, slot))
-        if kept is not None and branch[(src_id, slot, dst)] not in (None, kept):
+        if (src_id, slot, dst) in far or (kept is not None and branch[(src_id, slot, dst)] not in (None, kept)):
             ref = f"ref_{src_id}_{slot}_{dst}"
             target = units[dst]
             refs.setdefault(

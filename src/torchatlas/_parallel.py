@@ -1,0 +1,88 @@
+"""``--tp N`` / ``--fsdp N``: a model sharded as it would be on N ranks, on one process.
+
+torch.distributed's fake process group runs tensor parallelism and FSDP2 for any world
+size without other processes or a network; with ``--device meta`` the shards hold no
+memory, so a 70B model with 8-way tensor parallelism is drawn on a laptop. The process
+group lives only while the command traces (:func:`fake_world`).
+
+Tensor parallelism applies the standard plan of Llama-like decoders (Megatron's): the
+attention's q/k/v and the MLP's gate/up projections split by output columns, o and down
+by input rows, so each attention block and each MLP ends in one all-reduce. FSDP2 shards
+every decoder layer and the root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ._models import SpecError
+
+COLUMN_WISE = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+ROW_WISE = ("o_proj", "down_proj")
+
+
+@contextlib.contextmanager
+def fake_world(size: int, rank: int = 0) -> Iterator[None]:
+    """A fake process group of ``size`` ranks, this process being ``rank``; destroyed afterwards."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        raise SpecError("--tp and --fsdp need torch.distributed, which this torch build lacks")
+    if dist.is_initialized():
+        raise SpecError("--tp and --fsdp make their own fake process group; one exists already")
+    if not 0 <= rank < size:
+        raise SpecError(f"--rank {rank} is not a rank of {size} (0 to {size - 1})")
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def tensor_parallel(model: torch.nn.Module, size: int, spec: str) -> int:
+    """Split ``model``'s projections over a ``tp`` mesh of ``size`` ranks; how many were split."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (size,), mesh_dim_names=("tp",))
+    plan: dict[str, Any] = {}
+    for name, module in model.named_modules():
+        leaf = name.rsplit(".", 1)[-1]
+        if isinstance(module, torch.nn.Linear) and leaf in COLUMN_WISE + ROW_WISE:
+            _check_divisible(module, leaf, size, spec)
+            plan[name] = ColwiseParallel() if leaf in COLUMN_WISE else RowwiseParallel()
+    if not plan:
+        raise SpecError(
+            f"--tp splits the {'/'.join(COLUMN_WISE + ROW_WISE)} projections of Llama-like models; {spec} has none"
+        )
+    parallelize_module(model, mesh, plan)
+    return len(plan)
+
+
+def _check_divisible(module: torch.nn.Linear, leaf: str, size: int, spec: str) -> None:
+    split = module.out_features if leaf in COLUMN_WISE else module.in_features
+    if split % size:
+        raise SpecError(f"--tp {size}: {spec}'s {leaf} has {split} features, which {size} ranks cannot share evenly")
+
+
+def fully_sharded(model: torch.nn.Module, size: int) -> int:
+    """Shard every decoder layer (each module of a ModuleList of blocks) and the root; how many units."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (size,), mesh_dim_names=("dp",))
+    units = 0
+    for module in list(model.modules()):
+        if isinstance(module, torch.nn.ModuleList):
+            for block in module:
+                if any(True for _ in block.parameters()):
+                    fully_shard(block, mesh=mesh)
+                    units += 1
+    fully_shard(model, mesh=mesh)
+    return units + 1

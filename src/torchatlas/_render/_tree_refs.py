@@ -1,0 +1,132 @@
+"""Trees for flow that is not series-parallel: break it at values read in several places.
+
+A call whose steps do not nest as series and parallel parts (the adaLN-Zero block whose
+``norm1`` returns six values read at five places, ReXNet's ``cat([x[:, :c] + shortcut,
+x[:, c:]])``, BotNet's ``q`` read by ``q @ k`` and by the position bias) is laid out again
+with some values turned into named references, as side values are: the value keeps its
+edge to the first step that reads it, and each later read is ``← gate_msa``. A single value
+whose later reads untangle the call nearly as flat as breaking them all does is preferred (the
+call's input, then each step's result read again, then the results of calls whose several
+values are read apart, in order); else every value read in several places is broken. Where even
+that leaves a part that does not nest, that part alone is a numbered listing.
+
+Sibling branches named alike are named by their calls instead. The layout is probed without drawing (the builder's ``probing`` mode lays out the items and
+reports whether a listing was needed, without descending into module calls).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from torchatlas._text import visible
+from torchatlas._view import LINE_LIMIT
+
+from ._flow import SOURCE, Item, ScopeFlow
+
+if TYPE_CHECKING:
+    from ._tree import Line, _TreeBuilder
+
+Edge = tuple[Item, Item]
+
+
+def nesting(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> int | None:
+    """How deep branches nest when ``items`` of ``flow`` are laid out; None if a numbered
+    listing is needed."""
+    saved = builder.probing, builder.probe_failed
+    builder.probing, builder.probe_failed = True, False
+    try:
+        lines = builder.sequence(flow, items, 0)
+        return None if builder.probe_failed else _depth(lines)
+    finally:
+        builder.probing, builder.probe_failed = saved
+        builder.forget(flow)
+
+
+def _depth(lines: list[Line]) -> int:
+    deepest, stack = 0, [(line, 1) for line in lines]
+    while stack:
+        line, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in line.children)
+    return deepest
+
+
+def untangled(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> ScopeFlow | None:
+    """``flow`` with reads turned into references so that ``items`` lay out, registering the
+    references with the builder; None when ``flow`` lays out as it is or nothing can be broken."""
+    if nesting(builder, flow, items) is not None:
+        return None
+    later = _later_reads(flow, items)
+    if not later:
+        return None
+    # Every value broken at once nests least; one value broken is kept if it nests at most one
+    # level deeper (a dense block, each step read by all later ones, is a chain only when all are).
+    chosen = _with_references(flow, [edge for edges in later.values() for edge in edges])
+    least = nesting(builder, chosen, items)
+    if len(later) > 1:
+        for edges in later.values():
+            trial = _with_references(flow, edges)
+            depth = nesting(builder, trial, items)
+            if depth is not None and (least is None or depth <= least + 1):
+                chosen = trial
+                break
+    for item, refs in chosen.references.items():
+        if item in chosen.items and refs != flow.references.get(item):
+            builder.references[item] = refs
+    return chosen
+
+
+def tangled(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
+    """A section with one component and nothing bypassing it: break it, else list it."""
+    if builder.probing:
+        builder.probe_failed = True
+        return []
+    better = untangled(builder, flow, items)
+    if better is not None:
+        return builder.sequence(better, items, level)
+    return builder.listing(flow, items, level)
+
+
+def distinct_labels(builder: _TreeBuilder, branches: list[list[Item]], lines: list[Line]) -> list[Line]:
+    """Sibling branches named alike (two calls whose results were each called ``x`` inside them,
+    MobileOne's ``conv_scale`` and ``conv_kxk.0``) are named by their calls instead."""
+    labels = [line.text for line in lines]
+    for branch, line in zip(branches, lines):
+        if line.children and labels.count(line.text) > 1:
+            line.text = "┬ " + visible(builder.short_name(branch[-1]), LINE_LIMIT)
+    return lines
+
+
+def _later_reads(flow: ScopeFlow, items: list[Item]) -> dict[Item, list[Edge]]:
+    """Each value read by several of ``items``: the edges to its readers after the first.
+    The call's input first, then in the order of the items that make them."""
+    position = {it: k for k, it in enumerate(items)}
+    readers: dict[Item, list[Item]] = {}
+    for a, targets in flow.edges.items():
+        for b in targets:
+            if b in position and b != a:
+                readers.setdefault(a, []).append(b)
+    order = {SOURCE: -1, **position}
+    again: dict[Item, list[Edge]] = {}  # one value read again (``q`` by ``q @ k`` and the position bias)
+    apart: dict[Item, list[Edge]] = {}  # several values of one call read apart (``q, k, v = split``)
+    for a in sorted(readers, key=lambda it: order.get(it, len(position))):
+        reads = sorted(readers[a], key=position.__getitem__)
+        if len(reads) > 1:
+            first = set(flow.carried.get((a, reads[0]), ()))
+            same = all(first.intersection(flow.carried.get((a, b), ())) for b in reads[1:])
+            (again if same or a == SOURCE else apart)[a] = [(a, b) for b in reads[1:]]
+    return {**again, **apart}
+
+
+def _with_references(flow: ScopeFlow, edges: list[Edge]) -> ScopeFlow:
+    moved = set(edges)
+    references = {b: list(refs) for b, refs in flow.references.items()}
+    for a, b in edges:
+        references.setdefault(b, []).extend((a, value) for value in flow.carried.get((a, b), ()))
+    return ScopeFlow(
+        items=flow.items,
+        edges={a: [b for b in targets if (a, b) not in moved] for a, targets in flow.edges.items()},
+        references=references,
+        inputs=flow.inputs,
+        carried=flow.carried,
+    )
