@@ -154,7 +154,7 @@ class Session:
             timer = Timer(
                 recording, lambda: _distributed.settled(self.model(*self.args, **self.kwargs)), self.model,
                 *profile_rounds,
-                compiled_calls=self.index.compiled_calls,
+                compiled_calls=self.index.compiled_calls, inputs=[t for _, t in self.inputs],
             )
             self.python.timer = timer
             self.after_release = timer.measure
