@@ -219,7 +219,8 @@ def draw_mutation(data: st.DataObject, doc: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
                 return doc  # an earlier mutation took the list away
             path = ("nodes" if owner == "node" else "scopes", data.draw(st.integers(0, len(items) - 1)), "meta", key)
-            doc = mutated(doc, path[:-1], dict(items[path[1]].get("meta") or {}))
+            meta = items[path[1]].get("meta")  # an earlier mutation may have made it a non-object
+            doc = mutated(doc, path[:-1], dict(meta) if isinstance(meta, dict) else {})
         value = data.draw(VALUES, label="value")
     else:
         path, target = (), doc
