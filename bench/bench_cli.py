@@ -40,7 +40,7 @@ def _worker(kind: str) -> None:
     wall time and peak RSS as JSON."""
     import transformers
 
-    from torchatlas import _models
+    from torchatlas._cli import _models
 
     start = time.perf_counter()
     if kind == "build-cli":

@@ -407,6 +407,22 @@ def test_cli_tensor_parallel_on_meta_draws_the_all_reduces(capsys: pytest.Captur
     assert q.device == "meta" and q.placements == ("Shard(2)",) and q.local_shape == (1, 8, 16)
 
 
+def test_cli_tensor_parallel_and_fsdp_together_shard_on_a_2d_mesh(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    from _cli_helpers import run_cli
+
+    out = tmp_path / "2d.json"
+    code, _, err = run_cli(capsys, "hf:llama", "--tp", "4", "--fsdp", "2", "--tokens", "1,8", *LLAMA_SETS, "-o", str(out))
+    assert code == 0, err
+    ir = torchatlas.load(out).ir
+    assert ir.meta["distributed"] == {"rank": 0, "world_size": 8}
+    assert kinds(ir) == {"all_reduce": 4, "all_gather": 3}
+    assert set(ir.meta["comm_by_group"]) == {"dp", "tp"}
+    for c in collectives(ir):
+        facts = c.meta["collective"]
+        assert (facts["group"], facts["group_size"]) == (("tp", 4) if collective_kind(c.target) == "all_reduce" else ("dp", 2))
+    assert not any(c.meta["dead"] for c in collectives(ir))
+
+
 def test_cli_fsdp_gathers_per_layer(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from _cli_helpers import run_cli
 
@@ -422,7 +438,6 @@ def test_cli_fsdp_gathers_per_layer(capsys: pytest.CaptureFixture[str], tmp_path
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (("--tp", "2", "--fsdp", "2"), "one way at a time"),
         (("--rank", "1"), "add one of them"),
         (("--tp", "4", "--rank", "4"), "not a rank of 4"),
         (("--tp", "0"), ">= 1"),
@@ -541,3 +556,66 @@ class Stack(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return x
+
+
+def test_a_failing_forward_leaves_the_process_group_as_it_found_it(world: int) -> None:
+    class Fails(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = MLP()
+
+        def forward(self, x):
+            y = self.mlp(x)
+            dist.all_reduce(y)
+            raise KeyError("boom")
+
+    model = Fails()
+    parallelize_module(model.mlp, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    before = dist.all_reduce, torch.ops._c10d_functional.all_reduce
+    with pytest.raises(KeyError):
+        torchatlas.trace(model, torch.randn(2, 16))
+    graph = torchatlas.trace(model, torch.randn(2, 16), partial=True)
+    assert (dist.all_reduce, torch.ops._c10d_functional.all_reduce) == before
+    assert no_pending_work()
+    assert kinds(graph.ir) == {"all_reduce": 2}
+
+
+def test_the_diagram_draws_collectives_in_their_colour_with_dashed_edges(world: int) -> None:
+    from torchatlas._view import PALETTES
+
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    dot = torchatlas.trace(model, torch.randn(2, 16)).to_dot(depth=5, expand_leaf_modules=True)
+    colour = PALETTES["light"].border["communication"]
+    (box,) = [line for line in dot.splitlines() if "<B>all_reduce</B>" in line]
+    assert f"over tp:{world}, 128 B (Partial(sum) → Replicate)" in box and f'color="{colour}"' in box
+    dashed = [line for line in dot.splitlines() if "->" in line and f'style=dashed, color="{colour}"' in line]
+    assert len(dashed) == 2  # into the all-reduce, and out of it to the output
+
+
+def test_the_page_dashes_edges_across_a_collective_and_names_it(world: int, browser, tmp_path) -> None:
+    from _viewer import Viewer
+
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    ir = torchatlas.trace(model, torch.randn(2, 16)).ir
+    v = Viewer(browser, ir, tmp_path, "tensor-parallel")
+    try:
+        v.search("all_reduce")
+        assert f"all_reduce over tp:{world}, 128 B" in v.details()["collective"]
+        assert v.count(".edge.comm") == 2  # into the all-reduce and out of it
+        assert v.count('.unit[data-category="communication"]') == 1
+        assert v.errors == []
+    finally:
+        v.close()
+
+
+def test_run_time_numbers_of_a_sharded_model_leave_no_work_pending(world: int) -> None:
+    model = MLP()
+    parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+    stats = torchatlas.trace(model, torch.randn(2, 16), stats=True).ir
+    assert all(n.meta.get("stats") for n in stats.ops())  # a DTensor's: this rank's part
+    assert no_pending_work()
+    timed = torchatlas.trace(model, torch.randn(2, 16), profile=True).ir  # untraced timing passes too
+    assert all(isinstance(n.meta.get("time_us"), float) for n in timed.ops())
+    assert no_pending_work()

@@ -1,4 +1,4 @@
-"""Model specs and input building for the command line (torchatlas._models)."""
+"""Model specs and input building for the command line (torchatlas._cli._models)."""
 
 from __future__ import annotations
 

@@ -30,11 +30,13 @@ from ._render import (
     ViewerBundleMissing,
     decision_table,
     diagram_size,
+    diff_graph_page,
     diff_page,
     image_format,
     notebook_html,
     render_dot,
     responsive_svg,
+    viewer_bundle_built,
 )
 from ._view import graph_counts
 
@@ -472,10 +474,19 @@ def _normalize_args(args: Any) -> tuple[Any, ...]:
 class GraphDiff(_GraphDiff):
     """What changed from graph ``a`` to graph ``b`` (``torchatlas.diff``)."""
 
-    def to_html(self, path: PathLike | None = None, title: str = "torchatlas diff") -> str | Path:
-        """One self-contained page: the merged module-call tree with added, removed and
-        changed calls coloured; a click shows the call in both graphs side by side."""
-        page = diff_page(self.to_dict(), title)
+    def to_html(self, path: PathLike | None = None, title: str = "torchatlas diff", view: str | None = None) -> str | Path:
+        """One self-contained page. ``view="graph"`` (the default where the viewer bundle is built):
+        both graphs as one in the viewer, added boxes green, removed red, changed amber with the change
+        as their subtitle, and the calls that differ listed beside it. ``view="list"``: the merged
+        module-call tree alone, coloured; a click shows a call in both graphs side by side."""
+        if view not in (None, "graph", "list"):
+            raise ValueError(f"view must be 'graph' or 'list', not {view!r}")
+        if view is None:
+            view = "graph" if viewer_bundle_built() else "list"
+        if view == "graph" and self.graph is not None:
+            page = diff_graph_page(self.graph, self.to_dict(), title)
+        else:
+            page = diff_page(self.to_dict(), title)
         return page if path is None else write_atomic(path, page)
 
 

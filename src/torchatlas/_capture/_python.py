@@ -223,7 +223,9 @@ class PythonLevel(TorchFunctionMode):
                 return False
             self._record_op(info, None, args, kwargs, outs, (), caller)
             name = op_name(info.target)
-            self.nodes[-1].extra = {"collective": _distributed.collective_facts(self.groups, name, group, reads, outs, caller)}
+            record = self.nodes[-1]
+            facts = _distributed.collective_facts(self.groups, name, group, reads, outs, caller)
+            record.extra = {**(record.extra or {}), "collective": facts}
             _distributed.wait_for(outs)
         return True
 

@@ -152,8 +152,9 @@ class Session:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
             timer = Timer(
-                recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds,
-                compiled_calls=self.index.compiled_calls,
+                recording, lambda: _distributed.settled(self.model(*self.args, **self.kwargs)), self.model,
+                *profile_rounds,
+                compiled_calls=self.index.compiled_calls, inputs=[t for _, t in self.inputs],
             )
             self.python.timer = timer
             self.after_release = timer.measure

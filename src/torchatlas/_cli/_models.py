@@ -450,20 +450,20 @@ def _open_exported(path: Path, trust_pickle: bool) -> Graph:
 
 
 def sharded_world(tp: int | None, fsdp: int | None, rank: int | None) -> AbstractContextManager[None]:
-    """``--tp N`` / ``--fsdp N``: a fake process group of N ranks while the command traces."""
+    """``--tp N`` / ``--fsdp M``: a fake process group of N (M, or N×M for both) ranks while the command traces."""
     if tp is None and fsdp is None:
         if rank is not None:
             raise SpecError("--rank picks a rank of --tp or --fsdp; add one of them")
         return nullcontext()
-    if tp is not None and fsdp is not None:
-        raise SpecError("--tp and --fsdp shard one way at a time; give one of them")
-    size = tp if tp is not None else fsdp
-    flag = "--tp" if tp is not None else "--fsdp"
-    if size is None or size < 1:
-        raise SpecError(f"{flag} needs a number of ranks >= 1, not {size}")
+    world = 1
+    for flag, size in (("--tp", tp), ("--fsdp", fsdp)):
+        if size is not None:
+            if size < 1:
+                raise SpecError(f"{flag} needs a number of ranks >= 1, not {size}")
+            world *= size
     from . import _parallel
 
-    return _parallel.fake_world(size, rank or 0)
+    return _parallel.fake_world(world, rank or 0)
 
 
 def shard(model: Any, tp: int | None, fsdp: int | None, spec: str) -> None:
@@ -472,7 +472,4 @@ def shard(model: Any, tp: int | None, fsdp: int | None, spec: str) -> None:
         return
     from . import _parallel
 
-    if tp is not None:
-        _parallel.tensor_parallel(model, tp, spec)
-    elif fsdp is not None:
-        _parallel.fully_sharded(model, fsdp)
+    _parallel.shard(model, tp, fsdp, spec)

@@ -8,7 +8,8 @@ group lives only while the command traces (:func:`fake_world`).
 Tensor parallelism applies the standard plan of Llama-like decoders (Megatron's): the
 attention's q/k/v and the MLP's gate/up projections split by output columns, o and down
 by input rows, so each attention block and each MLP ends in one all-reduce. FSDP2 shards
-every decoder layer and the root.
+every decoder layer and the root; both together shard on a 2-D ``(dp, tp)`` mesh, as
+TorchTitan does.
 """
 
 from __future__ import annotations
@@ -45,12 +46,23 @@ def fake_world(size: int, rank: int = 0) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def tensor_parallel(model: torch.nn.Module, size: int, spec: str) -> int:
-    """Split ``model``'s projections over a ``tp`` mesh of ``size`` ranks; how many were split."""
+def shard(model: torch.nn.Module, tp: int | None, fsdp: int | None, spec: str) -> None:
+    """Tensor parallelism over ``tp`` ranks, FSDP2 over ``fsdp``, or both on a 2-D ``(dp, tp)`` mesh."""
     from torch.distributed.device_mesh import init_device_mesh
+
+    dims = [(name, size) for name, size in (("dp", fsdp), ("tp", tp)) if size is not None]
+    mesh = init_device_mesh("cpu", tuple(size for _, size in dims), mesh_dim_names=tuple(name for name, _ in dims))
+    if tp is not None:  # first, as FSDP2 then shards the DTensors it made (the usual 2-D order)
+        tensor_parallel(model, mesh["tp"] if fsdp is not None else mesh, spec)
+    if fsdp is not None:
+        fully_sharded(model, mesh["dp"] if tp is not None else mesh)
+
+
+def tensor_parallel(model: torch.nn.Module, mesh: Any, spec: str) -> int:
+    """Split ``model``'s projections over the 1-D ``mesh``; how many were split."""
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
-    mesh = init_device_mesh("cpu", (size,), mesh_dim_names=("tp",))
+    size = mesh.size()
     plan: dict[str, Any] = {}
     for name, module in model.named_modules():
         leaf = name.rsplit(".", 1)[-1]
@@ -71,12 +83,11 @@ def _check_divisible(module: torch.nn.Linear, leaf: str, size: int, spec: str) -
         raise SpecError(f"--tp {size}: {spec}'s {leaf} has {split} features, which {size} ranks cannot share evenly")
 
 
-def fully_sharded(model: torch.nn.Module, size: int) -> int:
-    """Shard every decoder layer (each module of a ModuleList of blocks) and the root; how many units."""
-    from torch.distributed.device_mesh import init_device_mesh
+def fully_sharded(model: torch.nn.Module, mesh: Any) -> int:
+    """Shard every decoder layer (each module of a ModuleList of blocks) and the root over the
+    1-D ``mesh``; how many units."""
     from torch.distributed.fsdp import fully_shard
 
-    mesh = init_device_mesh("cpu", (size,), mesh_dim_names=("dp",))
     units = 0
     for module in list(model.modules()):
         if isinstance(module, torch.nn.ModuleList):

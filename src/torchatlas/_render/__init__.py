@@ -15,11 +15,11 @@ from typing import Any
 from torchatlas._ir import GraphIR
 
 from ._decisions import decision_table
-from ._diff_page import diff_page
+from ._diff_page import diff_graph_page, diff_page
 from ._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, image_format, to_dot
 from ._dot import render as render_dot
 from ._graphviz import GraphvizNotFoundError, responsive_svg
-from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, to_html
+from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, to_html, viewer_bundle_built
 from ._model_explorer import ModelExplorerOptions, model_explorer_json
 from ._summary import SummaryOptions, summary
 from ._tree import TreeOptions, render_tree
@@ -84,9 +84,11 @@ __all__ = [
     "ViewerBundleMissing",
     "decision_table",
     "diagram_size",
+    "diff_graph_page",
     "diff_page",
     "image_format",
     "notebook_html",
     "render_dot",
     "responsive_svg",
+    "viewer_bundle_built",
 ]

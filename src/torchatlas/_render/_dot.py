@@ -34,6 +34,7 @@ from torchatlas._view import (
     Unit,
     break_anchors,
     build_layout,
+    collective_text,
     decisions,
     dominant_dtype,
     fold_name,
@@ -243,6 +244,10 @@ class _Writer:
             name = (op_name(n.target) or "?") + ("_" if n.inplace else "")
             label = f"<B>{html_text(name)}</B>"
             tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
+            marked = collective_text(n)
+            if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)
+                label += f"<BR/>{_font(html_text(marked.split(' ', 2)[2]), p.muted, 9)}"
+                tip = tooltip(marked, n.target or "?", _source_line(n.source))
         elif n.kind == "input":
             shape = _font(html_text(shape_text(meta, self.dominant)), p.muted, 9)
             label = f"<B>{html_text(input_label(n.path))}</B><BR/>{shape}"
