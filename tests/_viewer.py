@@ -80,9 +80,11 @@ def open_viewer(page: Any, path: Path, timeout_ms: int) -> None:
 class Viewer:
     """One opened page, with the console watched for errors and dialogs."""
 
-    def __init__(self, browser, ir, tmp_path: Path, name: str, init_script: str | None = None, viewport: dict | None = None) -> None:
+    def __init__(
+        self, browser, ir, tmp_path: Path, name: str, init_script: str | None = None, viewport: dict | None = None, options=None
+    ) -> None:
         path = tmp_path / f"{name}.html"
-        path.write_text(_html.to_html(ir), encoding="utf-8")
+        path.write_text(_html.to_html(ir, options), encoding="utf-8")
         self.context = browser.new_context(viewport=viewport or VIEWPORT, accept_downloads=True)
         if init_script:
             self.context.add_init_script(init_script)

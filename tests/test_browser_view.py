@@ -217,6 +217,23 @@ def test_params_toggle_redraws_box_text_tooltips_and_f_fits(browser, tmp_path: P
     v.close()
 
 
+def test_the_first_view_follows_the_view_options(browser, tmp_path: Path) -> None:
+    """``to_html(depth=, fold_repeats=, direction=)`` set the page's first view,
+    as they set the diagram's: the page keeps no defaults of its own for them."""
+    options = _html.HtmlOptions(depth=1, fold_repeats=False, direction="LR")
+    v = Viewer(browser, _trace("llama"), tmp_path, "view-options", options=options)
+    state = v.page.evaluate(
+        "() => { const a = window.__atlas.app, m = a.model; return {direction: a.direction, folded: m.folded.size,"
+        " open: [...m.expanded].map((s) => m.scopes[s].depth)}; }"
+    )
+    assert state["direction"] == "RIGHT" and state["folded"] == 0 and set(state["open"]) == {0}
+    assert v.page.locator("button.direction").text_content() == "⇢"
+    v.close()
+    v = Viewer(browser, _trace("llama"), tmp_path, "view-defaults")
+    assert v.page.evaluate("() => window.__atlas.app.direction") == "DOWN" and v.page.evaluate("() => window.__atlas.app.model.folded.size") > 0
+    v.close()
+
+
 def test_opening_a_module_scrolls_what_it_opened_into_view(browser, tmp_path: Path) -> None:
     v = Viewer(browser, _trace("llama"), tmp_path, "open-scroll", viewport=NOTEBOOK)
     frame_id = "c" + v.page.locator(".unit.module[data-id^=g]").get_attribute("data-id")[1:]
