@@ -78,7 +78,7 @@ def test_the_diagram_and_the_page_hide_the_same_node_kinds() -> None:
 def test_the_page_starts_from_the_view_options() -> None:
     graph = torchatlas.trace(MadeConstant(), torch.randn(2, 4))
     view = page_document(graph.to_html(depth=2, fold_repeats=False, direction="LR", show_params=True))["view"]
-    assert view == {"hidden": ["constant"], "fold": False, "depth": 2, "direction": "RIGHT"}
+    assert view == {"hidden": ["constant"], "state": ["buffer", "param"], "fold": False, "depth": 2, "direction": "RIGHT"}
 
 
 def test_tree_summary_and_diagram_fold_repeats_alike_by_default() -> None:

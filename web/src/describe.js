@@ -158,7 +158,7 @@ export class Describer {
     for (const i of n.i || []) {
       const src = this.model.nodes[i];
       const kind = this.model.kindOf(src);
-      if ((kind !== "param" && kind !== "buffer") || this.model.isVisibleKind(src)) continue;
+      if (!this.model.state.has(kind) || this.model.isVisibleKind(src)) continue;
       const leaf = lastComponent(src.path || "");
       const short = leaf === "weight" ? "W" : leaf === "bias" ? "b" : leaf;
       parts.push(`${short} ${shapeOf(this.meta(src.idx))}`);

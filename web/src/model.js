@@ -35,6 +35,7 @@ export class Model {
     // The first view, decided in Python (`_view.page_view`) as for every other output.
     const view = doc.view || {};
     this.hidden = new Set(view.hidden || []); // node kinds drawn only while the params switch is on
+    this.state = new Set(view.state || []); // parameters and buffers: what an op reads as its weights
     this.folded = new Set(view.fold === false ? [] : this.groups.keys());
     this.startDepth = view.depth ?? null; // null: as deep as fits the window
     this.startDirection = view.direction || "DOWN";

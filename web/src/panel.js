@@ -211,7 +211,7 @@ export class DetailsPanel {
       (n.i || []).forEach((i, j) => {
         const src = m.nodes[i];
         const k = m.kindOf(src);
-        if (inSet.has(i) || k === "param" || k === "buffer" || seen.has(i)) return;
+        if (inSet.has(i) || m.state.has(k) || seen.has(i)) return;
         seen.add(i);
         boundary.push({ name: src.nm || src.path || (k === "op" ? this.describer.opName(src) : k), meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) });
       });

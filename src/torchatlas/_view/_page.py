@@ -13,7 +13,7 @@ from typing import Any
 from torchatlas._ir import GraphIR, TensorMeta
 from torchatlas._text import format_bytes, format_compact, format_duration, format_shape, format_si
 from torchatlas._view._labels import fold_name, relative_name, scope_name, shape_text
-from torchatlas._view._options import ViewOptions
+from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._units import fold_runs, fold_totals
 
 
@@ -127,11 +127,13 @@ def graph_counts(ir: GraphIR) -> GraphCounts:
 
 def page_view(options: ViewOptions) -> dict[str, Any]:
     """The page's first view from the one set of view options: which node kinds it hides
-    (the diagram's rule, ``ViewOptions.hidden_kinds``; the params switch shows them), whether
+    (the diagram's rule, ``ViewOptions.hidden_kinds``; the params switch shows them), which
+    kinds are a module's state (an op's box lists the weights it reads), whether
     runs start folded, how deep calls start open (None: as deep as fits the window) and
     which way values flow (ELK's ``DOWN`` or ``RIGHT``)."""
     return {
         "hidden": sorted(options.hidden_kinds()),
+        "state": sorted(STATE_KINDS),
         "fold": options.fold_repeats,
         "depth": options.depth,
         "direction": "RIGHT" if options.direction == "LR" else "DOWN",
