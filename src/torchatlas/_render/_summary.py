@@ -124,8 +124,9 @@ def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
 
 
 def _owned(owners: list[dict[str, Any]], total: Any, show: Callable[[Any], str], narrow: bool, key: str) -> str:
-    """A parameter column of a folded run: one module's number ×N and the run's total."""
-    return _group_count(len(owners), show(owners[0].get(key) or 0), show(total), narrow)
+    """A parameter column of a folded run: one module's number ×N and the run's total (the
+    repeats pass's; ``?`` where a member has no number)."""
+    return _group_count(len(owners), show(owners[0].get(key) or 0), "?" if total is None else show(total), narrow)
 
 
 def summary_rows(
