@@ -381,3 +381,13 @@ def test_aten_level_and_backward_from_the_command_line(tmp_path) -> None:
     assert main(["--backward", "-o", str(out)]) == 0
     phases = {n.get("meta", {}).get("phase") for n in json.loads(out.read_text())["nodes"] if n["kind"] == "op"}
     assert phases == {"forward", "backward"}
+
+
+def test_view_flags_reach_every_format_that_takes_them() -> None:
+    """--depth and --no-fold are view options every output shares: the diagram and the page take them too."""
+    from torchatlas._cli._main import _view_options, build_parser
+
+    opts = build_parser().parse_args(["--depth", "1", "--no-fold"])
+    for fmt in ("tree", "summary", "dot", "svg", "html"):
+        assert {"depth": 1, "fold_repeats": False}.items() <= _view_options(fmt, opts).items(), fmt
+    assert "fold_repeats" not in _view_options("json", opts)

@@ -428,9 +428,8 @@ def _stats_text(stats: Any, slot: int) -> str:
 def _view_options(fmt: str, opts: argparse.Namespace) -> dict[str, Any]:
     """The command line's view flags that this format takes."""
     fields = {f.name for f in dataclasses.fields(torchatlas.FORMATS[fmt].options)}
-    chosen = {"depth": opts.depth, "ascii": opts.ascii}
-    if fmt in ("tree", "summary"):
-        chosen["fold_repeats"] = opts.fold
+    # the view options every output shares (--depth, --no-fold): the diagram and the page take them too
+    chosen = {"depth": opts.depth, "ascii": opts.ascii, "fold_repeats": opts.fold}
     if fmt == "summary":
         chosen["sort"] = opts.sort
     return {k: v for k, v in chosen.items() if k in fields and v is not None}
