@@ -1,8 +1,9 @@
 """A pass-through call (eval Dropout, Identity) is read through only by the readers that got
 its result; every other reader of the same tensor object reads its real producer.
 
-The oracle is torch.export with each pass-through module swapped for one that clones: export
-then has a node in that module call exactly where the result flows (see ``passthrough_flow``).
+The oracle is torch.export with each pass-through module (every leaf module whose calls all
+returned their input) swapped for one that clones: export then has a node in that module
+call exactly where the result flows (see ``passthrough_flow``).
 """
 
 from __future__ import annotations
@@ -31,23 +32,29 @@ class Clone(nn.Module):
         return x.clone()
 
 
-def with_clones(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` whose Dropout and Identity modules clone, under the same paths."""
+def with_clones(model: nn.Module, paths: set[str]) -> nn.Module:
+    """A copy of ``model`` whose modules at ``paths`` clone, under the same paths."""
     model = copy.deepcopy(model)
-    for module in list(model.modules()):
-        for key, child in list(module._modules.items()):
-            if isinstance(child, (nn.Dropout, nn.Identity)):
+    for name, module in list(model.named_modules()):
+        for key in list(module._modules):
+            if (f"{name}.{key}" if name else key) in paths:
                 module._modules[key] = Clone()
     return model
 
 
 def passthrough_flow(model: nn.Module, *args: torch.Tensor) -> tuple[dict, dict]:
-    """(torchatlas's, export's) leaf-module data flow, pass-through calls as leaves on both sides."""
+    """(torchatlas's, export's) leaf-module data flow, pass-through calls as leaves on both
+    sides: every leaf module whose calls all returned their input (eval Dropout, Identity,
+    DropPath) clones in export's copy."""
     model = model.eval()
     graph = torchatlas.trace(model, args)
     leaves = leaf_paths(model)
+    calls: dict[str, list[bool]] = {}
+    for scope in graph.ir.scopes:
+        calls.setdefault(scope.path, []).append(bool(scope.meta.get("passthrough")))
+    passing = {path for path, passed in calls.items() if path in leaves and all(passed)}
     got = leaf_flow(captured_graph(graph.ir, leaves))
-    program = torch.export.export(with_clones(model), args).run_decompositions({})
+    program = torch.export.export(with_clones(model, passing), args).run_decompositions({})
     want = leaf_flow(exported_graph(program, leaves))
     return got, want
 

@@ -260,15 +260,17 @@ def test_the_early_exit_tree_folds_the_loop_golden():
     graph = torchatlas.trace(model, (x,))
     expected = _golden(
         "EarlyExit  2×8 → 2×8\n"
-        "├── [1] step#0–{last} (Sequential) ×{n} of range(self.steps), broke at {file}:{brk}  2×8 → 2×8\n"
+        "├── step#0–{last} (Sequential) ×{n} of range(self.steps), broke at {file}:{brk}  2×8 → 2×8\n"
         "│   ├── step.0 (Linear)  2×8 → 2×8\n"
         "│   └── step.1 (Tanh)  2×8 → 2×8\n"
-        "├── [2] delta = sub (-) → 2×8  ← [1]\n"
-        "├── [3] abs → 2×8  ← [2]\n"
-        "├── [4] mean → scalar  ← [3]\n"
-        "├── [5] lt (<) → scalar bool  ⇢ break @ {file}:{brk} (went on ×{on}, broke)  ← [4]\n"
-        "├── [6] norm → scalar  ← [1]\n"
-        "└── [7] gt (>) → scalar bool  ⇢ if @ {file}:{cond} ({outcome})  ← [6]",
+        "├── ┬ lt (<)\n"
+        "│   ├── delta = sub (-) → 2×8\n"
+        "│   ├── abs → 2×8\n"
+        "│   ├── mean → scalar\n"
+        "│   └── lt (<) → scalar bool  ⇢ break @ {file}:{brk} (went on ×{on}, broke)\n"
+        "└── ┬ gt (>)\n"
+        "    ├── norm → scalar\n"
+        "    └── gt (>) → scalar bool  ⇢ if @ {file}:{cond} ({outcome})",
         n=len(tests), last=len(tests) - 1, on=len(tests) - 1, brk=line_of(EarlyExit, "if delta.abs()"), cond=line_of(EarlyExit, "if h.norm()"),
         outcome="taken" if big else "not taken",
     )

@@ -39,8 +39,9 @@ def test_changed_layer_reports_shapes_params_and_flops_where_it_changed():
     assert ("head (Linear)", "parameters", "36", "54") in changes
     assert ("head (Linear)", "FLOPs", "128", "192") in changes
     assert ("<root> (MLP)", "output shapes", "2×4", "2×6") in changes
-    # the root's own share did not change: its totals are not echoed per scope
-    assert not any(c.scope == "<root> (MLP)" and c.field in ("parameters", "FLOPs") for c in d.changed)
+    # a call containing the change says how its totals moved
+    assert ("<root> (MLP)", "parameters", "76", "94") in changes
+    assert ("head (Linear)", "parameter shapes", "weight 4×8, bias 4", "weight 6×8, bias 6") in changes
     assert {(c.field, c.before, c.after) for c in d.totals} == {("parameters", "76", "94"), ("FLOPs", "256", "320")}
     assert not any(c.scope.startswith("enc") for c in d.changed)
 

@@ -142,9 +142,17 @@ def renders_everywhere(graph: torchatlas.Graph) -> None:
     json.loads(graph.to_json())
     graph.to_model_explorer()
     changes = torchatlas.diff(graph, graph)
+    assert changes.equal
     str(changes)
+    changes.tree()
+    changes.summary()
     changes.to_markdown()
     json.dumps(changes.to_dict())
+    changes.to_html(view="list")
+    try:
+        changes.to_html(view="graph")
+    except ViewerBundleMissing:
+        pass
 
 
 class TooSlow(Exception):
@@ -204,6 +212,8 @@ def draw_mutation(data: st.DataObject, doc: dict[str, Any]) -> dict[str, Any]:
         key = data.draw(st.sampled_from(FACT_KEYS[owner]), label="key")
         if owner == "graph":
             path: tuple[Any, ...] = ("meta", key)
+            if not isinstance(doc.get("meta"), dict):  # an earlier mutation took the graph's meta away
+                doc = mutated(doc, ("meta",), {})
         else:
             items = doc.get("nodes" if owner == "node" else "scopes")  # an earlier mutation may have deleted it
             if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):

@@ -251,3 +251,18 @@ def test_compiled_parts_are_timed_as_the_eager_code_the_trace_recorded() -> None
     graph = torchatlas.trace(model, torch.randn(2, 8), profile=True)
     assert all(isinstance(n.meta.get("time_us"), float) for n in graph.ir.ops()), graph.ir.meta.get("time_measure")
     assert "time_us" in next(s for s in graph.ir.scopes if s.path == "head").meta
+
+
+class Accumulates(nn.Module):
+    def forward(self, x, cache):
+        cache.add_(x)  # a KV cache's way: the input is written in place
+        return cache * 2
+
+
+def test_inputs_the_forward_writes_are_put_back_as_one_forward_leaves_them() -> None:
+    x, cache = torch.ones(3), torch.zeros(3)
+    torchatlas.trace(Accumulates(), (x, cache), profile=True)
+    assert torch.equal(cache, torch.ones(3))  # one forward's worth, not three
+    untouched = torch.zeros(3)
+    torchatlas.profile(Accumulates(), (x, untouched), repeat=3, warmup=1)
+    assert torch.equal(untouched, torch.ones(3))

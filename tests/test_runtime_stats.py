@@ -66,16 +66,18 @@ def test_a_failing_measurement_is_never_the_models_failure(monkeypatch) -> None:
 
 
 def _device_row(x: torch.Tensor) -> list[float]:
-    row = torch.empty(7, dtype=torch.float64)
+    row = torch.zeros(7, dtype=_stats._row_dtype(x.dtype))
     (_stats._float_numbers_into if x.dtype.is_floating_point else _stats._int_numbers_into)(x, row)
     return row.tolist()
 
 
+@pytest.mark.parametrize("chunk", [500, None])  # several NaN/Inf slices, counts added up; one slice
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
-def test_the_device_path_computes_the_cpu_paths_numbers(dtype, monkeypatch) -> None:
+def test_the_device_path_computes_the_cpu_paths_numbers(dtype, chunk, monkeypatch) -> None:
     x = torch.randn(64, 33).to(dtype)
     x[3, 4], x[5, 6], x[7, 8], x[1, 1] = float("nan"), float("inf"), -float("inf"), 0.0
-    monkeypatch.setattr(_stats, "_CHUNK", 500)  # several NaN/Inf slices, counts added up
+    if chunk:
+        monkeypatch.setattr(_stats, "_CHUNK", chunk)
     for t in (x, x.t(), x[:, ::2]):
         now = _stats._float_stats(_stats._float_numbers_now(t), t.numel())
         on_device = _stats._float_stats(_device_row(t), t.numel())
@@ -88,6 +90,7 @@ def test_the_device_path_computes_the_cpu_paths_numbers(dtype, monkeypatch) -> N
 def test_the_device_path_for_integers_and_bool() -> None:
     ints = torch.tensor([[3, -7], [2, 9]])
     assert _stats._int_stats(_device_row(ints)) == {"min": -7, "max": 9}
+    assert _stats._int_stats(_device_row(ints.to(torch.int8))) == {"min": -7, "max": 9}
     assert _stats._int_stats(_device_row(torch.tensor([True, False]))) == {"min": 0, "max": 1}
     assert _stats._int_stats(_stats._int_numbers_now(torch.tensor([True, True]))) == {"min": 1, "max": 1}
 
@@ -195,3 +198,25 @@ def test_the_cli_samples_with_stats_sample(capsys) -> None:
     assert "Output range" in out.splitlines()[0] and "≈[" in out  # CoolCNN's big outputs are sampled
     assert main(["--stats", "-f", "summary", "--wide"]) == 0
     assert "≈[" not in capsys.readouterr().out
+
+
+class ManyOps(nn.Module):
+    def forward(self, x):
+        for k in range(300):  # more outputs than a buffer's first 256 rows
+            x = x * 1.01 + (k % 3)
+        return (x > 0).sum(), torch.nan_to_num(x / 0.0, posinf=1.0)
+
+
+def test_the_buffered_device_path_end_to_end_equals_the_cpus(monkeypatch) -> None:
+    x = torch.randn(4, 8)
+    x[0, 0] = 0.0
+    read_now = torchatlas.trace(ManyOps(), x, stats=True)
+    monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())  # the accelerator's path, on CPU tensors
+    buffered = torchatlas.trace(ManyOps(), x, stats=True)
+    pairs = list(zip(read_now.ir.ops(), buffered.ir.ops()))
+    assert len(pairs) > 600
+    for a, b in pairs:
+        for sa, sb in zip(a.meta["stats"], b.meta["stats"]):
+            assert sa.keys() == sb.keys(), a.target
+            for key, value in sa.items():
+                assert sb[key] == (pytest.approx(value, rel=1e-5, abs=1e-6) if value is not None else None), (a.target, key)

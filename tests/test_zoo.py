@@ -15,6 +15,7 @@ import torchatlas
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from corpus.zoo import DIFFUSERS, TIMM, check_zoo_model, corpus  # noqa: E402
+from test_capture_passthrough import passthrough_flow  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -45,8 +46,9 @@ def test_every_zoo_model_traces_truly_and_trees_rarely_list(one_thread) -> None:
 
 
 def test_the_real_blocks_read_their_values_by_name(one_thread) -> None:
-    """The real DiT block names its modulation values where they are read, and ReXNet's partial
-    residual names the shortcut: the hand-made goldens (test_tree_zoo_goldens.py) hold for them."""
+    """The real DiT block names its modulation values where they are read, ReXNet's partial
+    residual names the shortcut and a DenseNet layer reads ``features[0..k]``: the hand-made
+    goldens (test_tree_zoo_goldens.py) hold for them."""
     pytest.importorskip("timm")
     pytest.importorskip("diffusers")
     models = corpus()
@@ -57,3 +59,18 @@ def test_the_real_blocks_read_their_values_by_name(one_thread) -> None:
     lines = torchatlas.trace(model, args, kwargs).tree().splitlines()
     block = lines[next(k for k, line in enumerate(lines) if "features.2 (LinearBottleneck)" in line) :]
     assert any("add (+)" in line and "←" in line for line in block[:40])
+    model, args, kwargs = models["timm:densenet121"]()
+    tree = torchatlas.trace(model, args, kwargs).tree()
+    assert "denselayer6 (DenseLayer)" in tree and "← features[0..4]" in tree
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # raised inside torch.export
+@pytest.mark.parametrize("name", ["timm:dla34", "timm:xception41", "diffusers:UNet1D"])
+def test_pass_through_calls_are_read_as_export_with_clones_says(name: str, one_thread) -> None:
+    """Three of the families where a pass-through call took another path's reader (issue 31):
+    their leaf-module flow equals torch.export's with each Dropout and Identity cloning."""
+    pytest.importorskip("timm")
+    pytest.importorskip("diffusers")
+    model, args, _ = corpus()[name]()
+    got, want = passthrough_flow(model, *args)
+    assert got == want

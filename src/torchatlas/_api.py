@@ -20,11 +20,11 @@ from ._passes import diff as diff_graphs
 from ._passes import ensure_analyzed, first_nonfinite, strip_analyses
 from ._render import RENDERERS, DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
 from ._render._decisions import decision_table
-from ._render._diff_page import diff_page
+from ._render._diff_page import diff_graph_page, diff_page
 from ._render._dot import MAX_DOT_ELEMENTS, diagram_size, image_format
 from ._render._dot import render as render_dot
 from ._render._graphviz import GraphvizNotFoundError, responsive_svg
-from ._render._html import ViewerBundleMissing, notebook_html
+from ._render._html import ViewerBundleMissing, notebook_html, viewer_bundle_built
 from ._view import graph_counts
 
 Shape = Sequence[int]
@@ -454,10 +454,19 @@ def _normalize_args(args: Any) -> tuple[Any, ...]:
 class GraphDiff(_GraphDiff):
     """What changed from graph ``a`` to graph ``b`` (``torchatlas.diff``)."""
 
-    def to_html(self, path: PathLike | None = None, title: str = "torchatlas diff") -> str | Path:
-        """One self-contained page: the merged module-call tree with added, removed and
-        changed calls coloured; a click shows the call in both graphs side by side."""
-        page = diff_page(self.to_dict(), title)
+    def to_html(self, path: PathLike | None = None, title: str = "torchatlas diff", view: str | None = None) -> str | Path:
+        """One self-contained page. ``view="graph"`` (the default where the viewer bundle is built):
+        both graphs as one in the viewer, added boxes green, removed red, changed amber with the change
+        as their subtitle, and the calls that differ listed beside it. ``view="list"``: the merged
+        module-call tree alone, coloured; a click shows a call in both graphs side by side."""
+        if view not in (None, "graph", "list"):
+            raise ValueError(f"view must be 'graph' or 'list', not {view!r}")
+        if view is None:
+            view = "graph" if viewer_bundle_built() else "list"
+        if view == "graph" and self.graph is not None:
+            page = diff_graph_page(self.graph, self.to_dict(), title)
+        else:
+            page = diff_page(self.to_dict(), title)
         return page if path is None else write_atomic(path, page)
 
 

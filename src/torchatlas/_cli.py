@@ -80,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchatlas",
         description="Trace a PyTorch model's forward pass and show its computation graph. "
-        "With no MODEL, traces the bundled CoolCNN example. `torchatlas diff A.json B.json` compares two saved graphs.",
+        "With no MODEL, traces the bundled CoolCNN example. `torchatlas diff A B` compares two graphs (saved, or model specs).",
     )
     parser.add_argument(
         "model",
@@ -187,12 +187,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def build_diff_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="torchatlas diff", description="What changed between two saved graphs.")
-    parser.add_argument("before", metavar="A.json")
-    parser.add_argument("after", metavar="B.json")
+    parser = _Parser(
+        prog="torchatlas diff",
+        description="What changed between two graphs, op by op: each a saved graph (.json, .pt2) or a model "
+        "spec traced on its default inputs. Prints the merged call tree (+ added, - removed, ~ changed).",
+    )
+    parser.add_argument("before", metavar="A")
+    parser.add_argument("after", metavar="B")
     parser.add_argument(
-        "-f", "--format", choices=["text", "json", "markdown", "html"], default=None,
-        help="default: from -o's suffix (.html, .json, .md), else text",
+        "-f", "--format", choices=["text", "summary", "list", "json", "markdown", "html"], default=None,
+        help="text: the merged tree; summary: the calls that differ with before → after numbers; list: one line "
+        "a change (default: from -o's suffix (.html, .json, .md), else text)",
     )
     _common_output_options(parser)
     return parser
@@ -504,11 +509,12 @@ def _wrote(path: Path) -> None:
 
 
 def _diff(opts: argparse.Namespace) -> int:
-    before = _models.open_saved(opts.before, trust_pickle=opts.trust_pickle)
-    after = _models.open_saved(opts.after, trust_pickle=opts.trust_pickle)
+    before, after = _diff_side(opts.before, opts), _diff_side(opts.after, opts)
     result = torchatlas.diff(before, after)
     suffixes = {".html": "html", ".htm": "html", ".json": "json", ".md": "markdown"}
     fmt = opts.format or suffixes.get(Path(opts.output or "").suffix.lower(), "text")
+    tree = result.tree() + "".join(f"\n= total {t.field}: {t.before} → {t.after}" for t in result.totals)
+    tree += "\n" + ("A and B compute the same (up to naming)" if result.equal else "A and B differ")
     if fmt == "html":
         text = str(result.to_html(title=f"{Path(opts.before).name} → {Path(opts.after).name}"))
     elif fmt == "json":
@@ -517,10 +523,23 @@ def _diff(opts: argparse.Namespace) -> int:
         text = json.dumps(result.to_dict(), indent=1)
     elif fmt == "markdown":
         text = result.to_markdown()
-    else:
+    elif fmt == "summary":
+        text = result.summary()
+    elif fmt == "list":
         text = str(result)
+    else:
+        text = tree
     if opts.output and opts.output != "-":
+        if fmt == "html":  # the page is for looking around; the tree says what changed at once
+            _print(sys.stdout, _with_newline(tree))
         _wrote(write_atomic(opts.output, _with_newline(text)))
     else:
         _print(sys.stdout, _with_newline(text))
     return 0
+
+
+def _diff_side(spec: str, opts: argparse.Namespace) -> Graph:
+    """A saved graph, or a model spec traced on its default inputs."""
+    if _models.is_saved_graph(spec):
+        return _models.open_saved(spec, trust_pickle=opts.trust_pickle)
+    return _trace_model(build_parser().parse_args([spec]))

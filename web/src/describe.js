@@ -27,6 +27,9 @@ export function lastComponent(path) {
   return i < 0 ? path : path.slice(i + 1);
 }
 
+/** What a diff's merged graph says of a box: which side has it. */
+export const DIFF_WORDS = { same: "in A and B", changed: "changed from A to B", added: "added in B", removed: "removed from A", "pass-through": "passes its input on, on one side only" };
+
 export class Describer {
   constructor(model) {
     this.model = model;
@@ -84,7 +87,7 @@ export class Describer {
   /** Everything a box shows, as one string: a box is redrawn when it changes. */
   said(id) {
     const d = this.unit(id);
-    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}`;
+    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}\u0000${d.diff || ""}`;
   }
 
   /** A box's hover text: its whole name, what it is and what it makes. */
@@ -99,15 +102,24 @@ export class Describer {
       const s = m.scopes[Model.unitScope(id)];
       lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
     }
+    const x = id[0] === "n" ? m.nodes[Number(id.slice(1))] : m.scopes[Model.unitScope(id)];
+    if (x && x.df && x.df !== "same") lines.push(`${DIFF_WORDS[x.df] || x.df}${x.dfn ? ": " + x.dfn : ""}`);
     return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
   }
 
-  /** A box of the backward part (page data: its scope's "bw") is drawn dashed, as in the diagram. */
+  /**
+   * A unit as unitFace gives it, and what the page data adds: a box of the backward part (its
+   * scope's "bw") is drawn dashed, as in the diagram; in a diff's merged graph, which side has
+   * the box, its subtitle the change.
+   */
   fullUnit(id) {
-    const d = this.unitFace(id);
     const m = this.model;
+    let d = this.unitFace(id);
     const s = m.scopes[id[0] === "n" ? m.nodes[Number(id.slice(1))].s : Model.unitScope(id)];
-    return s.bw ? { ...d, backward: true } : d;
+    if (s.bw) d = { ...d, backward: true };
+    const x = id[0] === "n" ? m.nodes[Number(id.slice(1))] : m.scopes[Model.unitScope(id)];
+    if (x && x.df) d = { ...d, diff: x.df, subtitle: x.dfn || d.subtitle };
+    return d;
   }
 
   unitFace(id) {
@@ -177,6 +189,7 @@ export class Describer {
   }
 
   containerSubtitle(sIdx) {
-    return shorten(lastComponent(this.model.scopes[sIdx].cls));
+    const s = this.model.scopes[sIdx];
+    return shorten(lastComponent(s.cls) + (s.df && s.df !== "same" && s.dfn ? ` · ${s.dfn}` : ""));
   }
 }

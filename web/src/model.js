@@ -283,7 +283,8 @@ export class Model {
     };
     for (const s of this.scopes) {
       if (s.p < 0) continue;
-      const best = Math.min(...[s.path, s.cls].map(score).map((x) => (x < 0 ? Infinity : x)));
+      // s.dfa: in a diff's merged graph, the name a renamed module had in A
+      const best = Math.min(...[s.path, s.cls, s.dfa].filter((t) => t != null).map(score).map((x) => (x < 0 ? Infinity : x)));
       if (best !== Infinity) hits.push({ kind: "s", idx: s.idx, score: best });
     }
     for (const n of this.nodes) {

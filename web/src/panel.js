@@ -1,7 +1,7 @@
 // The details panel and the search box. Every string from the graph is set
 // with textContent: module names and source lines come from user code.
 
-import { lastComponent, metaLine } from "./describe.js";
+import { DIFF_WORDS, lastComponent, metaLine } from "./describe.js";
 
 function h(tag, cls, text) {
   const e = document.createElement(tag);
@@ -56,6 +56,14 @@ export class DetailsPanel {
       dl.appendChild(h("dd", cls || null, String(v)));
     }
     parent.appendChild(dl);
+  }
+
+  /** In a diff's merged graph: which side has the box, and each change from A to B. */
+  diff(x) {
+    if (!x.df) return;
+    const sec = this.section("A → B");
+    sec.classList.add("diff", "diff-" + x.df);
+    this.rows(sec, [["status", DIFF_WORDS[x.df] || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
   }
 
   tensors(parent, title, items) {
@@ -139,6 +147,7 @@ export class DetailsPanel {
       ["CUDA time", n.w?.ctu],
       ["output bytes", n.w?.ab],
     ]);
+    this.diff(n);
     const ins = (n.i || []).map((i, j) => {
       const src = m.nodes[i];
       const srcKind = m.kindOf(src);
@@ -179,6 +188,7 @@ export class DetailsPanel {
       ["activation bytes", s.w?.ab],
       ["NaN/Inf ops", s.nf != null ? String(s.nf) : null, s.nf ? "warn" : null],
     ]);
+    this.diff(s);
     const bar = h("div", "actions");
     const hidden = m.foldedGroupOf(s) !== null && m.groups.get(s.rep[0])[0] !== sIdx;
     const open = m.expanded.has(sIdx) && !hidden;

@@ -215,6 +215,8 @@ export class Renderer {
   /** Title, class and (for an open fold) a clickable "×N" that unfolds it; redone each layout. */
   titleCluster(g, cIdx) {
     const d = this.describer;
+    const df = d.model.scopes[cIdx].df; // a diff's merged graph: the open module's frame says it changed
+    for (const k of ["changed", "added", "removed"]) g.classList.toggle(`diff-${k}`, df === k);
     g.titleEl.replaceChildren();
     g.titleEl.appendChild(document.createTextNode(d.containerTitle(cIdx)));
     const badge = d.containerBadge(cIdx);
@@ -229,7 +231,7 @@ export class Renderer {
   /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
   makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.decision ? " decision" : ""}${d.backward ? " backward" : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.decision ? " decision" : ""}${d.backward ? " backward" : ""}${d.diff ? " diff-" + d.diff : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
     g.said = this.describer.said(id);
     if (old) g.style.transform = old.style.transform;
     el("title", {}, g).textContent = this.describer.tooltip(id);

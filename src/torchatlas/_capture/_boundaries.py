@@ -121,29 +121,29 @@ class Boundaries:
             tensors = []
         first = self._first.pop(index, 0)
         root = self.tracker.scopes[index].parent is None  # the model's own call: its outputs are the graph's
-        refs = []
         flow = self.flow
         flow.returning = index  # a pass-through's value is read here only if this call returns it
         here: dict[int, Slot] = {}  # one tensor returned twice is one value of this call
+        passed: list[Tensor] = []
         try:
-            for t in tensors:
+            for t in tensors:  # what each value is now (a value updated through a view is, here)
                 if id(t) in here:
-                    refs.append(here[id(t)])
                     continue
                 made = flow.made_by(t)  # the record that last made or wrote its value
                 if made is None:
-                    found = flow.ref(t)
-                else:
-                    found = flow.known(t, index)  # read here: a value updated through a view is, here
-                    if found[0] in self.passes.nodes:  # returned on: this call's caller got it
-                        scope = self.tracker.scopes[index]
-                        self.passes.returned(t, found, index, scope.parent, self._site(index, root))
-                    if made < first and not root:  # made before the call: the call passed it through
-                        found = self._passthrough(index, t, found)
-                here[id(t)] = found
-                refs.append(found)
+                    here[id(t)] = flow.ref(t)
+                    continue
+                found = here[id(t)] = flow.known(t, index)
+                if found[0] in self.passes.nodes:  # returned on: this call's caller got it
+                    scope = self.tracker.scopes[index]
+                    self.passes.returned(t, found, index, scope.parent, self._site(index, root))
+                if made < first and not root:  # made before the call: the call passed it through
+                    passed.append(t)
+            for t in passed:  # then the call's own nodes, once every value it returns is read
+                here[id(t)] = self._passthrough(index, t, here[id(t)])
         finally:
             flow.returning = None
+        refs = [here[id(t)] for t in tensors]
         self.recording.scope_outputs[index] = refs
         self.recording.timeline.append(-(index + 1))
 

@@ -5,8 +5,11 @@ but the tensor object is the same one every other path holds. Its readers are to
 where the call's result went in the frame that made the call: stored in a variable (a reader
 there reads through the call only if its expression loads that variable), consumed by the
 enclosing expression (only a reader whose expression contains the call), or returned (then
-the enclosing module call, on return, delivers it to *its* caller the same way). A reader on
-any other path reads the value the call was given. A result that went somewhere this cannot
+the enclosing module call, on return, delivers it to *its* caller the same way; a helper
+method of the running call hands it back if its own return is it). A reader inside a call
+the frame makes is followed into that call's arguments: ``tree1(x, shortcut)`` gives its
+body's ``conv1(x)`` the argument ``x``, not ``shortcut``. A reader on any other path reads
+the value the call was given. A result that went somewhere this cannot
 follow (an attribute, a list kept for later) is read through the call by every reader, as
 before. Frames are told apart by the scope running the call, so an address a dead frame
 leaves to a new one is never taken for it. Without instruction positions (Python 3.10), every

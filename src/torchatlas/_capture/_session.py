@@ -153,7 +153,7 @@ class Session:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
             timer = Timer(
                 recording, lambda: self.model(*self.args, **self.kwargs), self.model, *profile_rounds,
-                compiled_calls=self.index.compiled_calls,
+                compiled_calls=self.index.compiled_calls, inputs=[t for _, t in self.inputs],
             )
             self.python.timer = timer
             self.after_release = timer.measure

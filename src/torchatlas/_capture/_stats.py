@@ -9,9 +9,10 @@ A float output costs a few reductions in its own dtype with float32 accumulation
 max together, the sum, the sum of squares, the non-zero count) and no float copy of it. On
 a CPU the numbers are read at once (reading costs nothing there), and NaN and Inf are
 counted only when min, max or sum say there are any. On an accelerator nothing waits for the
-device per op: each output's numbers go into one row of a preallocated buffer on its device,
-read once when the forward pass is over; NaN and Inf are counted in slices of at most
-``_CHUNK`` elements, so a mask is never larger than that.
+device per op: the reductions write each output's numbers straight into one row of a
+preallocated buffer on its device (one per accumulation dtype), read once when the forward
+pass is over; NaN and Inf are counted in slices of at most ``_CHUNK`` elements, so a mask is
+never larger than that.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ _CHUNK = 1 << 24
 SAMPLE = 1 << 16
 """``stats="sample"``: outputs over this many elements are measured on a strided sample of about as many."""
 _COLUMNS = 7  # min, max, sum, L2 norm, non-zero count, NaN count, Inf count
+_READ_AT_ONCE = frozenset({"cpu"})
+"""Devices whose numbers are read as each op runs (reading waits for nothing there)."""
 
 
 def skip_reason(t: Tensor) -> str | None:
@@ -69,11 +72,17 @@ def sample_of(x: Tensor, limit: int) -> Tensor:
     return x[tuple(index)]
 
 
-class _DeviceRows:
-    """One accelerator's numbers: a row per output in one float64 buffer, grown by doubling."""
+def _row_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The buffer an output's numbers go to: its accumulation dtype, so that each reduction
+    writes its row in place (``out=``); integers' min and max as int64."""
+    return _ACCUMULATE.get(dtype, dtype) if dtype in _FLOATS else torch.int64
 
-    def __init__(self, device: torch.device) -> None:
-        self.buffer = torch.empty((256, _COLUMNS), dtype=torch.float64, device=device)
+
+class _DeviceRows:
+    """One accelerator's numbers of one dtype: a row per output in one buffer, grown by doubling."""
+
+    def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
+        self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
         self.used = 0
 
     def next_row(self) -> Tensor:
@@ -92,7 +101,7 @@ class OutputStats:
         # (record, slot, numbers, floating, elements read): numbers read already (CPU) or a
         # (device rows, row number) still on the device
         self._pending: list[tuple[int, int, Any, bool, int]] = []
-        self._devices: dict[torch.device, _DeviceRows] = {}
+        self._devices: dict[tuple[torch.device, torch.dtype], _DeviceRows] = {}
         self._skipped: list[tuple[int, int, str]] = []
         self._sampled = 0
 
@@ -116,12 +125,13 @@ class OutputStats:
             x = sample_of(x, self.limit)
             self._sampled += 1
         floating = x.dtype in _FLOATS
-        if x.device.type == "cpu":
+        if x.device.type in _READ_AT_ONCE:
             numbers: Any = _float_numbers_now(x) if floating else _int_numbers_now(x)
         else:
-            rows = self._devices.get(x.device)
+            key = (x.device, _row_dtype(x.dtype))
+            rows = self._devices.get(key)
             if rows is None:
-                rows = self._devices[x.device] = _DeviceRows(x.device)
+                rows = self._devices[key] = _DeviceRows(*key)
             (_float_numbers_into if floating else _int_numbers_into)(x, rows.next_row())
             numbers = (rows, rows.used - 1)
         self._pending.append((index, slot, numbers, floating, x.numel()))
@@ -188,21 +198,28 @@ def _float_numbers_now(x: Tensor) -> list[float]:
 
 
 def _float_numbers_into(x: Tensor, row: Tensor) -> None:
-    """The same numbers, written on the device into ``row`` with one stack: every reduction
-    reads ``x`` in its own dtype (CUDA accumulates half and bfloat16 in float32 without a
-    copy); NaN and Inf masks are made a slice at a time and counted in float32, exact there."""
-    wide = _ACCUMULATE.get(x.dtype, x.dtype)
-    low, high = torch.aminmax(x)
-    total = x.sum(dtype=wide)
-    norm = torch.linalg.vector_norm(x, 2, dtype=wide)
-    nonzero = torch.linalg.vector_norm(x, 0, dtype=wide)  # counts x != 0, as count_nonzero does
-    nan: list[Tensor] = []
-    inf: list[Tensor] = []
-    for part in _slices(x):
-        nan.append(torch.isnan(part).to(torch.float16).sum(dtype=torch.float32))
-        inf.append(torch.isinf(part).to(torch.float16).sum(dtype=torch.float32))
-    counts = (nan[0], inf[0]) if len(nan) == 1 else (torch.stack(nan).sum(dtype=torch.float64), torch.stack(inf).sum(dtype=torch.float64))
-    torch.stack([low, high, total, norm, nonzero, *counts], out=row)
+    """The same numbers, written on the device straight into ``row`` (of ``x``'s accumulation
+    dtype) by the reductions themselves: each reads ``x`` in its own dtype, CUDA accumulating
+    half and bfloat16 in float32 without a copy; about ten kernels and no sync. NaN and Inf
+    masks are made a slice at a time and counted in float32 (exact within a slice)."""
+    if x.dtype == row.dtype:
+        torch.aminmax(x, out=(row[0], row[1]))
+    else:
+        row[:2].copy_(torch.stack(torch.aminmax(x)))
+    torch.sum(x, dim=None, dtype=row.dtype, out=row[2])
+    torch.linalg.vector_norm(x, 2, dtype=row.dtype, out=row[3])
+    torch.linalg.vector_norm(x, 0, dtype=row.dtype, out=row[4])  # counts x != 0, as count_nonzero does
+    _count_into(torch.isnan, x, row[5])
+    _count_into(torch.isinf, x, row[6])
+
+
+def _count_into(mask_of: Any, x: Tensor, out: Tensor) -> None:
+    parts = _slices(x)
+    if len(parts) == 1 and out.dtype == torch.float32:
+        torch.sum(mask_of(x).to(torch.float16), dim=None, dtype=torch.float32, out=out)
+        return
+    counts = [mask_of(part).to(torch.float16).sum(dtype=torch.float32) for part in parts]
+    out.copy_(counts[0] if len(counts) == 1 else torch.stack(counts).sum(dtype=torch.float64))
 
 
 def _slices(x: Tensor) -> list[Tensor]:
@@ -243,8 +260,10 @@ def _int_numbers_now(x: Tensor) -> list[float]:
 
 
 def _int_numbers_into(x: Tensor, row: Tensor) -> None:
-    low, high = (x.all(), x.any()) if x.dtype == torch.bool else torch.aminmax(x)
-    torch.stack([low, high], out=row[:2])
+    if x.dtype == torch.int64:
+        torch.aminmax(x, out=(row[0], row[1]))
+    else:
+        row[:2].copy_(torch.stack((x.all(), x.any()) if x.dtype == torch.bool else torch.aminmax(x)))
 
 
 def _int_stats(row: list[float]) -> dict[str, Any]:

@@ -12,8 +12,9 @@ Once the graph's records are complete, it runs the model again, twice per timed 
   each in a range named with a per-trace nonce, which gives each op the device time of the
   kernels it launched; a module call's device time is that of the ops inside it.
 
-Each number is the median over the timed rounds. The model's buffers and the random number
-generators are put back as the trace left them, so the timing passes change no state.
+Each number is the median over the timed rounds. The buffers and inputs the trace's forward
+changed in place, and the random number generators, are put back as the trace left them, so
+the timing passes change no state.
 """
 
 from __future__ import annotations
@@ -72,13 +73,17 @@ class Timer:
 
     def __init__(
         self, recording: Recording, run: Callable[[], Any], model: Any, repeat: int = 1, warmup: int = 0,
-        compiled_calls: list[Any] | None = None,
+        compiled_calls: list[Any] | None = None, inputs: list[torch.Tensor] | None = None,
     ) -> None:
         self.recording = recording
         self.run = run
         self.model = model
         self.compiled_calls = compiled_calls or []
         """``torch.compile``d parts run as the eager code the trace recorded, here too."""
+        # Every buffer (batch_norm writes running statistics without moving their version counter);
+        # the inputs whose counter the trace's forward moves.
+        buffers = list(model.buffers()) if isinstance(model, torch.nn.Module) else []
+        self.versions = [(t, None) for t in buffers] + [(t, _version(t)) for t in inputs or []]
         self.repeat, self.warmup = repeat, warmup
         self.calls = 0
         self._call_record: dict[int, int] = {}  # call number -> record index
@@ -100,7 +105,7 @@ class Timer:
         device = cuda and not profiler_busy
         scope_rounds: list[list[float]] = []
         op_rounds: list[dict[int, tuple[float, float]]] = []
-        with _state_kept(self.model, cuda), _patches.compiled_code_runs_eagerly(self.compiled_calls):
+        with _state_kept(self.versions, cuda), _patches.compiled_code_runs_eagerly(self.compiled_calls):
             for round_ in range(self.warmup + self.repeat):
                 try:
                     scopes = self._time_module_calls(cuda)
@@ -229,24 +234,37 @@ class Timer:
             scope.extra = {**(scope.extra or {}), **times}
 
 
-class _state_kept:
-    """Puts the model's buffers and the random number generators back as they were."""
+def _version(t: torch.Tensor) -> int | None:
+    try:
+        return t._version
+    except RuntimeError:  # an inference tensor keeps no version counter
+        return None
 
-    def __init__(self, model: Any, cuda: bool) -> None:
-        self.model, self.cuda = model, cuda
+
+class _state_kept:
+    """Puts back, after the timing passes, what the traced forward wrote: the buffers and the
+    input tensors it changed in place (BatchNorm's running statistics, a KV cache), and the
+    random number generators. ``versions`` are the tensors' version counters before the trace:
+    only a tensor whose counter moved, or that is given none, is copied."""
+
+    def __init__(self, versions: list[tuple[torch.Tensor, int | None]], cuda: bool) -> None:
+        self.versions, self.cuda = versions, cuda
 
     def __enter__(self) -> None:
         with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
-            buffers = self.model.buffers() if isinstance(self.model, torch.nn.Module) else ()
-            self.buffers = [(b, b.clone()) for b in buffers if not b.is_meta]
+            self.saved = [
+                (t, t.clone()) for t, version in self.versions
+                if (version is None or _version(t) != version) and t.layout is torch.strided and not t.is_nested
+                and not t.is_meta
+            ]
         self.rng = torch.random.get_rng_state()
         self.cuda_rng = torch.cuda.get_rng_state_all() if self.cuda else None
 
     def __exit__(self, *exc: Any) -> None:
         with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
-            for buffer, saved in self.buffers:
-                with torch.inference_mode(buffer.is_inference()):  # an inference tensor is written only there
-                    buffer.copy_(saved)
+            for tensor, saved in self.saved:
+                with torch.inference_mode(tensor.is_inference()):  # an inference tensor is written only there
+                    tensor.copy_(saved)
         torch.random.set_rng_state(self.rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)

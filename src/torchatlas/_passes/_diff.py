@@ -1,51 +1,28 @@
-"""Differences between two captures: added/removed module calls, changed shapes, parameters, FLOPs.
+"""Differences between two captures, op by op: what changed, where, and whether the computation did.
 
-Calls are matched by ``(path, call)``; calls left over on both sides are then
-paired by structure (same class and structural hash, in call order), which finds
-renamed modules. Parameter and FLOP changes are reported at the calls whose *own*
-share changed (their total minus their children's), so one edited layer is not
-echoed by every ancestor; graph totals are reported separately.
+The graphs are lined up without shared ids (``_diff_match``): module calls by path, then
+under a renamed parent by name, structure or shapes; ops inside matched calls by a
+sequence alignment. A matched op has changed when its op, argument constants, shapes or
+dtypes, or where its inputs come from (the data flow) differ; a matched call when its
+class, path, shapes, own parameters (count and shapes) or FLOPs differ. A call containing
+a change is changed, and its totals say how (``parameters 24,576 → 49,152``).
 """
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchatlas._ir import GraphIR, Scope
+from torchatlas._ir import GraphIR, Node, Ref, Scope
+from torchatlas._ops import op_name
 from torchatlas._passes._analyze import ensure_analyzed
+from torchatlas._passes._diff_match import Matching, Step, is_unordered, match, resolve, target_family
+from torchatlas._passes._diff_merge import merged_graph
+from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, NodeMatch, ScopeChange
+from torchatlas._passes._diff_tree import merged_calls, summary_text, tree_text
 from torchatlas._passes._repeats import structural_hashes
-from torchatlas._text import format_count, format_shapes, markdown_text, visible
-
-
-@dataclass(frozen=True)
-class ScopeChange:
-    """One changed quantity of a module call present in both graphs."""
-
-    scope: str
-    """The call's label in the second graph, e.g. ``fc (Linear)``."""
-    field: str
-    """``class``, ``path``, ``input shapes``, ``output shapes``, ``parameters`` or ``FLOPs``."""
-    before: str
-    after: str
-
-
-@dataclass(frozen=True)
-class DiffCall:
-    """One module call of the merged picture of two graphs, in tree order."""
-
-    depth: int
-    """Nesting: the model's own call is 0."""
-    label: str
-    """``fc (Linear)``: the call's label in ``b`` (in ``a`` for a removed call)."""
-    status: str
-    """``same``, ``changed``, ``added`` (only in ``b``) or ``removed`` (only in ``a``)."""
-    before: dict[str, str] | None
-    """The call's facts in ``a`` (label, class, input and output shapes, parameters, FLOPs); None when added."""
-    after: dict[str, str] | None
-    """The same facts in ``b``; None when removed."""
-    changed: tuple[str, ...] = ()
-    """The fields that differ (``output shapes``, ``parameters``...)."""
+from torchatlas._text import format_count, format_shape, format_shapes, markdown_text, visible
 
 
 @dataclass
@@ -62,9 +39,34 @@ class GraphDiff:
     calls: list[DiffCall] = field(default_factory=list)
     """Every module call of both graphs merged into one tree: ``b``'s calls in order, each
     removed call under its parent, for the visual diff."""
+    nodes: list[NodeMatch] = field(default_factory=list)
+    """Every node of ``a`` (in order), then the nodes only ``b`` has."""
+    graph: GraphIR | None = field(default=None, repr=False, compare=False)
+    """Both graphs as one, for the viewer: ``b`` with what only ``a`` had put back where it was,
+    each node and call marked (``meta["diff"]``, ``meta["diff_note"]``)."""
 
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed or self.totals)
+
+    @property
+    def equal(self) -> bool:
+        """True when ``a`` and ``b`` compute the same thing up to naming: the same ops on the same
+        shapes with the same constants, data flow and parameters. Renamed modules, and calls added
+        or removed around the same ops (a wrapper, an ``Identity``), do not count."""
+        return (
+            not self.totals
+            and all(c.field in NAMING_FIELDS for c in self.changed)
+            and not any(n.status in ("added", "removed") for n in self.nodes)
+        )
+
+    def tree(self) -> str:
+        """The merged call tree: ``+`` added, ``-`` removed, ``~`` changed or containing a change;
+        repeated calls that changed the same way folded (``layers.0–1 (LlamaDecoderLayer) ×2``)."""
+        return tree_text(self.calls)
+
+    def summary(self) -> str:
+        """The calls that differ, folded, with parameters and FLOPs before → after."""
+        return summary_text(self.calls, self.totals)
 
     def to_dict(self) -> dict[str, Any]:
         def rows(changes: list[ScopeChange]) -> list[dict[str, str]]:
@@ -72,12 +74,13 @@ class GraphDiff:
 
         calls = [
             {"depth": c.depth, "label": c.label, "status": c.status, "before": c.before, "after": c.after,
-             "changed": list(c.changed)}
+             "changed": list(c.changed), "notes": list(c.notes)}
             for c in self.calls
         ]
+        nodes = [{"a": n.a, "b": n.b, "status": n.status, "reason": n.reason} for n in self.nodes]
         return {
-            "added": list(self.added), "removed": list(self.removed), "changed": rows(self.changed),
-            "totals": rows(self.totals), "calls": calls,
+            "equal": self.equal, "added": list(self.added), "removed": list(self.removed), "changed": rows(self.changed),
+            "totals": rows(self.totals), "calls": calls, "nodes": nodes,
         }
 
     def __str__(self) -> str:
@@ -106,110 +109,361 @@ class GraphDiff:
 
 
 def diff(a: GraphIR, b: GraphIR) -> GraphDiff:
-    """Compare two graphs (analysed or not) module call by module call."""
+    """Compare two graphs (analysed or not): module calls, then the ops inside them."""
     a, b = ensure_analyzed(a), ensure_analyzed(b)
-    pairs, only_a, only_b = _match(a, b)
-    result = GraphDiff(removed=[s.label for s in only_a], added=[s.label for s in only_b])
-    own_a, own_b = _own_amounts(a), _own_amounts(b)
-    for sa, sb in pairs:
-        label = sb.label
-        if sa.cls != sb.cls:
+    # The diff makes many small tuples and nothing cyclic; with the collector on, its full passes
+    # walk both graphs again and again (over half the time on two 80-layer captures).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        m = match(a, b, (_hashes(a), _hashes(b)))
+        return _Differ(a, b, m).run()
+    finally:
+        if collecting:
+            gc.enable()
+
+
+class _Differ:
+    def __init__(self, a: GraphIR, b: GraphIR, m: Matching) -> None:
+        self.a, self.b, self.m = a, b, m
+        self.a_of_scope = {sb: sa for sa, sb in m.calls.items()}
+        self.records: dict[tuple[str, str], list[ScopeChange]] = {}
+        """(side, scope id) -> its changes; a matched call's are filed under its ``b`` id."""
+        self.changed_nodes: set[str] = set()
+        self.node_changes: dict[str, list[str]] = {}
+        """``b``'s node id -> its changes, for the merged graph's badges."""
+        self.state_a, self.state_b = _own_state(a), _own_state(b)
+        self._computing: dict[str, set[str]] = {}
+        self._children: dict[str, dict[str | None, list[str]]] = {}
+        """Per side, the calls running an op of their own that is not a pass-through copy."""
+        # An fx graph imported without shape propagation knows no shapes (nor FLOPs): compare what both know.
+        self.shapes = _has_shapes(a) and _has_shapes(b)
+        self.one_sided = {("a", s.id): self._only_pass_through(a, s.id, "a") for s in a.scopes if s.id not in m.calls}
+        self.one_sided.update(
+            {("b", s.id): self._only_pass_through(b, s.id, "b") for s in b.scopes if s.id not in self.a_of_scope}
+        )
+
+    def run(self) -> GraphDiff:
+        for sa, sb in sorted(self.m.calls.items(), key=lambda p: _index(p[1])):
+            self._compare_calls(sa, sb)
+        for step_a, step_b in self.m.op_pairs:
+            self._compare_ops(step_a, step_b)
+        self._compare_outputs()
+        self._one_sided_ops()
+        result = GraphDiff()
+        for key, passes in self.one_sided.items():
+            if not passes:
+                (result.removed if key[0] == "a" else result.added).append(self._label(key))
+        order = {("b", s.id): i for i, s in enumerate(self.b.scopes)}
+        for key in sorted(self.records, key=lambda k: order.get(k, -1)):
+            result.changed += self.records[key]
+        for meta_key, name in (("param_count", "parameters"), ("flops", "FLOPs"))[: 2 if self.shapes else 1]:
+            before, after = self.a.meta.get(meta_key), self.b.meta.get(meta_key)
+            if before != after:
+                result.totals.append(ScopeChange("<total>", name, format_count(before), format_count(after)))
+        result.nodes = self._node_matches()
+        result.calls, keys = merged_calls(self.a, self.b, self.m.calls, self.records, self.one_sided)
+        result.graph = merged_graph(self.a, self.b, self.m, result.nodes, self.node_changes, result.calls, keys)
+        return result
+
+    # -- calls -------------------------------------------------------------------
+
+    def _label(self, key: tuple[str, str]) -> str:
+        side, sid = key
+        return (self.a if side == "a" else self.b).scope(sid).label
+
+    def _note(self, side: str, scope_id: str, fld: str, before: str, after: str) -> None:
+        key = (side, scope_id)
+        self.records.setdefault(key, []).append(ScopeChange(self._label(key), fld, before, after))
+
+    def _compare_calls(self, a_id: str, b_id: str) -> None:
+        sa, sb = self.a.scope(a_id), self.b.scope(b_id)
+        if sa.cls != sb.cls and ("." in sa.cls and "." in sb.cls or sa.class_name != sb.class_name):
             # Same name from another module: show where each class comes from.
             names = (sa.class_name, sb.class_name) if sa.class_name != sb.class_name else (sa.cls, sb.cls)
-            result.changed.append(ScopeChange(label, "class", *names))
+            self._note("b", b_id, "class", *names)
         if (sa.path, sa.call) != (sb.path, sb.call):
-            result.changed.append(ScopeChange(label, "path", sa.label, sb.label))
-        for key, name in (("input_shapes", "input shapes"), ("output_shapes", "output shapes")):
-            before, after = sa.meta.get(key, []), sb.meta.get(key, [])
-            if before != after:
-                result.changed.append(ScopeChange(label, name, format_shapes(before), format_shapes(after)))
-        for key, name in (("params", "parameters"), ("flops", "FLOPs")):
-            if own_a[key][sa.id] != own_b[key][sb.id]:
-                before, after = format_count(sa.meta.get(key)), format_count(sb.meta.get(key))
-                result.changed.append(ScopeChange(label, name, before, after))
-    for key, name in (("param_count", "parameters"), ("flops", "FLOPs")):
-        if a.meta.get(key) != b.meta.get(key):
-            result.totals.append(ScopeChange("<total>", name, format_count(a.meta.get(key)), format_count(b.meta.get(key))))
-    result.calls = _merged_calls(a, b, pairs, only_a, result.changed)
-    return result
+            self._note("b", b_id, "path", sa.label, sb.label)
+        before, after = sa.meta.get("input_shapes", []), sb.meta.get("input_shapes", [])
+        if before != after and self.shapes:
+            self._note("b", b_id, "input shapes", format_shapes(before), format_shapes(after))
+        before, after = self._made(self.a, sa, "a"), self._made(self.b, sb, "b")
+        if before != after and self.shapes:
+            self._note("b", b_id, "output shapes", format_shapes(before), format_shapes(after))
+        if sa.call == 0 and sb.call == 0:
+            before_state, after_state = self.state_a.get(sa.path, {}), self.state_b.get(sb.path, {})
+            if before_state != after_state:
+                self._note("b", b_id, "parameter shapes", _state_text(before_state), _state_text(after_state))
+        for key, name in (("params", "parameters"), ("flops", "FLOPs"))[: 2 if self.shapes else 1]:
+            if sa.meta.get(key) != sb.meta.get(key):
+                self._note("b", b_id, name, format_count(sa.meta.get(key)), format_count(sb.meta.get(key)))
+
+    def _made(self, ir: GraphIR, scope: Scope, side: str) -> list[Any]:
+        """The shapes a call returned that it made itself, read through copies: a call handing on
+        a copy of its input (export's ``to`` of a float tensor) returned nothing new there."""
+        if not scope.outputs:
+            return list(scope.meta.get("output_shapes", []))
+        shapes = []
+        for ref in dict.fromkeys(resolve(ir, r, self.m.pass_through[side]) for r in scope.outputs):
+            if scope.id in ir.ancestry(ir.node(ref).scope) and (meta := ir.value_meta(ref)) is not None:
+                shapes.append(list(meta.shape))
+        return shapes
+
+    def _only_pass_through(self, ir: GraphIR, scope_id: str, side: str) -> bool:
+        """A call only one side has that hands its input on (``Identity``, an eval ``Dropout``)."""
+        if side not in self._computing:
+            self._computing[side] = {n.scope for n in ir.nodes if n.kind == "op" and n.id not in self.m.pass_through[side]}
+            self._children[side] = ir.children()
+        return not any(sid in self._computing[side] for sid in _subtree(self._children[side], scope_id))
+
+    # -- ops -----------------------------------------------------------------------
+
+    def _home(self, node: Node, side: str) -> tuple[str, str]:
+        """The call a change of ``node`` is filed under: its own, as ``b`` sees it where matched."""
+        if side == "a" and node.scope in self.m.calls:
+            return ("b", self.m.calls[node.scope])
+        return (side, node.scope)
+
+    def _compare_ops(self, x: Step, y: Step) -> None:
+        main_a, main_b = self.a.node(x.main), self.b.node(y.main)
+        last_a, last_b = self.a.node(x.nodes[-1]), self.b.node(y.nodes[-1])
+        home = self._home(last_b, "b")
+        found: list[tuple[str, str, str]] = []
+        if x.name != y.name or main_a.inplace != main_b.inplace:
+            found.append(("op", main_a.target or "?", main_b.target or "?"))
+        shapes = (
+            [m.shape if (m := self.a.value_meta(r)) else None for r in x.sources],
+            [m.shape if (m := self.b.value_meta(r)) else None for r in y.sources],
+            [m.shape for m in last_a.outputs], [m.shape for m in last_b.outputs],
+        )
+        differ = sorted(map(repr, shapes[0])) != sorted(map(repr, shapes[1])) or shapes[2] != shapes[3]  # eager and ATen order differ
+        if differ and self.shapes:
+            found.append(("op shapes", _op_text(x.name, shapes[0], shapes[2]), _op_text(y.name, shapes[1], shapes[3])))
+        dtypes_a = [m.dtype for m in last_a.outputs]
+        dtypes_b = [m.dtype for m in last_b.outputs]
+        if dtypes_a != dtypes_b and self.shapes:
+            found.append(("op dtypes", f"{x.name} {', '.join(dtypes_a)}", f"{y.name} {', '.join(dtypes_b)}"))
+        nodes_a, nodes_b = [self.a.node(i) for i in x.nodes], [self.b.node(i) for i in y.nodes]
+        if len(nodes_a) == len(nodes_b) and all(target_family(p.target) == target_family(q.target) for p, q in zip(nodes_a, nodes_b)):
+            same = all(p.args == q.args and p.kwargs == q.kwargs for p, q in zip(nodes_a, nodes_b))
+            consts_a, consts_b = ([], []) if same else ([_constants(p) for p in nodes_a], [_constants(q) for q in nodes_b])
+            if consts_a != consts_b:
+                found.append(("op arguments", _args_text(x.name, consts_a), _args_text(y.name, consts_b)))
+        elif len(nodes_a) == len(nodes_b) == 1 and x.name == y.name and x.name in _NUMBERED:
+            # Eager against ATen: the spellings differ (keywords, defaults written out), but where both
+            # hold as many numbers, those are the op's own (x * 0.5, eps, dim, stride) and must agree.
+            numbers_a, numbers_b = _numbers(nodes_a[0]), _numbers(nodes_b[0])
+            if len(numbers_a) == len(numbers_b) and numbers_a != numbers_b:
+                found.append(("op arguments", f"{x.name}({', '.join(map(str, numbers_a))})",
+                              f"{y.name}({', '.join(map(str, numbers_b))})"))
+        flow = self._flow(x.sources, y.sources, is_unordered(x, y, self.a, self.b))
+        if flow is not None:
+            found.append(("data flow", f"{y.name} ← {flow[0]}", f"{y.name} ← {flow[1]}"))
+        for fld, before, after in found:
+            self._note(*home, fld, before, after)
+        if found:
+            self.changed_nodes.update(x.nodes)
+            badge = _op_badge(found[0], (shapes[2], shapes[3]), (dtypes_a, dtypes_b), (main_a.target, main_b.target))
+            self.node_changes[y.nodes[-1]] = [badge] + [
+                f"{name.removeprefix('op ')} {before} → {after}" if name != "op" else f"{before} → {after}"
+                for name, before, after in found
+            ]
+
+    def _flow(self, src_a: list[Ref], src_b: list[Ref], commutative: bool) -> tuple[str, str] | None:
+        """Where each input comes from (read through copies), both sides, when the sources differ (and are matched)."""
+        mapped, own = [], []
+        for ra, rb in zip(src_a, src_b):
+            other = self.m.nodes.get(ra.node)
+            if other is None or rb.node not in self.m.matched_b:
+                continue  # an unmatched source is reported as removed or added already
+            mapped.append((other, ra.slot))
+            own.append((rb.node, rb.slot))
+        if (sorted(mapped) == sorted(own)) if commutative else mapped == own:
+            return None
+        return ", ".join(self._source(self.a, r) for r in src_a), ", ".join(self._source(self.b, r) for r in src_b)
+
+    def _source(self, ir: GraphIR, ref: Ref) -> str:
+        n = ir.node(ref)
+        if n.kind == "op":
+            where = ir.scope(n.scope).path or "<root>"
+            return f"{op_name(n.target)}{f'.{ref.slot}' if ref.slot else ''} in {where}"
+        if n.kind == "constant":
+            meta = ir.value_meta(ref)
+            return f"constant {format_shape(meta.shape) if meta else ''}".strip()
+        return f"{n.kind} {n.path}"
+
+    def _compare_outputs(self) -> None:
+        for n in self.a.nodes:
+            if n.kind != "output" or n.id not in self.m.nodes:
+                continue
+            other = self.b.node(self.m.nodes[n.id])
+            through_a, through_b = self.m.pass_through["a"], self.m.pass_through["b"]
+            flow = self._flow([resolve(self.a, r, through_a) for r in n.inputs],
+                              [resolve(self.b, r, through_b) for r in other.inputs], False)
+            if flow is not None:
+                self._note("b", self.b.scopes[0].id, "data flow", f"{n.path} ← {flow[0]}", f"{other.path} ← {flow[1]}")
+                self.changed_nodes.add(n.id)
+
+    def _one_sided_ops(self) -> None:
+        """Ops nothing lines up with, filed under their call unless that call is itself added or removed."""
+        for side, ir, ids in (("a", self.a, self._removed_ops()), ("b", self.b, self.m.only_b_ops)):
+            for nid in ids:
+                n = ir.node(nid)
+                home = self._home(n, side)
+                if home in self.one_sided:
+                    continue
+                text = _op_text(op_name(n.target), [m.shape if (m := ir.value_meta(r)) else None for r in n.inputs], [o.shape for o in n.outputs])
+                before, after = (text, "—") if side == "a" else ("—", text)
+                self._note(*home, "op removed" if side == "a" else "op added", before, after)
+
+    def _removed_ops(self) -> list[str]:
+        return [n.id for n in self.a.nodes if n.kind == "op" and n.id not in self.m.nodes and n.id not in self.m.pass_through["a"]]
+
+    def _node_matches(self) -> list[NodeMatch]:
+        unread = {side: _unread_state(ir) for side, ir in (("a", self.a), ("b", self.b))}
+        out: list[NodeMatch] = []
+        for n in self.a.nodes:
+            other = self.m.nodes.get(n.id)
+            if other is not None:
+                out.append(NodeMatch(n.id, other, "changed" if n.id in self.changed_nodes else "same"))
+            elif n.id in self.m.pass_through["a"]:
+                out.append(NodeMatch(n.id, None, "pass-through", self.m.node_reasons.get(n.id, "")))
+            elif n.id in unread["a"]:
+                out.append(NodeMatch(n.id, None, "unread", _UNREAD))
+            else:
+                out.append(NodeMatch(n.id, None, "removed", self.m.node_reasons.get(n.id, "")))
+        for n in self.b.nodes:
+            if n.id in self.m.matched_b:
+                continue
+            if n.id in self.m.pass_through["b"]:
+                out.append(NodeMatch(None, n.id, "pass-through", "passes its input through, read through"))
+            elif n.id in unread["b"]:
+                out.append(NodeMatch(None, n.id, "unread", _UNREAD))
+            else:
+                out.append(NodeMatch(None, n.id, "added", "nothing in A lines up with it"))
+        return out
 
 
-def _facts(scope: Scope) -> dict[str, str]:
-    m = scope.meta
-    return {
-        "label": scope.label,
-        "class": scope.cls,
-        "input shapes": format_shapes(m.get("input_shapes", [])),
-        "output shapes": format_shapes(m.get("output_shapes", [])),
-        "parameters": format_count(m.get("params")),
-        "FLOPs": format_count(m.get("flops")),
-    }
+_UNREAD = "a parameter or buffer no op reads (an export lists every one, a trace the ones read)"
 
 
-def _merged_calls(
-    a: GraphIR, b: GraphIR, pairs: list[tuple[Scope, Scope]], only_a: list[Scope], changes: list[ScopeChange]
-) -> list[DiffCall]:
-    """``b``'s call tree with ``a``'s removed calls hung under their (matched) parents."""
-    a_of = {sb.id: sa for sa, sb in pairs}
-    b_of = {sa.id: sb.id for sa, sb in pairs}
-    fields_of: dict[str, list[str]] = {}
-    for c in changes:
-        fields_of.setdefault(c.scope, []).append(c.field)
-    children: dict[str | None, list[tuple[str, Scope]]] = {}
-    for s in b.scopes:
-        children.setdefault(s.parent, []).append(("b", s))
-    for s in only_a:  # under the parent's match in b, or under a removed parent
-        parent = None if s.parent is None else b_of.get(s.parent, f"a:{s.parent}")
-        children.setdefault(parent, []).append(("a", s))
-    out: list[DiffCall] = []
-    stack = [(0, side, s) for side, s in reversed(children.get(None, []))]
+def _unread_state(ir: GraphIR) -> set[str]:
+    read = {r.node for n in ir.nodes for r in n.inputs}
+    return {n.id for n in ir.nodes if n.kind in ("param", "buffer") and n.id not in read}
+
+
+def _op_badge(first: tuple[str, str, str], outs: tuple[list[Any], list[Any]], dtypes: tuple[list[str], list[str]],
+              targets: tuple[str | None, str | None]) -> str:
+    """A changed op's box subtitle: ``relu → tanh``, ``1×6×128 → 1×6×256``, ``float32 → float64``."""
+    field = first[0]
+    if field == "op":
+        return f"{op_name(targets[0])} → {op_name(targets[1])}"
+    if field == "op shapes" and outs[0] != outs[1]:
+        return f"{format_shapes(outs[0])} → {format_shapes(outs[1])}"
+    if field == "op dtypes":
+        return f"{', '.join(dtypes[0])} → {', '.join(dtypes[1])}"
+    return {"op shapes": "input shapes changed", "op arguments": "arguments changed", "data flow": "reads another value"}.get(field, field)
+
+
+def _has_shapes(ir: GraphIR) -> bool:
+    return any(n.outputs for n in ir.nodes if n.kind == "op")
+
+
+def _index(scope_id: str) -> int:
+    return int(scope_id[1:]) if scope_id[1:].isdigit() else 0
+
+
+def _subtree(children: dict[str | None, list[str]], scope_id: str) -> list[str]:
+    out, stack = [], [scope_id]
     while stack:
-        depth, side, s = stack.pop()
-        if side == "a":
-            out.append(DiffCall(depth, s.label, "removed", _facts(s), None))
-            key: str = f"a:{s.id}"
-        else:
-            before = a_of.get(s.id)
-            changed = tuple(fields_of.get(s.label, ())) if before is not None else ()
-            status = "added" if before is None else "changed" if changed else "same"
-            out.append(DiffCall(depth, s.label, status, _facts(before) if before else None, _facts(s), changed))
-            key = s.id
-        stack.extend((depth + 1, side, c) for side, c in reversed(children.get(key, [])))
+        sid = stack.pop()
+        out.append(sid)
+        stack.extend(children.get(sid, []))
     return out
 
 
-def _match(a: GraphIR, b: GraphIR) -> tuple[list[tuple[Scope, Scope]], list[Scope], list[Scope]]:
-    by_key = {(s.path, s.call): s for s in b.scopes}
-    pairs: list[tuple[Scope, Scope]] = []
-    matched_b: set[str] = set()
-    left: list[Scope] = []
-    for s in a.scopes:
-        other = by_key.get((s.path, s.call))
-        if other is not None:
-            pairs.append((s, other))
-            matched_b.add(other.id)
-        else:
-            left.append(s)
-    right = [s for s in b.scopes if s.id not in matched_b]
-    if left and right:
-        hash_a, hash_b = _hashes(a), _hashes(b)
-        waiting: dict[tuple[str, str], list[Scope]] = {}
-        for s in right:
-            waiting.setdefault((s.cls, hash_b[s.id]), []).append(s)
-        still_left: list[Scope] = []
-        for s in left:
-            queue = waiting.get((s.cls, hash_a[s.id]))
-            if queue:
-                other = queue.pop(0)
-                pairs.append((s, other))
-                matched_b.add(other.id)
-            else:
-                still_left.append(s)
-        left = still_left
-        right = [s for s in right if s.id not in matched_b]
-    order = {s.id: i for i, s in enumerate(b.scopes)}
-    pairs.sort(key=lambda p: order[p[1].id])
-    return pairs, left, right
+def _own_state(ir: GraphIR) -> dict[str, dict[str, tuple[Any, ...]]]:
+    """Module path -> name -> shape of the parameters that module holds itself (not its children's)."""
+    listed = ir.meta.get("parameters")
+    entries = listed if isinstance(listed, list) else [
+        {"path": n.path, "shape": list(n.outputs[0].shape)} for n in ir.nodes if n.kind == "param" and n.path and n.outputs
+    ]
+    out: dict[str, dict[str, tuple[Any, ...]]] = {}
+    for e in entries:
+        if isinstance(e, dict) and "path" in e:
+            owner, _, name = str(e["path"]).rpartition(".")
+            out.setdefault(owner, {})[name] = tuple(e.get("shape", ()))
+    return out
+
+
+def _state_text(state: dict[str, tuple[Any, ...]]) -> str:
+    return ", ".join(f"{name} {format_shape(shape)}" for name, shape in state.items()) or "-"
+
+
+def _constants(n: Node) -> Any:
+    """The op's arguments with every tensor a placeholder: the constants it was called with."""
+
+    def norm(v: Any) -> Any:
+        if isinstance(v, list):
+            return tuple(norm(x) for x in v)
+        if isinstance(v, dict):
+            if "tensor" in v or "shape_of" in v:
+                return "<tensor>"
+            if "repr" in v:
+                return "<object>"
+            return tuple(sorted((k, norm(x)) for k, x in v.items()))
+        return v
+
+    return (norm(n.args), norm(n.kwargs))
+
+
+_NUMBERED = frozenset({
+    "mul", "add", "sub", "div", "rsub", "pow", "remainder", "fmod", "clamp", "clip", "eq", "ne", "lt", "le", "gt",
+    "ge", "softmax", "log_softmax", "leaky_relu", "hardtanh", "elu", "mean", "sum", "cumsum", "transpose",
+    "masked_fill", "fill", "full",
+})
+"""Ops whose eager and ATen spellings hold the same numbers (no defaults written out on one side only,
+as ``max_pool2d``'s padding and dilation are): their numbers are compared across the two."""
+
+
+def _numbers(n: Node) -> list[Any]:
+    """The numbers among an op's arguments (not bools, not inside tensor placeholders), sorted."""
+    found: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, bool) or v is None:
+            return
+        if isinstance(v, (int, float)):
+            found.append(v)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict) and not ({"tensor", "shape_of", "repr"} & set(v)):
+            for x in v.values():
+                walk(x)
+
+    walk(n.args)
+    walk(n.kwargs)
+    return sorted(found)
+
+
+def _args_text(name: str, constants: list[Any]) -> str:
+    def show(v: Any) -> str:
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str) and not v[0].startswith("<"):
+            return f"{v[0]}={show(v[1])}"
+        if isinstance(v, tuple):
+            return "(" + ", ".join(show(x) for x in v) + ")"
+        return str(v)
+
+    parts = []
+    for args, kwargs in constants:
+        shown = [show(x) for x in args if x != "<tensor>"] + [show(kv) for kv in kwargs]
+        parts.append(", ".join(shown))
+    return f"{name}({'; '.join(parts)})"
+
+
+def _op_text(name: str, ins: list[Any], outs: list[Any]) -> str:
+    return f"{name}({format_shapes([s for s in ins if s is not None])}): {format_shapes(outs)}"
 
 
 def _hashes(ir: GraphIR) -> dict[str, str]:
@@ -218,22 +472,3 @@ def _hashes(ir: GraphIR) -> dict[str, str]:
     return structural_hashes(ir)
 
 
-def _own_amounts(ir: GraphIR) -> dict[str, dict[str, Any]]:
-    """Per scope, its total minus its children's: what changes where an edit was made.
-
-    Parameters belong to module paths, so children called more than once count once.
-    """
-    children = ir.children()
-    out: dict[str, dict[str, Any]] = {"params": {}, "flops": {}}
-    for s in ir.scopes:
-        kids = [ir.scope(c) for c in children[s.id]]
-        distinct = {k.path: k for k in kids}.values()
-        out["params"][s.id] = _minus(s.meta.get("params"), [k.meta.get("params") for k in distinct])
-        out["flops"][s.id] = _minus(s.meta.get("flops"), [k.meta.get("flops") for k in kids])
-    return out
-
-
-def _minus(total: Any, parts: list[Any]) -> Any:
-    if not isinstance(total, int) or any(not isinstance(p, int) for p in parts):
-        return total
-    return total - sum(parts)

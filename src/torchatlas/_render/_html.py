@@ -64,6 +64,10 @@ class ViewerBundleMissing(RuntimeError):
     """The JavaScript viewer was not built (a source checkout without ``npm run build``)."""
 
 
+def viewer_bundle_built() -> bool:
+    return (BUNDLE_DIR / "viewer.js").is_file() and (BUNDLE_DIR / "viewer.css").is_file()
+
+
 def _bundle() -> tuple[str, str]:
     js, css = BUNDLE_DIR / "viewer.js", BUNDLE_DIR / "viewer.css"
     if not js.is_file() or not css.is_file():
@@ -131,6 +135,7 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("ctu", "CUDA time", "us"),
     ("nf", "NaN/Inf ops", "count"),
     ("cb", "communication bytes", "bytes"),
+    ("dch", "changes (diff)", "count"),
 )
 
 
@@ -275,6 +280,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
             d["cr"] = -1 if n.meta["compile_region"] is None else n.meta["compile_region"]
+        d.update(_diff_fields(n.meta))
         out_nodes.append(d)
 
     # A closed module that holds no other module is coloured by its ops, as in the diagrams.
@@ -320,6 +326,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["w"] = words_of(words)  # the 80 layers of a stack share their words
         if "params" in d:
             d["pw"] = params_text(d["params"])
+        d.update(_diff_fields(s.meta))
         out_scopes.append(d)
 
     return {
@@ -339,6 +346,23 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         "words": words_of.items,
         **_compile_data(ir, node_index, scope_index, files),
     }
+
+
+def _diff_fields(meta: dict[str, Any]) -> dict[str, Any]:
+    """A diff's merged graph (``GraphDiff.graph``): which side has the box, its badge, every change;
+    ``dch`` (1 where anything differs) is what the fill menu's "changes" colours."""
+    if "diff" not in meta:
+        return {}
+    d: dict[str, Any] = {"df": visible(str(meta["diff"]))}
+    if meta.get("diff_note"):
+        d["dfn"] = visible(str(meta["diff_note"]))
+    if meta.get("diff_changes"):
+        d["dfc"] = [visible(str(c)) for c in meta["diff_changes"]]
+    if isinstance(meta.get("diff_a_path"), str):  # a renamed module's name in A: search finds it by either
+        d["dfa"] = visible(meta["diff_a_path"])
+    if meta["diff"] in ("changed", "added", "removed"):
+        d["dch"] = 1
+    return d
 
 
 def _compile_data(ir: GraphIR, node_index: dict[str, int], scope_index: dict[str, int], files: _Interner) -> dict[str, Any]:
@@ -430,11 +454,14 @@ def content_security_policy(script: str, style: str) -> str:
     )
 
 
-def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
-    """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``)."""
+def to_html(ir: GraphIR, options: HtmlOptions | None = None, beside: tuple[str, str] = ("", "")) -> str:
+    """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``).
+
+    ``beside``: static HTML, and its stylesheet, another page puts next to the graph (the
+    diff's list of calls); it may hold no script."""
     bundle, css = _bundle()
     doc = viewer_document(ir, (options or HtmlOptions()).title)
-    script, style = f"\n{bundle}\n", f"\n{palette_css()}\n{_breaks_css()}\n{css}\n"
+    script, style = f"\n{bundle}\n", f"\n{palette_css()}\n{_breaks_css()}\n{css}\n{beside[1]}\n"
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en" data-theme="light">\n<head>\n<meta charset="utf-8">\n'
@@ -444,7 +471,7 @@ def to_html(ir: GraphIR, options: HtmlOptions | None = None) -> str:
         f"<title>{_plain_text(doc['title'])} · torchatlas</title>\n"
         f"<style>{style}</style>\n</head>\n<body>\n"
         '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
-        f"{_breaks_legend(ir)}"
+        f"{_breaks_legend(ir)}{beside[0]}"
         f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'
         f"<script>{script}</script>\n</body>\n</html>\n"
     )

@@ -35,7 +35,7 @@ from torchatlas._view import (
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
-from ._tree_refs import distinct_labels, tangled, untangled
+from ._tree_refs import distinct_labels, reference_names, tangled, untangled
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -247,8 +247,7 @@ class _TreeBuilder:
         text = self.scope_label(item.id) if item.is_scope else self.op_label(self.ir.node(item.id))
         side = self.references.get(item)
         if side:
-            names = (self.read_name(item, ref) or self.value_name(producer, ref) for producer, ref in side)
-            text += "  ← " + ", ".join(dict.fromkeys(names))
+            text += "  ← " + ", ".join(reference_names(self, item, side))
         if item in self.returned_too:
             text += "  (also returned)"
         return text

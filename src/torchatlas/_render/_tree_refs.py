@@ -16,8 +16,10 @@ reports whether a listing was needed, without descending into module calls).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import ast
+from typing import TYPE_CHECKING, Any
 
+from torchatlas._ir import Ref, Source
 from torchatlas._text import visible
 from torchatlas._view import LINE_LIMIT
 
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     from ._tree import Line, _TreeBuilder
 
 Edge = tuple[Item, Item]
+_SINGLES_TRIED = 8
+"""Values tried alone before every one is broken: each try lays the call out once more."""
 
 
 def nesting(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> int | None:
@@ -64,7 +68,7 @@ def untangled(builder: _TreeBuilder, flow: ScopeFlow, items: list[Item]) -> Scop
     chosen = _with_references(flow, [edge for edges in later.values() for edge in edges])
     least = nesting(builder, chosen, items)
     if len(later) > 1:
-        for edges in later.values():
+        for edges in list(later.values())[:_SINGLES_TRIED]:
             trial = _with_references(flow, edges)
             depth = nesting(builder, trial, items)
             if depth is not None and (least is None or depth <= least + 1):
@@ -130,3 +134,64 @@ def _with_references(flow: ScopeFlow, edges: list[Edge]) -> ScopeFlow:
         inputs=flow.inputs,
         carried=flow.carried,
     )
+
+
+def reference_names(builder: _TreeBuilder, item: Item, side: list[tuple[Item, Ref]]) -> list[str]:
+    """The names of the side values ``item`` reads, once each: values it was given in one list
+    (a dense layer's ``features``, ``torch.cat(features, 1)``) by their place in it,
+    ``features[0..2]``; the others as the reader calls them, else by their own names."""
+    listed = _list_positions(builder, item)
+    places = sorted({listed[1][ref] for _, ref in side if ref in listed[1]}) if listed else []
+    names: list[str] = []
+    start = 0
+    for k in range(1, len(places) + 1):  # runs of consecutive places: features[0..2]
+        if k == len(places) or places[k] != places[k - 1] + 1:
+            first, last = places[start], places[k - 1]
+            names.append(f"{listed[0]}[{first}]" if first == last else f"{listed[0]}[{first}..{last}]")  # type: ignore[index]
+            start = k
+    names += [
+        builder.read_name(item, ref) or builder.value_name(producer, ref)
+        for producer, ref in side
+        if not listed or ref not in listed[1]
+    ]
+    return list(dict.fromkeys(names))
+
+
+def _list_positions(builder: _TreeBuilder, item: Item) -> tuple[str, dict[Ref, int]] | None:
+    """(the list variable, value -> its index there) when ``item`` was given a list first."""
+    if item.is_scope:
+        scope = builder.ir.scope(item.id)
+        k = scope.meta.get("works_on")
+        variable = _first_argument(scope.source)
+        if not isinstance(k, int) or variable is None:
+            return None
+        return variable, {ref: i for i, ref in enumerate(scope.inputs[: k + 1])}
+    node = builder.ir.node(item.id)
+    first = node.args[0] if isinstance(node.args, list) and node.args else None
+    if not isinstance(first, list) or len(first) < 2 or not all(_tensor(a) is not None for a in first):
+        return None
+    variable = _first_argument(node.source)
+    if variable is None:
+        return None
+    return variable, {node.inputs[_tensor(a)]: i for i, a in enumerate(first) if _tensor(a) < len(node.inputs)}
+
+
+def _tensor(argument: Any) -> int | None:
+    value = argument.get("tensor") if isinstance(argument, dict) and len(argument) == 1 else None
+    return value if isinstance(value, int) else None
+
+
+def _first_argument(source: Source | None) -> str | None:
+    """``features`` of ``new = layer(features)``: the one variable the line's calls pass first."""
+    if source is None or not source.code:
+        return None
+    text = source.code.strip()
+    try:
+        tree = ast.parse(text[len("return "):] if text.startswith("return ") else text)
+    except SyntaxError:
+        return None
+    names = {
+        call.args[0].id for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
+    }
+    return names.pop() if len(names) == 1 else None

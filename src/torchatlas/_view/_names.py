@@ -93,6 +93,34 @@ class ReadingNames:
     def __init__(self, ir: GraphIR) -> None:
         self.ir = ir
         self._assigned: dict[str, list[str]] = {}
+        self._position = {n.id: k for k, n in enumerate(ir.nodes)}
+        self._begins: dict[str, int] | None = None
+        self._children = ir.children()
+
+    def _begin(self, scope_id: str) -> int:
+        """Where a call began: the position of the first node recorded inside it."""
+        if self._begins is None:
+            self._begins = {}
+            for k, n in enumerate(self.ir.nodes):
+                for sid in self.ir.ancestry(n.scope):
+                    self._begins.setdefault(sid, k)
+        return self._begins.get(scope_id, len(self.ir.nodes))
+
+    def _assigned_names(self, call: Scope) -> list[str]:
+        if call.id not in self._assigned:
+            self._assigned[call.id] = assigned_names(call)
+        return self._assigned[call.id]
+
+    def _rebound(self, name: str, call: Scope, reader_scope: str, at: int) -> bool:
+        """Whether code in ``reader_scope`` gave ``name`` another value after ``call`` returned and
+        before the reader at position ``at`` read it (``new = layer(features)`` in a loop: by the
+        third layer, ``new`` is the second layer's output, not the first's)."""
+        returned = max((self._position[r.node] for r in call.outputs), default=-1)
+        for sibling in self._children.get(reader_scope, ()):
+            scope = self.ir.scope(sibling)
+            if sibling != call.id and returned < self._begin(sibling) < at and name in self._assigned_names(scope):
+                return True
+        return any(n.scope == reader_scope and n.name == name for n in self.ir.nodes[returned + 1 : at])
 
     def given_as(self, ref: Ref, call_id: str) -> str | None:
         """The parameter a module call was given ``ref`` as (``key_value_states``)."""
@@ -105,20 +133,19 @@ class ReadingNames:
             return None  # one parameter for several values (``position_embeddings``): they keep theirs
         return name
 
-    def returned_as(self, ref: Ref, reader_scope: str) -> str | None:
-        """The variable code in ``reader_scope`` assigned ``ref`` to, when a call it made returned it."""
+    def returned_as(self, ref: Ref, reader_scope: str, at: int) -> str | None:
+        """The variable code in ``reader_scope`` assigned ``ref`` to, when a call it made returned it
+        and nothing gave that variable another value before the reader at position ``at``."""
         chain = self.ir.ancestry(self.ir.node(ref).scope)
         if reader_scope not in chain or chain[-1] == reader_scope:
             return None
         call = self.ir.scope(chain[chain.index(reader_scope) + 1])
         if ref not in call.outputs:
             return None
-        if call.id not in self._assigned:
-            self._assigned[call.id] = assigned_names(call)
-        names = self._assigned[call.id]
+        names = self._assigned_names(call)
         if len(names) == len(call.outputs) and len(call.outputs) > 0:
             name = names[call.outputs.index(ref)]
-            return None if name == "_" else name
+            return None if name == "_" or self._rebound(name, call, reader_scope, at) else name
         return None
 
     def read_by_op(self, ref: Ref, reader: Node) -> str | None:
@@ -126,7 +153,7 @@ class ReadingNames:
         the code around it calls it (:meth:`name`)."""
         names = operand_names(reader)
         named = [names[k] for k, r in enumerate(reader.inputs) if r == ref and k in names]
-        return named[0] if named else self.name(ref, reader.scope)
+        return named[0] if named else self.name(ref, reader.scope, at=self._position[reader.id])
 
     def read_by_call(self, ref: Ref, call_id: str) -> str | None:
         """What a module call calls ``ref``: the parameter the nearest call around it (itself
@@ -135,9 +162,9 @@ class ReadingNames:
         variable its caller assigned a call's result to; None where the reading site gives no
         name, and for the model's inputs, whose own names are the user's."""
         parent = self.ir.scope(call_id).parent
-        return None if parent is None else self.name(ref, parent, call_id)
+        return None if parent is None else self.name(ref, parent, call_id, self._begin(call_id))
 
-    def name(self, ref: Ref, reader_scope: str, reader_call: str | None = None) -> str | None:
+    def name(self, ref: Ref, reader_scope: str, reader_call: str | None = None, at: int = 0) -> str | None:
         if self.ir.node(ref).kind == "input":
             return None
         made_in = set(self.ir.ancestry(self.ir.node(ref).scope))
@@ -148,4 +175,4 @@ class ReadingNames:
                 break  # made inside this call: nothing around the reader was given it
             if not self.ir.scope(call).cls.startswith(_STANDARD_LAYERS) and (given := self.given_as(ref, call)):
                 return given
-        return self.returned_as(ref, reader_scope)
+        return self.returned_as(ref, reader_scope, at)

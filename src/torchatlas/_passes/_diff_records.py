@@ -1,0 +1,62 @@
+"""The records a diff is made of: changes, node matches and the merged calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+NAMING_FIELDS = frozenset({"path", "class"})
+"""Fields that name a call rather than say what it computes: ``GraphDiff.equal`` ignores them."""
+
+
+@dataclass(frozen=True)
+class ScopeChange:
+    """One changed quantity of a module call present in both graphs."""
+
+    scope: str
+    """The call's label, ``path (Class)``: in the second graph, or the first for a removed one."""
+    field: str
+    """``class``, ``path``, ``input shapes``, ``output shapes``, ``parameters``, ``parameter shapes``,
+    ``FLOPs``; for ops inside the call ``op``, ``op shapes``, ``op dtypes``, ``op arguments``,
+    ``data flow``, ``op added``, ``op removed``."""
+    before: str
+    after: str
+
+
+@dataclass(frozen=True)
+class NodeMatch:
+    """Where one node of either graph went."""
+
+    a: str | None
+    """Its id in ``a`` (None: only in ``b``)."""
+    b: str | None
+    """Its id in ``b`` (None: only in ``a``)."""
+    status: str
+    """``same``, ``changed``, ``removed``, ``added``, ``pass-through`` (a copy read through) or ``unread``
+    (a parameter or buffer no op reads: an export lists every one)."""
+    reason: str = ""
+    """Why a node has no match."""
+
+
+@dataclass(frozen=True)
+class DiffCall:
+    """One module call of the merged picture of two graphs, in tree order."""
+
+    depth: int
+    """Nesting: the model's own call is 0."""
+    label: str
+    """``fc (Linear)``: the call's label in ``b`` (in ``a`` for a removed call)."""
+    status: str
+    """``same``, ``changed``, ``added`` (only in ``b``), ``removed`` (only in ``a``) or ``pass-through``
+    (only on one side, handing its input on unchanged)."""
+    before: dict[str, str] | None
+    """The call's facts in ``a`` (label, class, input and output shapes, parameters, FLOPs); None when added."""
+    after: dict[str, str] | None
+    """The same facts in ``b``; None when removed."""
+    changed: tuple[str, ...] = ()
+    """The fields that differ (``output shapes``, ``parameters``, ``op``...)."""
+    path: str = ""
+    """The call's module path (in ``b``; in ``a`` for a removed call)."""
+    cls: str = ""
+    """Its class name."""
+    notes: tuple[str, ...] = ()
+    """What changed, each ``field before → after``, for its line in the tree."""
