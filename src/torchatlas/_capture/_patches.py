@@ -19,7 +19,7 @@
 Cyclic garbage collection is paused while a trace runs (``collection_paused``).
 
 Traces share dynamo's process-wide state (its stance, ``_call_impl``); ``compile_report``
-changes it (the stance, ``torch._dynamo.reset()``). So traces hold ``dynamo_shared`` and
+changes it (the stance, dynamo's caches). So traces hold ``dynamo_shared`` and
 ``compile_report`` holds ``dynamo_exclusive``: any number of traces run at once, or one
 ``compile_report`` alone, which new traces then wait for.
 

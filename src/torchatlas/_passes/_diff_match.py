@@ -581,10 +581,14 @@ def _match_values(a: GraphIR, b: GraphIR, m: Matching) -> None:
 
 
 def _match_constants(a: GraphIR, b: GraphIR, m: Matching) -> None:
+    """Constants, and parameters or buffers without a path (nothing to match them by), by the
+    matched ops that read them."""
     for x, y in m.op_pairs:
         for ra, rb in zip(x.sources, y.sources):
             pa, pb = a.node(ra), b.node(rb)
-            if pa.kind == "constant" and pb.kind == "constant" and pa.id not in m.nodes:
+            if pa.kind == pb.kind and pa.id not in m.nodes and (
+                pa.kind == "constant" or (pa.kind in ("param", "buffer") and pa.path is None and pb.path is None)
+            ):
                 m.nodes[pa.id] = pb.id
 
 
