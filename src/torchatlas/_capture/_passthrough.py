@@ -78,6 +78,8 @@ class _Code:
     def __init__(self, code: Any) -> None:
         self.instructions = list(dis.get_instructions(code))
         self._offsets = [inst.offset for inst in self.instructions]
+        self.answers: dict[tuple[Any, ...], Any] = {}
+        """What a question about this code answered: a loop, and the next trace, ask it again."""
 
     def at(self, offset: int) -> int | None:
         """The instruction running at ``offset`` (a frame's ``f_lasti`` may point into its inline caches)."""
@@ -87,6 +89,18 @@ class _Code:
     def span(self, offset: int) -> tuple[int, int, int, int] | None:
         i = self.at(offset)
         return _span(self.instructions[i]) if i is not None else None
+
+
+_CODES: weakref.WeakKeyDictionary[Any, _Code | None] = weakref.WeakKeyDictionary()
+"""Code object -> its instructions: disassembling is most of a pass-through's cost, and a
+forward's code runs again in the next trace. Weak, so it keeps no user code alive."""
+
+
+def _code_facts(code: Any) -> _Code | None:
+    facts = _CODES.get(code, False)
+    if facts is False:
+        facts = _CODES[code] = _Code(code) if sys.version_info >= (3, 11) else None
+    return facts
 
 
 def _span(inst: dis.Instruction) -> tuple[int, int, int, int] | None:
@@ -112,9 +126,6 @@ class PassThroughs:
         self._running = running_scopes
         self._by_tensor: dict[int, tuple[Any, list[Passed]]] = {}
         self.nodes: set[int] = set()
-        self._codes: dict[Any, _Code | None] = {}  # this capture's code objects only: cleared with it
-        self._answers: dict[tuple[Any, ...], bool] = {}
-        self._parameters: dict[tuple[Any, int], Arguments | None] = {}
 
     def __bool__(self) -> bool:
         return bool(self.nodes)
@@ -122,9 +133,6 @@ class PassThroughs:
     def clear(self) -> None:
         self._by_tensor.clear()
         self.nodes.clear()
-        self._codes.clear()
-        self._answers.clear()
-        self._parameters.clear()
 
     # -- recording ----------------------------------------------------------------------
 
@@ -163,9 +171,7 @@ class PassThroughs:
         return Delivery(guard, frame, code, offset, kind, names)
 
     def _facts(self, code: Any) -> _Code | None:
-        if code not in self._codes:
-            self._codes[code] = _Code(code) if sys.version_info >= (3, 11) else None
-        return self._codes[code]
+        return _code_facts(code)
 
     def _consumer(self, code: Any, offset: int) -> tuple[str, tuple[str, ...]]:
         """Where the result of the call at ``offset`` went: the instructions that follow it."""
@@ -236,10 +242,10 @@ class PassThroughs:
         facts = self._facts(callee.f_code) if callee is not None else None
         if facts is None:
             return None
-        key = (callee.f_code, callee.f_lasti)
-        if key not in self._parameters:
-            self._parameters[key] = _parameters_read(facts, callee.f_code, callee.f_lasti)
-        return self._parameters[key]
+        key = ("parameters", callee.f_lasti)
+        if key not in facts.answers:
+            facts.answers[key] = _parameters_read(facts, callee.f_code, callee.f_lasti)
+        return facts.answers[key]
 
     def _reader_got(self, d: Delivery, offset: int, arguments: Arguments | None) -> bool:
         """The frame that got the result now runs the instruction at ``offset``: does it use it?
@@ -250,10 +256,10 @@ class PassThroughs:
         i = facts.at(offset) if facts is not None else None
         if i is None:
             return True
-        key = (d.code, d.offset, d.names, i, arguments)  # a loop reads the same way each pass: one answer
-        known = self._answers.get(key)
+        key = ("got", d.offset, d.kind, d.names, i, arguments)  # a loop reads the same way each pass
+        known = facts.answers.get(key)
         if known is None:
-            known = self._answers[key] = _got(facts, d, i, arguments)
+            known = facts.answers[key] = _got(facts, d, i, arguments)
         return known
 
     def _returned_by_code(self, d: Delivery, anywhere: bool) -> bool:
@@ -264,21 +270,30 @@ class PassThroughs:
         facts = self._facts(d.code)
         if facts is None:
             return True
-        delivered = facts.span(d.offset)
-        for i, inst in enumerate(facts.instructions):
-            if inst.opname not in _RETURNS:
-                continue
-            span = _span(inst)
-            if span is None:
+        key = ("returned", d.offset, d.kind, d.names, anywhere)
+        known = facts.answers.get(key)
+        if known is None:
+            known = facts.answers[key] = _returns_it(facts, d, anywhere)
+        return known
+
+
+def _returns_it(facts: _Code, d: Delivery, anywhere: bool) -> bool:
+    """Whether a ``return`` of ``d``'s code carries the result it delivered (see ``_returned_by_code``)."""
+    delivered = facts.span(d.offset)
+    for i, inst in enumerate(facts.instructions):
+        if inst.opname not in _RETURNS:
+            continue
+        span = _span(inst)
+        if span is None:
+            return True
+        # A module call that returned this tensor: a return that holds the result anywhere (in a
+        # tuple, a ModelOutput built by a call) returned it.
+        if d.kind == INLINE and delivered is not None:
+            if _contains(span, delivered) if anywhere else _direct(facts, i, span, delivered):
                 return True
-            # A module call that returned this tensor: a return that holds the result anywhere (in a
-            # tuple, a ModelOutput built by a call) returned it.
-            if d.kind == INLINE and delivered is not None:
-                if _contains(span, delivered) if anywhere else _direct(facts, i, span, delivered):
-                    return True
-            if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=anywhere):
-                return True
-        return False
+        if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=anywhere):
+            return True
+    return False
 
 
 def _got(facts: _Code, d: Delivery, i: int, arguments: Arguments | None) -> bool:
