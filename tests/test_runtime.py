@@ -162,15 +162,18 @@ class OneHeavyLayer(nn.Module):
 
 def test_profile_times_fit_in_the_forward_and_find_the_heavy_layer() -> None:
     model, x = OneHeavyLayer(), torch.randn(512, 16)
-    started = time.perf_counter()
-    graph = torchatlas.trace(model, x, profile=True)
-    wall_us = (time.perf_counter() - started) * 1e6
-    ops = list(graph.ir.ops())
-    assert all(isinstance(n.meta.get("time_us"), float) for n in ops)
-    assert sum(n.meta["time_us"] for n in ops) <= wall_us
-    layers = {s.path: s.meta["time_us"] for s in graph.ir.scopes if s.parent is not None}
-    assert max(layers, key=layers.get) in ("heavy", "out")
-    assert "untraced" in graph.ir.meta["time_measure"]
+    for _ in range(3):  # one timing pass on a busy machine can be preempted inside the light layer
+        started = time.perf_counter()
+        graph = torchatlas.trace(model, x, profile=True)
+        wall_us = (time.perf_counter() - started) * 1e6
+        ops = list(graph.ir.ops())
+        assert all(isinstance(n.meta.get("time_us"), float) for n in ops)
+        assert sum(n.meta["time_us"] for n in ops) <= wall_us
+        assert "untraced" in graph.ir.meta["time_measure"]
+        layers = {s.path: s.meta["time_us"] for s in graph.ir.scopes if s.parent is not None}
+        if max(layers, key=layers.get) in ("heavy", "out"):
+            break
+    assert max(layers, key=layers.get) in ("heavy", "out"), layers
 
 
 def test_profile_takes_the_median_of_repeated_passes() -> None:
