@@ -192,3 +192,17 @@ def set_path(doc: Any, path: tuple[Any, ...], value: Any) -> None:
         del target[path[-1]]
     else:
         target[path[-1]] = value
+
+
+Members = dict[str, bytes]
+"""A zip archive's members by name, as the .pt2 tests build and mutate them."""
+
+
+class Touch:
+    """Unpickling this creates ``path``: the proof that loading ran code."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str, str]]:
+        return (open, (self.path, "w"))

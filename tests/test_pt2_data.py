@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 from _capture_helpers import load_coolcnn
+from _hostile import Members, Touch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -118,15 +119,7 @@ def test_a_named_dim_program_reads_as_in_memory(tmp_path: Path) -> None:
 
 # -- the fuzz ---------------------------------------------------------------------------
 
-Members = dict[str, bytes]
 
-
-class _Touch:
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[object, tuple[str, str]]:
-        return (open, (self.path, "w"))
 
 
 class _Small(torch.nn.Module):
@@ -173,7 +166,7 @@ def _use_pickle(members: Members, canary: Path) -> None:
     config = json.loads(members[name])
     for entry in config["config"].values():
         entry["use_pickle"] = True
-        members[f"{name.rsplit('/', 1)[0]}/{entry['path_name']}"] = pickle.dumps(_Touch(str(canary)))
+        members[f"{name.rsplit('/', 1)[0]}/{entry['path_name']}"] = pickle.dumps(Touch(str(canary)))
     members[name] = json.dumps(config).encode()
 
 
@@ -187,7 +180,7 @@ def _add(name: str, data: bytes | Callable[[Members, Path], bytes]) -> Callable[
 def _nested_zip(members: Members, canary: Path) -> bytes:
     inner = io.BytesIO()
     with zipfile.ZipFile(inner, "w") as archive:
-        archive.writestr("inner/data/weights/w", pickle.dumps(_Touch(str(canary))))
+        archive.writestr("inner/data/weights/w", pickle.dumps(Touch(str(canary))))
     return inner.getvalue()
 
 
@@ -201,7 +194,7 @@ MUTATIONS: dict[str, tuple[Callable[[Members, Path], None], bool]] = {
     "upper-case program": (_add("ROOT/MODELS/MODEL.JSON", lambda m, c: m[_model_name(m)]), True),
     "upper-case weights config": (_add("ROOT/DATA/WEIGHTS/MODEL_WEIGHTS_CONFIG.JSON", b'{"config": {}}'), False),
     "pickled weights": (_use_pickle, False),
-    "pickled sample inputs": (_add("ROOT/data/sample_inputs/model.pt", lambda m, c: pickle.dumps(_Touch(str(c)))), False),
+    "pickled sample inputs": (_add("ROOT/data/sample_inputs/model.pt", lambda m, c: pickle.dumps(Touch(str(c)))), False),
     "nested zip": (_add("ROOT/data/weights/nested.zip", _nested_zip), False),
     "code in a size": (_size_expression("__import__('os').system('touch CANARY')"), True),
     "huge power in a size": (_size_expression("Pow(Integer(10), Pow(Integer(10), Integer(9)))"), False),

@@ -14,20 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 from _cli_helpers import error_lines, run_cli
+from _hostile import Members, Touch
 
 import torchatlas
-
-Members = dict[str, bytes]
-
-
-class _Touch:
-    """Unpickling this creates ``path``: the proof that loading ran code."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[object, tuple[str, str]]:
-        return (open, (self.path, "w"))
 
 
 class _Model(torch.nn.Module):
@@ -142,7 +131,7 @@ def clean_graph(clean_archive: Path) -> dict:
 def _craft(clean: Path, target: Path, change: Callable[[Members, bytes], None], marker: Path) -> Path:
     with zipfile.ZipFile(clean) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
-    change(members, pickle.dumps(_Touch(str(marker))))
+    change(members, pickle.dumps(Touch(str(marker))))
     with zipfile.ZipFile(target, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
