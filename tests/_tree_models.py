@@ -176,3 +176,16 @@ class MLP(nn.Module):
 
 def mlp() -> Built:
     return MLP(), (torch.randn(3, 4),), {}
+
+
+class LSTMHead(nn.Module):
+    """A 2-layer bidirectional LSTM whose three outputs (out, h, c) are all read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm = nn.LSTM(32, 48, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(96, 4)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return self.head(out) + h.sum() + c.sum()

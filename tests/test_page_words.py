@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from _tree_models import LSTMHead
 
 import torchatlas
 from torchatlas._render._html import viewer_document
@@ -33,17 +34,7 @@ def _coolcnn(backward: bool = False) -> torchatlas.Graph:
 
 
 def _lstm() -> torchatlas.Graph:
-    class Net(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lstm = torch.nn.LSTM(32, 48, num_layers=2, bidirectional=True, batch_first=True)
-            self.head = torch.nn.Linear(96, 4)
-
-        def forward(self, x):
-            out, (h, c) = self.lstm(x)
-            return self.head(out) + h.sum() + c.sum()
-
-    return torchatlas.trace(Net(), torch.randn(2, 10, 32))
+    return torchatlas.trace(LSTMHead(), torch.randn(2, 10, 32))
 
 
 def _hf(kind: str) -> torchatlas.Graph:

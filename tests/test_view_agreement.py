@@ -8,6 +8,7 @@ import re
 
 import pytest
 import torch
+from _tree_models import LSTMHead
 
 import torchatlas
 from torchatlas._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
@@ -107,17 +108,7 @@ def test_a_number_that_would_read_1000_goes_up_a_unit() -> None:
 
 
 def test_a_box_lists_every_tensor_it_makes() -> None:
-    class Net(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lstm = torch.nn.LSTM(32, 48, num_layers=2, bidirectional=True, batch_first=True)
-            self.head = torch.nn.Linear(96, 4)
-
-        def forward(self, x):
-            out, (h, c) = self.lstm(x)
-            return self.head(out) + h.sum() + c.sum()
-
-    graph = torchatlas.trace(Net(), torch.randn(2, 10, 32))
+    graph = torchatlas.trace(LSTMHead(), torch.randn(2, 10, 32))
     [box] = [line for line in graph.to_dot().splitlines() if "(LSTM)" in line and "label=" in line]
     assert "2×10×32 → 2×10×96, 4×2×48, 4×2×48 ·" in box  # out, h and c
     assert "(LSTM)  2×10×32 → (2×10×96, 4×2×48, 4×2×48)" in graph.tree()  # spelled as in the tree
