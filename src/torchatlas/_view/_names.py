@@ -16,6 +16,7 @@ Else the value keeps its own name; where it has none the outputs name its produc
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
@@ -96,6 +97,7 @@ class ReadingNames:
         self._position = {n.id: k for k, n in enumerate(ir.nodes)}
         self._begins: dict[str, int] | None = None
         self._children = ir.children()
+        self._named: dict[tuple[str, str], list[int]] | None = None
 
     def _begin(self, scope_id: str) -> int:
         """Where a call began: the position of the first node recorded inside it."""
@@ -120,7 +122,14 @@ class ReadingNames:
             scope = self.ir.scope(sibling)
             if sibling != call.id and returned < self._begin(sibling) < at and name in self._assigned_names(scope):
                 return True
-        return any(n.scope == reader_scope and n.name == name for n in self.ir.nodes[returned + 1 : at])
+        if self._named is None:  # (scope, variable) -> positions of the ops assigned to it there
+            self._named = {}
+            for k, n in enumerate(self.ir.nodes):
+                if n.name:
+                    self._named.setdefault((n.scope, n.name), []).append(k)
+        assigned = self._named.get((reader_scope, name), [])
+        first_after = bisect.bisect_right(assigned, returned)
+        return first_after < len(assigned) and assigned[first_after] < at
 
     def given_as(self, ref: Ref, call_id: str) -> str | None:
         """The parameter a module call was given ``ref`` as (``key_value_states``)."""
