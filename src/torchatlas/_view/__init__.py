@@ -3,7 +3,8 @@
 It sits between the analyses (``_passes``) and the writers (``_render``) and imports
 only the floor (``_ir``, ``_ops``, ``_text``). The writers draw from it: the unit
 and edge layout of a diagram, the backward part set apart, graph-break anchors,
-the words and numbers of every label, and the palettes.
+the words and numbers of every label, the palettes, and the web page's whole document
+(``page_document``: typed dataclasses, ``_document``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,18 @@ from ._breaks import (
     break_label,
     plain_reason,
     short_reason,
+)
+from ._document import (
+    DOCUMENT_TYPES,
+    PageBreak,
+    PageCompile,
+    PageDocument,
+    PageFoldBox,
+    PageMeta,
+    PageNode,
+    PageScope,
+    PageView,
+    to_json,
 )
 from ._far import FAR_CALLS, CallDistance
 from ._labels import (
@@ -45,6 +58,7 @@ from ._labels import (
 from ._names import ReadingNames, assigned_names, operand_names
 from ._options import CONSTANT_KINDS, LOCAL_KINDS, STATE_KINDS, ViewOptions
 from ._page import (
+    METRICS,
     GraphCounts,
     PageFold,
     ShapeWords,
@@ -52,6 +66,7 @@ from ._page import (
     graph_counts,
     metric_words,
     nonfinite_words,
+    page_document,
     page_folds,
     page_view,
     params_text,
@@ -90,11 +105,13 @@ __all__ = [
     "CONSTANT_KINDS",
     "DECISION",
     "DECISION_BORDER",
+    "DOCUMENT_TYPES",
     "EAGER_REGION",
     "FAR_CALLS",
     "GRAPH_BREAK",
     "LINE_LIMIT",
     "LOCAL_KINDS",
+    "METRICS",
     "PALETTES",
     "STATE_KINDS",
     "CallDistance",
@@ -102,7 +119,15 @@ __all__ = [
     "Edge",
     "GraphCounts",
     "Layout",
+    "PageBreak",
+    "PageCompile",
+    "PageDocument",
     "PageFold",
+    "PageFoldBox",
+    "PageMeta",
+    "PageNode",
+    "PageScope",
+    "PageView",
     "ReadingNames",
     "Palette",
     "ShapeWords",
@@ -139,6 +164,7 @@ __all__ = [
     "nonfinite_words",
     "op_display",
     "operand_names",
+    "page_document",
     "page_folds",
     "page_view",
     "params_text",
@@ -156,4 +182,5 @@ __all__ = [
     "shape_words",
     "short_reason",
     "short_source",
+    "to_json",
 ]
