@@ -79,3 +79,20 @@ def test_a_densenet_sized_block_draws_in_seconds() -> None:
     start = time.perf_counter()
     subprocess.run(["dot", "-Tsvg", "-o", "/dev/null"], input=graph.to_dot().encode(), check=True, timeout=60)
     assert time.perf_counter() - start < 10  # 13 s with an edge from the block's input into every layer
+
+
+def test_a_closed_call_read_near_keeps_its_edge_and_the_page_gets_the_rule_as_data() -> None:
+    from torchatlas._render._html import viewer_document
+    from torchatlas._view import stand_in_reads
+
+    graph = torchatlas.trace(Dense(6), torch.randn(1, 3, 8, 8))
+    # The closed block reads the stem near (its first layer) and far (its fourth): the nearest read
+    # decides, so the block gets an edge, not a "↪ stem" beside it.
+    closed = graph.to_dot(depth=1)
+    assert "ref_" not in closed and '"s1" -> "s2"' in closed  # the stem into the block
+    # the page: each node's `fr` lists exactly the reads the one rule draws as stand-ins
+    ir = graph.ir
+    page = viewer_document(ir)
+    rule = stand_in_reads(ir, (), {"param", "buffer"})
+    assert rule
+    assert {(ir.nodes[i].id, j) for i, n in enumerate(page["nodes"]) for j in n.get("fr", [])} == rule

@@ -2,9 +2,6 @@
 // which boxes are on screen for the current expand/fold state, and which edges
 // join them. Pure data; no DOM.
 
-const HUB_READERS = 4; // a value read by more boxes than this is a hub...
-const HUB_KEEP = 2; // ...whose first readers keep a real edge
-
 export class Model {
   constructor(doc) {
     this.doc = doc;
@@ -142,16 +139,19 @@ export class Model {
         if (u[0] === "c" && (!containers.has(Number(u.slice(1))) || chainOf(v).has(Number(u.slice(1))))) continue;
         const key = u + ">" + v;
         const slot = n.sl ? n.sl[j] : 0;
-        const e = edges.get(key);
+        let e = edges.get(key);
         // a value into or out of a collective goes between ranks: drawn dashed
         const comm = !!(src.cm || n.cm);
-        if (!e) edges.set(key, { id: key, source: u, target: v, node: src.idx, slot, count: 1, values: [[src.idx, slot]], comm });
-        else {
-          e.count++;
-          e.comm = e.comm || comm;
-          // every tensor the edge carries, once: its label names each (an LSTM's h and c)
-          if (!e.values.some(([i, s]) => i === src.idx && s === slot)) e.values.push([src.idx, slot]);
+        if (!e) {
+          e = { id: key, source: u, target: v, node: src.idx, slot, count: 0, values: [], comm, near: new Set() };
+          edges.set(key, e);
         }
+        e.count++;
+        e.comm = e.comm || comm;
+        // every tensor the edge carries, once: its label names each (an LSTM's h and c)
+        if (!e.values.some(([i, s]) => i === src.idx && s === slot)) e.values.push([src.idx, slot]);
+        // read here as an edge at least once (Python's `fr` lists the reads drawn as stand-ins)
+        if (!(n.fr && n.fr.includes(j))) e.near.add(src.idx + ":" + slot);
       }
     }
     const all = [...edges.values()];
@@ -159,25 +159,29 @@ export class Model {
   }
 
   /**
-   * Edges as drawn. A value read by many boxes (rotary embeddings, attention
-   * masks) would otherwise run one long edge to each reader, which clutters the
-   * picture and makes the layered layout quadratic. Past its first readers, each
-   * reader instead lists the value in a small "↪ name" note above its box
-   * (`leaf.refs`), which costs the layout nothing.
+   * Edges as drawn. A value read far from where it was made (a DenseNet layer's output read by
+   * every later layer, a mask or rotary embedding read by every decoder layer) would run one
+   * long edge to each reader, which clutters the picture and makes the layered layout quadratic.
+   * Python decides which reads those are, by the diagram's one rule (`_view.stand_in_reads`, each
+   * node's `fr`): a value every read of which into a box is such a read is listed in a small
+   * "↪ name" note above the box (`leaf.refs`) instead, which costs the layout nothing.
    */
   withReferences(edges, leaves) {
-    const readers = new Map(); // source -> how many boxes read it
-    for (const e of edges) readers.set(e.source, (readers.get(e.source) || 0) + 1);
-    const seen = new Map(); // source -> its edges met so far
     for (const leaf of leaves.values()) leaf.refs = [];
+    const drawn = [];
     // Kept in order, so that modules of the same shape list their edges alike (see levels.js).
-    return edges.filter((e) => {
-      const k = (seen.get(e.source) || 0) + 1;
-      seen.set(e.source, k);
-      if (readers.get(e.source) <= HUB_READERS || k <= HUB_KEEP) return true;
-      leaves.get(e.target).refs.push(e);
-      return false;
-    });
+    for (const e of edges) {
+      const far = e.values.filter(([i, s]) => !e.near.has(i + ":" + s));
+      if (far.length === 0) drawn.push(e);
+      else if (far.length === e.values.length) leaves.get(e.target).refs.push(e);
+      else {
+        // some tensors of the edge are read near, others far: an edge for those, a note for these
+        const [i, s] = e.values.find(([i, s]) => e.near.has(i + ":" + s));
+        drawn.push({ ...e, node: i, slot: s, values: e.values.filter(([i, s]) => e.near.has(i + ":" + s)) });
+        leaves.get(e.target).refs.push({ ...e, id: e.id + ">ref", node: far[0][0], slot: far[0][1], values: far });
+      }
+    }
+    return drawn;
   }
 
   /** Scopes worth opening: a module around a single op says more as one named box. */

@@ -28,7 +28,7 @@ from ._document import (
     PageView,
     to_json,
 )
-from ._far import FAR_CALLS, CallDistance
+from ._far import BROADCAST_CALLS, FAR_CALLS, CallDistance, call_holding, stand_in_reads
 from ._labels import (
     LINE_LIMIT,
     arguments_text,
@@ -85,13 +85,11 @@ from ._palette import (
     legend_graphs,
 )
 from ._units import (
-    BROADCAST_CALLS,
     DotOptions,
     Edge,
     Layout,
     Unit,
     build_layout,
-    call_holding,
     fold_runs,
     fold_totals,
     rank_pins,
@@ -182,5 +180,6 @@ __all__ = [
     "shape_words",
     "short_reason",
     "short_source",
+    "stand_in_reads",
     "to_json",
 ]

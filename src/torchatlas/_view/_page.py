@@ -28,6 +28,7 @@ from torchatlas._view._document import (
     PageView,
     SourceRef,
 )
+from torchatlas._view._far import stand_in_reads
 from torchatlas._view._labels import (
     arguments_text,
     collective_text,
@@ -299,6 +300,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         if isinstance(ir.scope(sid).meta.get("repeat"), dict)
     }
     iterations = loop_iterations(ir)
+    stand_in = stand_in_reads(ir, _in_runs(ir) if options.fold_repeats else (), STATE_KINDS)
     dominant = dominant_dtype(ir)
     model = model_title(ir)
     metrics: set[str] = set()
@@ -322,6 +324,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["i"] = [node_index[r.node] for r in n.inputs]
             if any(r.slot for r in n.inputs):
                 d["sl"] = [r.slot for r in n.inputs]
+            if far := [j for j in range(len(n.inputs)) if (n.id, j) in stand_in]:
+                d["fr"] = far  # drawn as stand-ins, by the diagram's rule
         if n.outputs:
             d["o"] = [meta_entry(m) for m in n.outputs]
         if n.target is not None:
@@ -434,6 +438,16 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         words=words_of.items,
         compile=_compile_data(ir, node_index, scope_index, files),
     )
+
+
+def _in_runs(ir: GraphIR) -> set[str]:
+    """The scope ids inside a member of a run the outputs fold."""
+    members = {m for run in fold_runs(ir).values() for m in run}
+    inside: set[str] = set()
+    for s in ir.scopes:  # callers come before their calls
+        if s.id in members or s.parent in inside:
+            inside.add(s.id)
+    return inside
 
 
 def _fold_data(ir: GraphIR, scope_index: dict[str, int]) -> tuple[dict[str, list[Any]], dict[str, PageFoldBox]]:

@@ -5,26 +5,21 @@ folded run of repeated blocks, or a small reference box standing in for a value
 read far from where it was made. Scopes that are not boxed become clusters.
 Edges gather every value flowing between two units; the backward part of a
 ``backward=True`` graph is set apart first. ``_dot`` turns this view
-into DOT text. The web page gets the same folds (``fold_runs``) and the same
-backward part as data (``_page``); it still picks its own far values (its hubs).
+into DOT text. The web page gets the same folds (``fold_runs``), the same
+backward part and the same stand-in reads (``_far.stand_in_reads``) as data (``_page``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._view._backward import backward_apart
-from torchatlas._view._far import CallDistance
+from torchatlas._view._far import stand_in_reads
 from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._palette import PALETTES
 
-# A value read inside this many different module calls (Llama's rotary cos/sin,
-# attention masks) keeps its edges into the first call only; the other calls
-# get a small reference box. Long edges through many clusters are what makes
-# dot slow: Llama-32L at depth 2 took over 150 s with them, under 1 s without.
-BROADCAST_CALLS = 3
 _LEAF_PREFIX = "torch.nn."
 
 
@@ -133,69 +128,6 @@ def fold_totals(ir: GraphIR, first: str) -> dict[str, int | float]:
     return {}
 
 
-def call_holding(reader_chain: list[str], producer_chain: list[str]) -> str | None:
-    """The module call, just below the deepest one shared with the producer, that holds the
-    reader (chains are ``GraphIR.ancestry``); None when the reader is directly in the shared one."""
-    shared = _shared_depth(reader_chain, producer_chain)
-    return reader_chain[shared] if shared < len(reader_chain) else None
-
-
-def _shared_depth(a: list[str], b: list[str]) -> int:
-    """How many leading scopes two ``GraphIR.ancestry`` chains have in common."""
-    depth = 0
-    while depth < min(len(a), len(b)) and a[depth] == b[depth]:
-        depth += 1
-    return depth
-
-
-def _reader_branches(
-    ir: GraphIR, units: dict[str, Unit], readers: dict[Ref, list[str]]
-) -> dict[tuple[str, int, str], str | None]:
-    """(value, reader unit) -> the module call, below the scope shared with the producer, that holds the reader.
-
-    None when the reader is an op directly in that shared scope. Readers that sit in one call
-    there, but in at least ``BROADCAST_CALLS`` repeats of a layer further down (the encoder's
-    output read by every decoder layer), are counted by those layers instead.
-    """
-    chains: dict[str, list[str]] = {}
-
-    def chain(scope_id: str) -> list[str]:
-        if scope_id not in chains:
-            chains[scope_id] = ir.ancestry(scope_id)
-        return chains[scope_id]
-
-    out: dict[tuple[str, int, str], str | None] = {}
-    for (src_id, slot), value_readers in readers.items():
-        src_chain = chain(ir.node(src_id).scope)
-        reader_chains = {
-            r: chain(units[r].scope.id if units[r].scope is not None else units[r].node.scope) for r in value_readers
-        }
-        holding = {r: call_holding(c, src_chain) for r, c in reader_chains.items()}
-        calls = set(holding.values()) - {None}
-        if len(calls) < BROADCAST_CALLS:
-            for call in calls:  # look inside each call for repeated layers that all read the value
-                inside = {r: c for r, c in reader_chains.items() if holding[r] == call}
-                holding.update(_repeated_layers_holding(ir, inside) or {})
-        out.update(((src_id, slot, r), call) for r, call in holding.items())
-    return out
-
-
-def _repeated_layers_holding(ir: GraphIR, reader_chains: dict[str, list[str]]) -> dict[str, str | None] | None:
-    """Reader -> the call just below the readers' deepest shared scope that holds it, when at
-    least ``BROADCAST_CALLS`` of those calls are repeats of one layer; else None."""
-    chains = list(reader_chains.values())
-    shared = chains[0]
-    for c in chains[1:]:
-        shared = shared[: _shared_depth(shared, c)]
-    holding = {r: call_holding(c, shared) for r, c in reader_chains.items()}
-    groups: dict[Any, set[str]] = {}
-    for call in holding.values():
-        repeat = ir.scope(call).meta.get("repeat") if call is not None else None
-        if isinstance(repeat, dict):
-            groups.setdefault(repeat.get("group"), set()).add(call)
-    return holding if any(len(calls) >= BROADCAST_CALLS for calls in groups.values()) else None
-
-
 def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding.
 
@@ -296,13 +228,15 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
         unit_of[n.id] = uid
 
     reads: list[tuple[str, int, str, str, bool]] = []
-    readers: dict[Ref, list[str]] = {}
-    distance = CallDistance(ir)
-    far: set[tuple[str, int, str]] = set()  # (value, reader unit) read after FAR_CALLS other calls ran
+    # the one far rule (``_far.stand_in_reads``): a value is a stand-in beside a box where every
+    # read of it there is a stand-in read; a read touching a folded run is drawn once, by the
+    # first member, whose place is not the reader's
+    stand_in = stand_in_reads(ir, in_runs, STATE_KINDS)
+    near: set[tuple[str, int, str]] = set()  # (value, reader unit) read there as an edge at least once
     for n in ir.nodes:
         dst = unit_of.get(n.id)
         run = hidden_run.get(n.scope)
-        for src_id, slot in n.inputs:
+        for position, (src_id, slot) in enumerate(n.inputs):
             from_param = ir.node(src_id).kind in STATE_KINDS
             src = unit_of.get(src_id)
             if dst is None or src is None or src == dst or ir.node(src_id).kind in hidden:
@@ -312,26 +246,13 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
             if (run is not None or n.id in later_ops) and loop_of.get(src_id, "") in (run, loop_of.get(n.id)):
                 continue  # one iteration of an open loop feeding the next: drawn once
             reads.append((src_id, slot, src, dst, from_param))
-            # a read touching a folded run is drawn once, by the first member: its place is not the reader's
-            in_run = n.scope in in_runs or ir.node(src_id).scope in in_runs
-            if not from_param and not in_run and distance.is_far(ir.node(src_id), n):
-                far.add((src_id, slot, dst))
-            value_readers = readers.setdefault(Ref(src_id, slot), [])
-            if dst not in value_readers:
-                value_readers.append(dst)
+            if (n.id, position) not in stand_in:
+                near.add((src_id, slot, dst))
 
-    branch = _reader_branches(ir, units, readers)
-    # value -> the one module call that keeps real edges, for values read in many calls
-    kept_call: dict[Ref, str] = {}
-    for (src_id, slot), value_readers in readers.items():
-        calls = list(dict.fromkeys(b for b in (branch[(src_id, slot, r)] for r in value_readers) if b))
-        if len(calls) >= BROADCAST_CALLS:
-            kept_call[Ref(src_id, slot)] = calls[0]
     refs: dict[str, Unit] = {}
     edges: dict[tuple[str, str], Edge] = {}
     for src_id, slot, src, dst, from_param in reads:
-        kept = kept_call.get(Ref(src_id, slot))
-        if (src_id, slot, dst) in far or (kept is not None and branch[(src_id, slot, dst)] not in (None, kept)):
+        if (src_id, slot, dst) not in near:
             ref = f"ref_{src_id}_{slot}_{dst}"
             target = units[dst]
             refs.setdefault(
