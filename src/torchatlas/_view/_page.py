@@ -1,7 +1,9 @@
 """What the web page says of a graph, decided here so that it reads as the tree, the summary
 and the diagram do: every number in its one spelling, every shape, every fold's name and
-totals, the graph's counts. ``_render/_html`` puts these words in the page document; the
-viewer (``web/src``) lays them out and formats no graph fact of its own.
+totals, the graph's counts, and which reads are drawn as ``↪`` stand-ins (the diagram's rule,
+``stand_in_reads``). ``page_document`` puts all of it in the typed page document
+(``_document``) that ``_render/_html`` writes into the page; the viewer (``web/src``) lays it
+out and formats no graph fact, nor decides a stand-in, of its own.
 """
 
 from __future__ import annotations
