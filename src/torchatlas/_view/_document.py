@@ -15,6 +15,7 @@ Indices (``s``, ``i``, ``p``, ``out``…) are positions in ``PageDocument.nodes`
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, Literal
 
 Flag = Literal[1]
@@ -275,6 +276,7 @@ DOCUMENT_TYPES: tuple[type, ...] = (PageDocument, PageView, PageFoldBox, PageSco
 """Every type the document is made of."""
 
 _KEYS: dict[type, tuple[str, ...]] = {t: tuple(f.name for f in fields(t)) for t in DOCUMENT_TYPES}
+_VALUES = {t: attrgetter(*keys) for t, keys in _KEYS.items()}
 _HOLDERS = (PageDocument, PageCompile)
 """The types with parts of the document inside them; the others hold plain values only."""
 
@@ -284,8 +286,8 @@ def to_json(value: Any) -> Any:
     kind = type(value)
     if kind in _HOLDERS:
         return {key: to_json(item) for key in _KEYS[kind] if (item := getattr(value, key)) is not None}
-    if kind in _KEYS:  # the thousands of nodes and scopes: one pass each
-        return {key: item for key in _KEYS[kind] if (item := getattr(value, key)) is not None}
+    if kind in _KEYS:  # the thousands of nodes and scopes: their fields read at once
+        return {key: item for key, item in zip(_KEYS[kind], _VALUES[kind](value)) if item is not None}
     if kind is list:
         return [to_json(item) for item in value] if value and type(value[0]) in _KEYS else value
     if kind is dict:

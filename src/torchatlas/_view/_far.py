@@ -137,10 +137,14 @@ def stand_in_reads(ir: GraphIR, folded: Collection[str] = (), state_kinds: Colle
     for n in ir.nodes:
         for position, (src_id, slot) in enumerate(n.inputs):
             src = ir.node(src_id)
-            if src.kind not in state_kinds and n.scope not in folded and src.scope not in folded and distance.is_far(src, n):
+            # made and read in one call that holds no calls of its own: near (most reads), not measured
+            inside_one = src.scope == n.scope and not distance.starts.get(n.scope)
+            if not inside_one and src.kind not in state_kinds and n.scope not in folded and src.scope not in folded and distance.is_far(src, n):
                 out.add((n.id, position))
             readers.setdefault((src_id, slot), {})[n.id] = None
     for (src_id, slot), value_readers in readers.items():
+        if len(value_readers) < BROADCAST_CALLS:  # too few readers to sit in that many calls
+            continue
         src_chain = chain(ir.node(src_id).scope)
         reader_chains = {r: chain(ir.node(r).scope) for r in value_readers}
         holding = {r: call_holding(c, src_chain) for r, c in reader_chains.items()}
