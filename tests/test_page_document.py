@@ -78,7 +78,8 @@ def _diff() -> torchatlas.Graph:
 def _compile_report() -> torchatlas.GraphIR:
     torch.manual_seed(0)
     try:
-        return torchatlas.compile_report(compile_models.TwoBreaks(), (torch.randn(2, 8),)).ir
+        # a second input set of another shape: a recompile, which ends no graph
+        return torchatlas.compile_report(compile_models.TwoBreaks(), torch.randn(2, 8), more_args=[torch.randn(5, 8)]).ir
     finally:
         dynamo.reset()
 
@@ -157,7 +158,9 @@ def test_the_document_is_its_dataclasses(name: str) -> None:
     assert to_json(_rebuild(data)) == data
     assert all(value is not None for n in data["nodes"] for value in n.values())  # None is left out, never written
     if name == "compile-report":
-        assert data["compile"]["breaks"] and any("cr" in n for n in data["nodes"])
+        assert any("cr" in n for n in data["nodes"])
+        kinds = {b["kind"]: b for b in data["compile"]["breaks"]}
+        assert "recompile" in kinds and "graph" not in kinds["recompile"] and len(kinds) > 1
     if name == "diff":
         assert any(s.get("dch") == 1 for s in data["scopes"])
     if name == "coolcnn-backward":

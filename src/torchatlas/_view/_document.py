@@ -123,9 +123,9 @@ class PageScope(_Facts):
     p: int
     """Its caller: an index into ``scopes``, -1 for the model's own call."""
     path: str
-    """The module's path in the model (``model.layers.0``); empty for the model."""
+    """The module's path in the model (``layers.0.mlp``); empty for the model."""
     cls: str
-    """The module's class (``transformers…LlamaDecoderLayer``)."""
+    """The module's class, qualified (``torch.nn.modules.linear.Linear``)."""
     call: int
     """Which call of this module it is, from 0."""
     out: list[int] | None = None
@@ -185,15 +185,15 @@ class PageBreak:
     """One ``torch.compile`` graph break or recompile: ``PageCompile.breaks``."""
 
     kind: str
-    """``graph break`` or ``recompile``."""
+    """A short class of the reason: ``data-dependent``, ``print/logging``, ``.item()/.tolist()``…, or ``recompile``."""
     reason: str
-    """Its reason, short."""
+    """Its reason, short (``_view.short_reason``)."""
     full: str
-    """Its reason, as torch gave it."""
-    graph: int
-    """The compiled graph it ended."""
+    """Its reason, as dynamo gave it."""
+    graph: int | None = None
+    """The compiled graph the break ends; left out for a recompile."""
     call: int
-    """Which call of the compiled function it happened in."""
+    """The input set it happened on: 0 for the first, 1 for the next…"""
     src: SourceRef | None = None
     """Where in the model's code."""
     s: int | None = None
