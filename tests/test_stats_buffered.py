@@ -170,3 +170,30 @@ def test_a_sample_on_the_buffered_path_is_marked_as_one(monkeypatch) -> None:
     assert "strided sample" in graph.ir.meta["stats_note"]
     text = graph.summary(format="text", wide=True)
     assert "≈" in text  # the summary says a sampled range is approximate
+
+
+def _largest_allocation(measure, x: torch.Tensor) -> int:
+    """Bytes of the largest single allocation any op made while ``measure(x)`` ran (a parent op
+    counts its children's)."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as prof:
+        measure(x)
+    return max((e.cpu_memory_usage for e in prof.events() if e.cpu_memory_usage > 0), default=0)
+
+
+@pytest.mark.parametrize("view", ["contiguous", "transposed", "strided"])
+@pytest.mark.parametrize("path", ["now", "buffered"])
+def test_measuring_allocates_less_than_a_copy_of_the_output(view, path) -> None:
+    """float64, so that the CPU's own cast of a float16 mask to float32 inside ``sum`` (which a
+    CUDA reduction does not make) stays under the output's size: what is checked is that no
+    step copies the output itself (``aminmax`` over every element reads ``x.contiguous()``)."""
+    x = torch.randn(1024, 512, dtype=torch.float64)
+    x = {"contiguous": x, "transposed": x.t(), "strided": x[:, ::2]}[view]
+    size = x.numel() * x.element_size()
+
+    def measure(t):
+        if path == "now":
+            _stats._float_numbers_now(t)
+        else:
+            _stats._float_numbers_into(t, torch.empty(_stats._COLUMNS, dtype=torch.float64))
+
+    assert _largest_allocation(measure, x) < size
