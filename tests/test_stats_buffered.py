@@ -197,3 +197,22 @@ def test_measuring_allocates_less_than_a_copy_of_the_output(view, path) -> None:
             _stats._float_numbers_into(t, torch.empty(_stats._COLUMNS, dtype=torch.float64))
 
     assert _largest_allocation(measure, x) < size
+
+
+class PartlyInferenceMode(nn.Module):
+    def forward(self, x):
+        with torch.inference_mode():
+            h = x * 2  # the first output: the buffer is made in here
+        for _ in range(300):  # past the first 256 rows: the buffer grows out here
+            x = x + 1
+        return x, h.clone()
+
+
+@pytest.mark.parametrize("outer", [False, True])
+def test_a_buffer_made_inside_inference_mode_is_written_outside_it(outer, monkeypatch) -> None:
+    monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())
+    with torch.inference_mode(outer):
+        graph = torchatlas.trace(PartlyInferenceMode(), torch.ones(3), stats=True)
+    ops = list(graph.ir.ops())
+    assert all(n.meta.get("stats_skipped") is None for n in ops), ops[1].meta.get("stats_skipped")
+    assert [n.meta["stats"][0]["max"] for n in ops[:3]] == [2.0, 2.0, 3.0]

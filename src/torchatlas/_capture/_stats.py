@@ -86,12 +86,16 @@ class _DeviceRows:
     """One accelerator's numbers of one dtype: a row per output in one buffer, grown by doubling."""
 
     def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
-        self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
+        # never an inference tensor (made inside a model's torch.inference_mode block), which
+        # could not be written into once the model leaves the block
+        with torch.inference_mode(False):
+            self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
         self.used = 0
 
     def next_row(self) -> Tensor:
         if self.used == len(self.buffer):
-            self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
+            with torch.inference_mode(False):
+                self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
         self.used += 1
         return self.buffer[self.used - 1]
 
