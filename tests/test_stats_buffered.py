@@ -216,3 +216,4 @@ def test_a_buffer_made_inside_inference_mode_is_written_outside_it(outer, monkey
     ops = list(graph.ir.ops())
     assert all(n.meta.get("stats_skipped") is None for n in ops), ops[1].meta.get("stats_skipped")
     assert [n.meta["stats"][0]["max"] for n in ops[:3]] == [2.0, 2.0, 3.0]
+
