@@ -211,8 +211,11 @@ def _float_numbers_now(x: Tensor) -> list[float]:
 def _float_numbers_into(x: Tensor, row: Tensor) -> None:
     """The same numbers, written on the device straight into ``row`` (of ``x``'s accumulation
     dtype) by the reductions themselves: each reads ``x`` in its own dtype, CUDA accumulating
-    half and bfloat16 in float32 without a copy; about ten kernels and no sync. NaN and Inf
-    masks are made a slice at a time and counted in float32 (exact within a slice)."""
+    half and bfloat16 in float32 without a copy; no sync. Twelve kernel launches per slice
+    (two more in half precision, whose min and max are stacked and cast): min/max, sum, two
+    norms, then NaN (mask, float16 copy, sum) and Inf (two masks, their union, float16 copy,
+    sum). NaN and Inf masks are made a slice at a time and counted in float32 (exact within
+    a slice; the total of several slices is a float32 number, exact up to 2**24)."""
     _min_max_into(x, row)
     torch.sum(x, dim=None, dtype=row.dtype, out=row[2])
     torch.linalg.vector_norm(x, 2, dtype=row.dtype, out=row[3])
