@@ -8,8 +8,8 @@
 # Steps, each under its own time limit (`timeout`), so one hang cannot eat the session:
 #   tests    ./dev test-gpu                    the tests marked gpu (tests/test_gpu.py)
 #   profile  bench/bench_profile.py --device cuda        profile-cuda.md
-#   runtime  bench/bench_runtime.py --device cuda        runtime-cuda.md (llama-8b: the stats target)
-#   compare  bench/compare.py --device cuda              cuda/compare.md (torchatlas, torchinfo, torchview)
+#   runtime  bench/bench_runtime.py --device cuda        runtime-cuda.md (llama-8b: the stats target; gpt2)
+#   compare  bench/compare.py --device cuda              cuda/compare.md (CoolCNN, ResNet-50, GPT-2; torchinfo)
 #
 # Reports go to bench/results/ as usual and, with the logs, a summary (session.md) and the
 # raw worker results, to $OUT (the device tool copies $OUT back; 8 files at most) or, without
@@ -23,7 +23,8 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 WHEELS=(graphviz==0.21 torchinfo==1.8.0 torchview==0.2.7)
 STEPS=(tests profile runtime compare)
-declare -A LIMIT=([tests]=${LIMIT_TESTS:-150} [profile]=${LIMIT_PROFILE:-60} [runtime]=${LIMIT_RUNTIME:-210} [compare]=${LIMIT_COMPARE:-120})
+# 530 s in all: a device call may run 600 s, and the start and the copies come on top
+declare -A LIMIT=([tests]=${LIMIT_TESTS:-140} [profile]=${LIMIT_PROFILE:-50} [runtime]=${LIMIT_RUNTIME:-230} [compare]=${LIMIT_COMPARE:-110})
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -130,13 +131,13 @@ for step in "${chosen[@]}"; do
     tests:yes) run_step tests "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu.py ;;
     profile:no) run_step profile "$PY" bench/bench_profile.py --device cuda ;;
     profile:yes) run_step profile "$PY" bench/bench_profile.py --device cpu --models coolcnn --rounds 3 --out "$PRACTICE/profile.md" ;;
-    runtime:no) run_step runtime "$PY" bench/bench_runtime.py --device cuda --models llama-8b,gpt2,resnet50 --budget 3 --timeout 150 ;;
+    runtime:no) run_step runtime "$PY" bench/bench_runtime.py --device cuda --models llama-8b,gpt2 --budget 3 --timeout 150 ;;
     runtime:yes) run_step runtime "$PY" bench/bench_runtime.py --device cpu --models coolcnn --budget 0.5 --timeout 150 \
       --out "$PRACTICE/runtime.md" ;;
     compare:no) run_step compare "$PY" bench/compare.py --device cuda --python "$PY" --models coolcnn,resnet50,gpt2 \
-      --tools torchatlas,torchinfo,torchview --budget 2 --timeout 90 ;;
+      --tools torchatlas,torchinfo --budget 2 --timeout 60 ;;
     compare:yes) run_step compare "$PY" bench/compare.py --device cpu --python "$PY" --models coolcnn \
-      --tools torchatlas,torchinfo,torchview --budget 0.5 --timeout 90 --out "$PRACTICE/compare" ;;
+      --tools torchatlas,torchinfo --budget 0.5 --timeout 60 --out "$PRACTICE/compare" ;;
   esac
 done
 
