@@ -231,22 +231,26 @@ def _isinf(x: Tensor) -> Tensor:
 
 def _min_max(x: Tensor) -> tuple[Tensor, Tensor]:
     """Smallest and largest element, without a copy of ``x``: ``torch.aminmax`` over every
-    element reads ``x.contiguous()``, so a non-contiguous ``x`` is given to it permuted into
-    memory order (a view) where it is dense, and else read by ``amin`` and ``amax`` apiece. An
-    expanded view (a stride of 0) still goes to ``aminmax``: its copy fails at once where it
-    would be too big, where a read of every repeat would run for hours."""
+    element reads ``x.contiguous()``, so it is given ``x`` permuted into memory order (a view)
+    where that is dense, and else ``amin`` and ``amax`` read ``x`` apiece."""
+    view = _aminmax_view(x)
+    return torch.aminmax(view) if view is not None else (torch.amin(x), torch.amax(x))
+
+
+def _aminmax_view(x: Tensor) -> Tensor | None:
+    """``x`` or a view of it that ``torch.aminmax`` reads without a copy; None if there is none.
+    An expanded view (a stride of 0) is given as it is: its copy fails at once where it would
+    be too big, where ``amin`` over every repeat would run for hours."""
     if x.is_contiguous() or 0 in x.stride():
-        return torch.aminmax(x)
-    order = sorted(range(x.dim()), key=lambda d: x.stride(d), reverse=True)
-    dense = x.permute(order)
-    if dense.is_contiguous():
-        return torch.aminmax(dense)
-    return torch.amin(x), torch.amax(x)
+        return x
+    dense = x.permute(sorted(range(x.dim()), key=lambda d: x.stride(d), reverse=True))
+    return dense if dense.is_contiguous() else None
 
 
 def _min_max_into(x: Tensor, row: Tensor) -> None:
-    if x.dtype == row.dtype and (x.is_contiguous() or 0 in x.stride()):
-        torch.aminmax(x, out=(row[0], row[1]))  # written in place: one kernel
+    view = _aminmax_view(x)
+    if view is not None and x.dtype == row.dtype:
+        torch.aminmax(view, out=(row[0], row[1]))  # written in place: one kernel
     else:
         row[:2].copy_(torch.stack(_min_max(x)))
 
