@@ -34,7 +34,7 @@ if [ "${1:-}" = "--fetch-wheels" ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl "${WHEELS[@]}" || exit 1
   ls .whl
-  say "pass carry: [\".whl\"] to the device tool's run"
+  say "pass carry: [\".whl\", \"src/torchatlas/_render/web\"] to the device tool's run (the viewer bundle, built and git-ignored)"
   exit 0
 fi
 
