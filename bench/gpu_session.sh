@@ -86,7 +86,10 @@ for name in ("torchatlas", "graphviz", "rich", "pytest", "hypothesis", "transfor
         module = importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         missing.append(f"{name} ({type(exc).__name__})")
-print("- missing: " + (", ".join(missing) if missing else "nothing") + (" -> bench/gpu_session.sh --fetch-wheels, carry .whl" if missing else ""))
+import pathlib
+if not pathlib.Path("src/torchatlas/_render/web/viewer.js").exists():
+    missing.append("the built viewer, src/torchatlas/_render/web (HTML pages)")
+print("- missing: " + (", ".join(missing) + " (docs/benchmarks.md: what to carry)" if missing else "nothing"))
 print("CUDA=" + ("yes" if cuda else "no"))
 EOF
 )
