@@ -216,12 +216,13 @@ def _float_numbers_into(x: Tensor, row: Tensor) -> None:
     norms, then NaN (mask, float16 copy, sum) and Inf (two masks, their union, float16 copy,
     sum). NaN and Inf masks are made a slice at a time and counted in float32 (exact within
     a slice; the total of several slices is a float32 number, exact up to 2**24)."""
-    _min_max_into(x, row)
-    torch.sum(x, dim=None, dtype=row.dtype, out=row[2])
-    torch.linalg.vector_norm(x, 2, dtype=row.dtype, out=row[3])
-    torch.linalg.vector_norm(x, 0, dtype=row.dtype, out=row[4])  # counts x != 0, as count_nonzero does
-    _count_into(torch.isnan, x, row[5])
-    _count_into(_isinf, x, row[6])
+    cells = row.unbind()  # one call for the seven views (each is a dispatch on the host)
+    _min_max_into(x, row, cells)
+    torch.sum(x, dim=None, dtype=row.dtype, out=cells[2])
+    torch.linalg.vector_norm(x, 2, dtype=row.dtype, out=cells[3])
+    torch.linalg.vector_norm(x, 0, dtype=row.dtype, out=cells[4])  # counts x != 0, as count_nonzero does
+    _count_into(torch.isnan, x, cells[5])
+    _count_into(_isinf, x, cells[6])
 
 
 def _isinf(x: Tensor) -> Tensor:
@@ -247,12 +248,14 @@ def _aminmax_view(x: Tensor) -> Tensor | None:
     return dense if dense.is_contiguous() else None
 
 
-def _min_max_into(x: Tensor, row: Tensor) -> None:
+def _min_max_into(x: Tensor, row: Tensor, cells: tuple[Tensor, ...]) -> None:
     view = _aminmax_view(x)
-    if view is not None and x.dtype == row.dtype:
-        torch.aminmax(view, out=(row[0], row[1]))  # written in place: one kernel
+    if view is None:
+        row[:2].copy_(torch.stack((torch.amin(x), torch.amax(x))))
+    elif x.dtype == row.dtype:
+        torch.aminmax(view, out=cells[:2])  # written in place: one kernel
     else:
-        row[:2].copy_(torch.stack(_min_max(x)))
+        row[:2].copy_(torch.stack(torch.aminmax(view)))
 
 
 def _count_into(mask_of: Any, x: Tensor, out: Tensor) -> None:
@@ -305,7 +308,7 @@ def _int_numbers_into(x: Tensor, row: Tensor) -> None:
     if x.dtype == torch.bool:
         row[:2].copy_(torch.stack((x.all(), x.any())))
     else:
-        _min_max_into(x, row)
+        _min_max_into(x, row, row.unbind())
 
 
 def _int_stats(row: list[float]) -> dict[str, Any]:
