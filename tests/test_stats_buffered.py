@@ -229,3 +229,18 @@ def test_an_output_costs_a_fixed_few_torch_calls(dtype, most) -> None:
         _stats._float_numbers_into(x, row)
     calls = [e.name for e in prof.events() if e.cpu_parent is None]
     assert len(calls) <= most, calls
+
+
+def test_an_empty_output_has_nothing_to_measure_and_nothing_missing(monkeypatch) -> None:
+    monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())
+
+    class Empties(nn.Module):
+        def forward(self, h):
+            return h[:0] * 2, (h[:, :0] > 0), h + 1
+
+    graph = torchatlas.trace(Empties(), torch.randn(3, 4), stats=True)
+    by_target = {n.target.rsplit(".", 1)[-1]: n for n in graph.ir.ops()}
+    for name in ("__mul__", "__gt__"):
+        assert by_target[name].meta.get("stats", [None])[0] is None
+        assert by_target[name].meta.get("stats_skipped") is None
+    assert by_target["__add__"].meta["stats"][0]["min"] is not None
