@@ -11,6 +11,8 @@ import warnings
 import pytest
 import torch
 import torch.nn as nn
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEvent
 
 import torchatlas
 from torchatlas._capture import _timing
@@ -266,3 +268,23 @@ def test_inputs_the_forward_writes_are_put_back_as_one_forward_leaves_them() -> 
     untouched = torch.zeros(3)
     torchatlas.profile(Accumulates(), (x, untouched), repeat=3, warmup=1)
     assert torch.equal(untouched, torch.ones(3))
+
+
+def test_a_ranges_device_side_twin_takes_neither_its_cpu_time_nor_its_device_time() -> None:
+    """On CUDA torch.profiler lists each range twice: the CPU-side range (its ops' kernels hang
+    below it) and a device-side "gpu_user_annotation" of the same name, later in the list,
+    with no CPU time and the span of its kernels. The times are the CPU-side range's."""
+    prefix = "torchatlas.0123456789ab:c"
+    cpu_range = FunctionEvent(id=1, name=f"{prefix}1", thread=1, start_us=0, end_us=30, use_device="cuda")
+    matmul = FunctionEvent(id=2, name="aten::mm", thread=1, start_us=5, end_us=25, use_device="cuda")
+    matmul.append_kernel("gemm", 0, 7.0)
+    matmul.append_kernel("splitk_reduce", 0, 2.0)
+    cpu_range.append_cpu_child(matmul)
+    twin = FunctionEvent(
+        id=3, name=f"{prefix}1", thread=1, start_us=40, end_us=95, use_device="cuda",
+        device_type=DeviceType.CUDA, is_user_annotation=True,
+    )
+    kernel = FunctionEvent(id=4, name="gemm", thread=7, start_us=40, end_us=47, use_device="cuda", device_type=DeviceType.CUDA)
+    theirs = FunctionEvent(id=5, name="torchatlas:c1", thread=1, start_us=0, end_us=99, use_device="cuda")
+    times = _timing.range_times([cpu_range, matmul, theirs, twin, kernel], prefix)
+    assert times == {1: (30.0, 9.0)}

@@ -66,7 +66,7 @@ def test_a_failing_measurement_is_never_the_models_failure(monkeypatch) -> None:
 
 
 def _device_row(x: torch.Tensor) -> list[float]:
-    row = torch.zeros(7, dtype=_stats._row_dtype(x.dtype))
+    row = torch.zeros(_stats._COLUMNS, dtype=_stats._row_dtype(x.dtype))
     (_stats._float_numbers_into if x.dtype.is_floating_point else _stats._int_numbers_into)(x, row)
     return row.tolist()
 

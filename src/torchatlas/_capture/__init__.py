@@ -150,7 +150,10 @@ def capture(
         if keep is not None:  # the traceback's frames still reach the keeper: free the copies now
             keep.kept.clear()
         raise
-    return Capture(ir, output, error, keep.kept if keep is not None else {})
+    kept: dict[str, Any] = {}
+    if keep is not None:  # the graph alone holds the copies: the keeper may sit in a cycle of the recorder's
+        kept, keep.kept = keep.kept, {}
+    return Capture(ir, output, error, kept)
 
 
 @dataclass

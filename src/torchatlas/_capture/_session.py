@@ -151,8 +151,12 @@ class Session:
         if profile:
             if self.recorder is not self.python:
                 raise ValueError("torchatlas: profile=True times Python-level ops; use level='python'")
+            # The pass closes over the model and its arguments, not over this session: a cycle
+            # through the session would hold the traced output, and every activation its
+            # autograd graph saved (on a GPU too), until Python's next cyclic collection.
+            model, args, kwargs = self.model, self.args, self.kwargs
             timer = Timer(
-                recording, lambda: _distributed.settled(self.model(*self.args, **self.kwargs)), self.model,
+                recording, lambda: _distributed.settled(model(*args, **kwargs)), self.model,
                 *profile_rounds,
                 compiled_calls=self.index.compiled_calls, inputs=[t for _, t in self.inputs],
             )

@@ -12,7 +12,9 @@ counted only when min, max or sum say there are any. On an accelerator nothing w
 device per op: the reductions write each output's numbers straight into one row of a
 preallocated buffer on its device (one per accumulation dtype), read once when the forward
 pass is over; NaN and Inf are counted in slices of at most ``_CHUNK`` elements, so a mask is
-never larger than that.
+never larger than that. No step copies the output itself: ``torch.aminmax`` reads a
+contiguous copy of a non-contiguous tensor and ``torch.isinf`` computes ``x.abs()``, so
+neither is called that way (tests/test_stats_buffered.py checks the allocations).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ Tensor = torch.Tensor
 _FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 _INTEGERS = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64})
 _ACCUMULATE = {torch.float16: torch.float32, torch.bfloat16: torch.float32}
-_CHUNK = 1 << 24
-"""Elements per NaN/Inf mask on an accelerator; a float32 count of that many is exact."""
+_CHUNK = 1 << 22
+"""Elements per NaN/Inf mask on an accelerator (a bool mask and its float16 copy: 12 MB at most);
+a float32 count of that many is exact."""
 SAMPLE = 1 << 16
 """``stats="sample"``: outputs over this many elements are measured on a strided sample of about as many."""
 _COLUMNS = 7  # min, max, sum, L2 norm, non-zero count, NaN count, Inf count
@@ -83,12 +86,16 @@ class _DeviceRows:
     """One accelerator's numbers of one dtype: a row per output in one buffer, grown by doubling."""
 
     def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
-        self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
+        # never an inference tensor (made inside a model's torch.inference_mode block), which
+        # could not be written into once the model leaves the block
+        with torch.inference_mode(False):
+            self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
         self.used = 0
 
     def next_row(self) -> Tensor:
         if self.used == len(self.buffer):
-            self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
+            with torch.inference_mode(False):
+                self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
         self.used += 1
         return self.buffer[self.used - 1]
 
@@ -191,30 +198,64 @@ def _float_numbers_now(x: Tensor) -> list[float]:
     or sum, so they are counted only then.
     """
     wide = _ACCUMULATE.get(x.dtype)
-    low, high = torch.aminmax(x)
+    low, high = _min_max(x)
     row = [
         low.item(), high.item(), x.sum(dtype=wide).item(), torch.linalg.vector_norm(x, dtype=wide).item(),
         torch.count_nonzero(x).item(), 0, 0,
     ]
     if not all(math.isfinite(v) for v in row[:3]):
-        row[5], row[6] = torch.isnan(x).sum().item(), torch.isinf(x).sum().item()
+        row[5], row[6] = torch.count_nonzero(torch.isnan(x)).item(), torch.count_nonzero(_isinf(x)).item()
     return row
 
 
 def _float_numbers_into(x: Tensor, row: Tensor) -> None:
     """The same numbers, written on the device straight into ``row`` (of ``x``'s accumulation
     dtype) by the reductions themselves: each reads ``x`` in its own dtype, CUDA accumulating
-    half and bfloat16 in float32 without a copy; about ten kernels and no sync. NaN and Inf
-    masks are made a slice at a time and counted in float32 (exact within a slice)."""
-    if x.dtype == row.dtype:
-        torch.aminmax(x, out=(row[0], row[1]))
+    half and bfloat16 in float32 without a copy; no sync. Twelve kernel launches per slice
+    (two more in half precision, whose min and max are stacked and cast): min/max, sum, two
+    norms, then NaN (mask, float16 copy, sum) and Inf (two masks, their union, float16 copy,
+    sum). NaN and Inf masks are made a slice at a time and counted in float32 (exact within
+    a slice; the total of several slices is a float32 number, exact up to 2**24)."""
+    cells = row.unbind()  # one call for the seven views (each is a dispatch on the host)
+    _min_max_into(x, row, cells)
+    torch.sum(x, dim=None, dtype=row.dtype, out=cells[2])
+    torch.linalg.vector_norm(x, 2, dtype=row.dtype, out=cells[3])
+    torch.linalg.vector_norm(x, 0, dtype=row.dtype, out=cells[4])  # counts x != 0, as count_nonzero does
+    _count_into(torch.isnan, x, cells[5])
+    _count_into(_isinf, x, cells[6])
+
+
+def _isinf(x: Tensor) -> Tensor:
+    """``torch.isinf(x)`` without its copy: torch computes it as ``x.abs() == inf``."""
+    return torch.isposinf(x).logical_or_(torch.isneginf(x))
+
+
+def _min_max(x: Tensor) -> tuple[Tensor, Tensor]:
+    """Smallest and largest element, without a copy of ``x``: ``torch.aminmax`` over every
+    element reads ``x.contiguous()``, so it is given ``x`` permuted into memory order (a view)
+    where that is dense, and else ``amin`` and ``amax`` read ``x`` apiece."""
+    view = _aminmax_view(x)
+    return torch.aminmax(view) if view is not None else (torch.amin(x), torch.amax(x))
+
+
+def _aminmax_view(x: Tensor) -> Tensor | None:
+    """``x`` or a view of it that ``torch.aminmax`` reads without a copy; None if there is none.
+    An expanded view (a stride of 0) is given as it is: its copy fails at once where it would
+    be too big, where ``amin`` over every repeat would run for hours."""
+    if x.is_contiguous() or 0 in x.stride():
+        return x
+    dense = x.permute(sorted(range(x.dim()), key=lambda d: x.stride(d), reverse=True))
+    return dense if dense.is_contiguous() else None
+
+
+def _min_max_into(x: Tensor, row: Tensor, cells: tuple[Tensor, ...]) -> None:
+    view = _aminmax_view(x)
+    if view is None:
+        row[:2].copy_(torch.stack((torch.amin(x), torch.amax(x))))
+    elif x.dtype == row.dtype:
+        torch.aminmax(view, out=cells[:2])  # written in place: one kernel
     else:
-        row[:2].copy_(torch.stack(torch.aminmax(x)))
-    torch.sum(x, dim=None, dtype=row.dtype, out=row[2])
-    torch.linalg.vector_norm(x, 2, dtype=row.dtype, out=row[3])
-    torch.linalg.vector_norm(x, 0, dtype=row.dtype, out=row[4])  # counts x != 0, as count_nonzero does
-    _count_into(torch.isnan, x, row[5])
-    _count_into(torch.isinf, x, row[6])
+        row[:2].copy_(torch.stack(torch.aminmax(view)))
 
 
 def _count_into(mask_of: Any, x: Tensor, out: Tensor) -> None:
@@ -259,15 +300,15 @@ def _float_stats(row: list[float], numel: int) -> dict[str, Any]:
 def _int_numbers_now(x: Tensor) -> list[float]:
     if x.dtype == torch.bool:
         return [int(x.all().item()), int(x.any().item())]
-    low, high = torch.aminmax(x)
+    low, high = _min_max(x)
     return [low.item(), high.item()]
 
 
 def _int_numbers_into(x: Tensor, row: Tensor) -> None:
-    if x.dtype == torch.int64:
-        torch.aminmax(x, out=(row[0], row[1]))
+    if x.dtype == torch.bool:
+        row[:2].copy_(torch.stack((x.all(), x.any())))
     else:
-        row[:2].copy_(torch.stack((x.all(), x.any()) if x.dtype == torch.bool else torch.aminmax(x)))
+        _min_max_into(x, row, row.unbind())
 
 
 def _int_stats(row: list[float]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.autograd import DeviceType
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import _disable_current_modes
 
@@ -203,11 +204,7 @@ class Timer:
                 torch.cuda.synchronize()
         if ranges.calls != self.calls:
             return None
-        times: dict[int, tuple[float, float]] = {}
-        for event in profiler.events():
-            number = event.name[len(prefix):] if event.name.startswith(prefix) else ""
-            if number.isdigit():
-                times[int(number)] = (event.cpu_time_total, getattr(event, "device_time_total", 0.0))
+        times = range_times(profiler.events(), prefix)
         return {call: times.get(call, (0.0, 0.0)) for call in self._call_record}
 
     def _write(self, scope_rounds: list[list[float]], op_rounds: list[dict[int, tuple[float, float]]], device: bool) -> None:
@@ -232,6 +229,23 @@ class Timer:
             if device:
                 times["cuda_time_us"] = round(inclusive[index], 3)
             scope.extra = {**(scope.extra or {}), **times}
+
+
+def range_times(events: Any, prefix: str) -> dict[int, tuple[float, float]]:
+    """Call number -> (CPU µs, device µs) of the ranges named ``<prefix><call number>``.
+
+    Only the CPU-side range counts: on CUDA the profiler lists each range a second time as a
+    device-side "gpu_user_annotation" event of the same name, with no CPU time and the span
+    from its first kernel's start to its last one's end, gaps included. The CPU-side one's
+    device time is the sum of the kernels the ops inside it launched."""
+    times: dict[int, tuple[float, float]] = {}
+    for event in events:
+        if event.device_type != DeviceType.CPU or event.is_async or not event.name.startswith(prefix):
+            continue
+        number = event.name[len(prefix):]
+        if number.isdigit():
+            times[int(number)] = (event.cpu_time_total, event.device_time_total)
+    return times
 
 
 def _version(t: torch.Tensor) -> int | None:
