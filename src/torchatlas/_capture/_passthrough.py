@@ -214,14 +214,14 @@ class PassThroughs:
         if entry is None or entry[0]() is not t or entry[1][-1].node != value:
             return value
         running = set(self._running())
-        frames = _live_frames(sys._getframe(1))
+        frames = _Frames(sys._getframe(1))
         # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
         for passed in reversed(entry[1]):
             if any(self._reads_through(d, running, frames, returning) for d in passed.deliveries):
                 return passed.node
         return entry[1][0].before
 
-    def _reads_through(self, d: Delivery, running: set[int], frames: dict[int, Any], returning: int | None) -> bool:
+    def _reads_through(self, d: Delivery, running: set[int], frames: _Frames, returning: int | None) -> bool:
         if d.kind == ESCAPED and not d.superseded:
             return True
         frame = frames.get(d.frame) if d.guard in running else None
@@ -446,17 +446,25 @@ def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str,
     return tuple(held)
 
 
-class _Frames(dict):
-    """Every frame running now, by id; ``chain``: from the newest down."""
+class _Frames:
+    """The frames running now, newest first (``chain``), walked only as far as a lookup needs:
+    the frame a pass-through's result went to is most often a few frames up."""
 
-    chain: list[Any]
+    __slots__ = ("chain", "_by_id", "_next")
 
+    def __init__(self, frame: Any) -> None:
+        self.chain: list[Any] = []
+        self._by_id: dict[int, Any] = {}
+        self._next = frame
 
-def _live_frames(frame: Any) -> _Frames:
-    frames = _Frames()
-    frames.chain = []
-    while frame is not None:
-        frames[id(frame)] = frame
-        frames.chain.append(frame)
-        frame = frame.f_back
-    return frames
+    def get(self, key: int) -> Any:
+        """The running frame whose ``id`` is ``key``, else None."""
+        found = self._by_id.get(key)
+        while found is None and self._next is not None:
+            frame = self._next
+            self._next = frame.f_back
+            self.chain.append(frame)
+            self._by_id[id(frame)] = frame
+            if id(frame) == key:
+                found = frame
+        return found
