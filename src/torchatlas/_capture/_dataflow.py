@@ -108,7 +108,7 @@ class DataFlow:
         if entry is None or entry[0]() is not t:
             return None
         passes = self.passes
-        if passes and entry[1] in passes.nodes:
+        if passes is not None and entry[1] in passes.nodes:
             return passes.resolve(t, (entry[1], entry[2]), self.returning)
         return entry[1], entry[2]
 

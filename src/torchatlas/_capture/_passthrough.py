@@ -126,6 +126,8 @@ class PassThroughs:
         self._running = running_scopes
         self._by_tensor: dict[int, tuple[Any, list[Passed]]] = {}
         self.nodes: set[int] = set()
+        # id(code) -> (code, its facts), for this trace: a plain dict beside the weak one
+        self._code_seen: dict[int, tuple[Any, _Code | None]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.nodes)
@@ -133,6 +135,7 @@ class PassThroughs:
     def clear(self) -> None:
         self._by_tensor.clear()
         self.nodes.clear()
+        self._code_seen.clear()
 
     # -- recording ----------------------------------------------------------------------
 
@@ -171,32 +174,21 @@ class PassThroughs:
         return Delivery(guard, frame, code, offset, kind, names)
 
     def _facts(self, code: Any) -> _Code | None:
-        return _code_facts(code)
+        seen = self._code_seen.get(id(code))
+        if seen is None or seen[0] is not code:
+            seen = self._code_seen[id(code)] = (code, _code_facts(code))
+        return seen[1]
 
     def _consumer(self, code: Any, offset: int) -> tuple[str, tuple[str, ...]]:
         """Where the result of the call at ``offset`` went: the instructions that follow it."""
         facts = self._facts(code)
-        i = facts.at(offset) if facts is not None else None
-        if facts is None or i is None or i + 1 >= len(facts.instructions):
+        if facts is None:
             return ESCAPED, ()
-        call_span = facts.span(offset)
-        following = facts.instructions[i + 1]
-        if following.opname in _STORES:
-            return STORED, _names(following)
-        if following.opname in _RETURNS:
-            return RETURNED, ()
-        if following.opname in _ESCAPES or call_span is None:
-            return ESCAPED, ()
-        # Consumed by an enclosing expression; one that builds a container, unless it is
-        # returned, may carry it anywhere.
-        contained = False
-        for inst in facts.instructions[i + 1 : i + 400]:
-            if inst.opname in _STATEMENT_ENDS:
-                return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
-            span = _span(inst)
-            if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
-                contained = True
-        return ESCAPED, ()
+        key = ("consumer", offset)  # a call site answers the same each time it runs
+        known = facts.answers.get(key)
+        if known is None:
+            known = facts.answers[key] = _consumer_of(facts, offset)
+        return known
 
     # -- reading ------------------------------------------------------------------------
 
@@ -275,6 +267,31 @@ class PassThroughs:
         if known is None:
             known = facts.answers[key] = _returns_it(facts, d, anywhere)
         return known
+
+
+def _consumer_of(facts: _Code, offset: int) -> tuple[str, tuple[str, ...]]:
+    """Where the result of the call at ``offset`` went (see ``PassThroughs._consumer``)."""
+    i = facts.at(offset)
+    if i is None or i + 1 >= len(facts.instructions):
+        return ESCAPED, ()
+    call_span = facts.span(offset)
+    following = facts.instructions[i + 1]
+    if following.opname in _STORES:
+        return STORED, _names(following)
+    if following.opname in _RETURNS:
+        return RETURNED, ()
+    if following.opname in _ESCAPES or call_span is None:
+        return ESCAPED, ()
+    # Consumed by an enclosing expression; one that builds a container, unless it is
+    # returned, may carry it anywhere.
+    contained = False
+    for inst in facts.instructions[i + 1 : i + 400]:
+        if inst.opname in _STATEMENT_ENDS:
+            return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
+        span = _span(inst)
+        if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
+            contained = True
+    return ESCAPED, ()
 
 
 def _returns_it(facts: _Code, d: Delivery, anywhere: bool) -> bool:
