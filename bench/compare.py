@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     if opts.models:
         names = opts.models.split(",")
     else:
-        names = models.smoke_models() + ([] if opts.smoke else models.zoo_models() + models.scale_models())
+        names = models.smoke_models() + ([] if opts.smoke else models.zoo_models(opts.device) + models.scale_models())
     unknown = [n for n in names if n not in models.MODELS]
     if unknown:
         parser.error(f"unknown models: {', '.join(unknown)}; known: {', '.join(models.MODELS)}")

@@ -33,6 +33,9 @@ class ModelSpec:
     """Too big to hold in memory here: only ever built on the meta device."""
     scale: bool = False
     """A synthetic graph of a set op count, for time-vs-size curves (too big to draw)."""
+    gpu: bool = False
+    """Sized for a GPU: built for real only on ``cuda``, else on the meta device; in the
+    default model lists only with ``--device cuda``."""
 
 
 def _coolcnn_class() -> type[torch.nn.Module]:
@@ -123,6 +126,30 @@ def build_llama_70b(device: str) -> Built:
     return _hf_on_tokens("LlamaForCausalLM", "LlamaConfig", device, num_key_value_heads=8, vocab_size=128256, **sizes)
 
 
+LLAMA_8B_BATCH, LLAMA_8B_LENGTH = 4, 2048
+
+
+def build_llama_8b(device: str) -> Built:
+    """Llama-3-8B's shape in bfloat16 on a 4x2048 batch: the GPU bench's ``stats=True`` target
+    (issue 32: at most 1.5x the forward's time and 1.25x its peak memory). 16 GB of weights:
+    on a CPU it is only built on the meta device."""
+    if device not in ("cuda", "meta") and not device.startswith("cuda:"):
+        raise ValueError("llama-8b is only built on a CUDA device or on the meta device (16 GB in bfloat16)")
+    import transformers
+
+    config = transformers.AutoConfig.for_model(
+        "llama", hidden_size=4096, num_hidden_layers=32, intermediate_size=14336, num_attention_heads=32,
+        num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0,
+        rms_norm_eps=1e-5, bos_token_id=128000, eos_token_id=128001,
+    )
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, config.vocab_size, (LLAMA_8B_BATCH, LLAMA_8B_LENGTH), generator=generator)
+    return model.eval(), (tokens.to(device),), {}
+
+
 class _ChainBlock(torch.nn.Module):
     """Ten ops on a 1x8 tensor: cheap to run, so capture overhead dominates."""
 
@@ -177,6 +204,7 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("gpt2", build_gpt2),
         ModelSpec("t5-small", build_t5_small),
         ModelSpec("llama-1b", build_llama_1b),
+        ModelSpec("llama-8b", build_llama_8b, gpu=True),
         ModelSpec("llama-70b", build_llama_70b, meta_only=True),
         *(ModelSpec(_chain_name(ops), _chain_builder(ops), scale=True) for ops in SCALE_OPS),
     ]
@@ -184,18 +212,23 @@ MODELS: dict[str, ModelSpec] = {
 
 
 def build(name: str, device: str = "cpu") -> Built:
-    """Build the named model on ``device``; meta-only models always go to ``meta``."""
+    """Build the named model on ``device``; meta-only models always go to ``meta``, GPU-sized
+    ones there when ``device`` is no CUDA device."""
     spec = MODELS[name]
-    return spec.build("meta" if spec.meta_only else device)
+    on_meta = spec.meta_only or (spec.gpu and not device.startswith("cuda"))
+    return spec.build("meta" if on_meta else device)
 
 
 def smoke_models() -> list[str]:
     return [name for name, spec in MODELS.items() if spec.smoke]
 
 
-def zoo_models() -> list[str]:
-    """The real architectures, smallest first."""
-    return [name for name, spec in MODELS.items() if not spec.smoke and not spec.scale]
+def zoo_models(device: str = "cpu") -> list[str]:
+    """The real architectures, smallest first (the GPU-sized ones only on ``cuda``)."""
+    return [
+        name for name, spec in MODELS.items()
+        if not spec.smoke and not spec.scale and (not spec.gpu or device.startswith("cuda"))
+    ]
 
 
 def scale_models() -> list[str]:

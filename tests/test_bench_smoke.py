@@ -160,3 +160,33 @@ def test_bench_profile_reports_the_root_against_the_forward(tmp_path: Path) -> N
     rows = _tables("## t\n" + out.read_text(encoding="utf-8"))["t"]
     assert rows[0][:4] == ["model", "plain forward", "profiled root", "root / forward"]
     assert rows[1][0] == "coolcnn" and RATIO.match(rows[1][3]) and rows[1][-1] in ("yes", "no")
+
+
+def test_the_gpu_target_row_is_skipped_with_a_reason_without_cuda(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    out = tmp_path / "runtime.md"
+    done = _bench("bench_runtime.py", "--models", "llama-8b", "--out", str(out))
+    assert "llama-8b" in done.stdout and "needs `--device cuda`" in done.stdout
+    text = out.read_text(encoding="utf-8")
+    assert "GPU target row (llama-8b, bfloat16, 4×2048) is skipped" in text
+
+
+def test_llama_8b_is_llama_3_8b_in_bfloat16_on_the_meta_device_off_the_gpu() -> None:
+    import torch
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        import models
+    finally:
+        sys.path.remove(str(BENCH))
+    model, (tokens,), kwargs = models.build("llama-8b", "cpu")
+    params = list(model.parameters())
+    assert {p.device.type for p in params} == {"meta"} and {p.dtype for p in params} == {torch.bfloat16}
+    assert 8.0e9 < sum(p.numel() for p in params) < 8.1e9
+    assert tuple(tokens.shape) == (4, 2048) and kwargs == {}
+    assert "llama-8b" not in models.zoo_models() and "llama-8b" in models.zoo_models("cuda")
+    with pytest.raises(ValueError, match="only built on a CUDA device or on the meta device"):
+        models.build_llama_8b("cpu")

@@ -260,3 +260,15 @@ def test_aten_level_agrees() -> None:
     first_short = by_path["short"][0]
     producers = {ir.scope(ir.node(r.node).scope).path for n in by_path["short"] for r in n.inputs}
     assert "block.drop" not in producers and "pre" in producers, first_short
+
+
+def test_a_readers_frames_are_walked_only_as_far_as_the_frame_asked_for() -> None:
+    from torchatlas._capture._passthrough import _Frames
+
+    top = sys._getframe(0)
+    frames = _Frames(top)
+    assert frames.get(id(top)) is top and frames.chain == [top]  # the newest frame: nothing more walked
+    parent = top.f_back
+    assert frames.get(id(parent)) is parent and frames.chain == [top, parent]
+    assert frames.get(id(object())) is None  # not a running frame: the whole stack was walked for it
+    assert frames.chain[-1].f_back is None and len(frames.chain) > 2

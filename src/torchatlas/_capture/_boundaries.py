@@ -68,6 +68,8 @@ class Boundaries:
         self._inputs = inputs
         self._passed_by = passed_by
         self._first: dict[int, int] = {}  # scope index -> its first record index
+        # module class -> parameter_names: one look-up per call in a plain dict, for this trace only
+        self._positional: dict[type, list[str]] = {}
         self.passes = flow.passes = PassThroughs(tracker.running)
 
     def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
@@ -89,7 +91,11 @@ class Boundaries:
     def _given(self, module: Any, args: tuple, kwargs: dict) -> dict[Slot, str]:
         """What the call was given, in argument order: each tensor's value as recorded so far, and
         the parameter it was passed as (``key_value_states``; inside a list, the list's)."""
-        names = [*parameter_names(type(module), len(args)), *kwargs]
+        cls = type(module)
+        positional = self._positional.get(cls)
+        if positional is None or len(positional) < len(args):
+            positional = self._positional[cls] = parameter_names(cls, len(args))
+        names = [*positional[: len(args)], *kwargs]
         given: dict[Slot, str] = {}
         for name, arg in zip(names, (*args, *kwargs.values()), strict=True):
             tensors: list[Tensor] = []
@@ -129,11 +135,12 @@ class Boundaries:
             for t in tensors:  # what each value is now (a value updated through a view is, here)
                 if id(t) in here:
                     continue
-                made = flow.made_by(t)  # the record that last made or wrote its value
-                if made is None:
+                latest = flow.latest(t, index)  # the record that last made or wrote its value
+                if latest is None:
                     here[id(t)] = flow.ref(t)
                     continue
-                found = here[id(t)] = flow.known(t, index)
+                made, found = latest
+                here[id(t)] = found
                 if found[0] in self.passes.nodes:  # returned on: this call's caller got it
                     scope = self.tracker.scopes[index]
                     self.passes.returned(t, found, index, scope.parent, self._site(index, root))
@@ -150,6 +157,7 @@ class Boundaries:
     def release(self) -> None:
         self._inputs = []
         self._first.clear()
+        self._positional.clear()
         self.passes.clear()
 
     def _site(self, index: int, root: bool) -> tuple[int, Any, int] | None:

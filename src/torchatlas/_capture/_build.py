@@ -19,12 +19,16 @@ from ._values import dtype_name, encode, encode_arguments
 
 def build_graph(recording: Recording) -> GraphIR:
     names = _variable_names(recording)
-    sources: dict[tuple[Any, int], Source | None] = {}
+    # Keyed by the code object's id, not the code object: hashing a code object hashes its
+    # constants and names anew each time. The records keep every code object alive meanwhile.
+    sources: dict[tuple[int, int], Source] = {}
 
     def source(code: Any, line: int) -> Source | None:
-        key = (code, line)
+        if code is None:
+            return None
+        key = (id(code), line)
         hit = sources.get(key)
-        if hit is None and code is not None:
+        if hit is None:
             hit = sources[key] = Source(code.co_filename, line, _source.line_text(code.co_filename, line))
         return hit
 
@@ -39,7 +43,33 @@ def build_graph(recording: Recording) -> GraphIR:
 
     ids = [f"n{i}" for i in range(len(recording.nodes) + len(recording.outputs))]
     scope_ids = [f"s{i}" for i in range(len(recording.scopes))]
-    nodes = [_node(ids, scope_ids, i, r, source, tensor_meta, metas, names.get(i)) for i, r in enumerate(recording.nodes)]
+    nodes = []
+    append = nodes.append
+    for i, r in enumerate(recording.nodes):  # the hot loop of a build, inline
+        meta: dict[str, Any] = dict(r.extra) if r.extra else {}
+        if r.error is not None:
+            meta["error"] = r.error
+        if r.reads:
+            meta["reads"] = [_read(read, source) for read in r.reads]
+        code = r.code
+        append(
+            Node(
+                ids[i],
+                r.kind,
+                scope_ids[r.scope],
+                [_new_tuple(Ref, (ids[p], slot)) for p, slot in r.inputs],
+                [_new_tuple(Ref, (ids[p], slot)) for p, slot in r.shape_inputs] if r.shape_inputs else [],
+                r.target,
+                r.path,
+                [metas.get(m) or tensor_meta(m) for m in r.outputs],
+                encode_arguments(r.args) if r.args else [],
+                {k: encode(v) for k, v in r.kwargs.items()} if r.kwargs else {},
+                r.inplace,
+                None if code is None else source(code, r.line),
+                names.get(i),
+                meta,
+            )
+        )
     for path, (producer, slot), raw, extra in recording.outputs:
         nodes.append(
             Node(
@@ -98,39 +128,6 @@ def _ref(node: str, slot: int) -> Ref:
 
 
 _new_tuple = tuple.__new__
-
-
-def _node(
-    ids: list[str],
-    scope_ids: list[str],
-    index: int,
-    r: NodeRecord,
-    source: Callable[[Any, int], Source | None],
-    tensor_meta: Callable[[Any], TensorMeta],
-    metas: dict[Any, TensorMeta],
-    name: str | None,
-) -> Node:
-    meta: dict[str, Any] = dict(r.extra) if r.extra else {}
-    if r.error is not None:
-        meta["error"] = r.error
-    if r.reads:
-        meta["reads"] = [_read(read, source) for read in r.reads]
-    return Node(
-        ids[index],
-        r.kind,
-        scope_ids[r.scope],
-        [_new_tuple(Ref, (ids[p], s)) for p, s in r.inputs],
-        [_ref(ids[p], s) for p, s in r.shape_inputs] if r.shape_inputs else [],
-        r.target,
-        r.path,
-        [metas.get(m) or tensor_meta(m) for m in r.outputs],
-        encode_arguments(r.args) if r.args else [],
-        {k: encode(v) for k, v in r.kwargs.items()} if r.kwargs else {},
-        r.inplace,
-        source(r.code, r.line),
-        name,
-        meta,
-    )
 
 
 def _read(read: Any, source: Callable[[Any, int], Source | None]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from ._records import NodeRecord, Recording, Slot
 from ._values import TENSOR_ARGS
 
 Tensor = torch.Tensor
+_PLAIN = (Tensor, torch.nn.Parameter)
 UPDATED = "torchatlas.updated"
 """Target of the node a tensor becomes when read after a write through another view of its storage."""
 Classifier = Callable[[Tensor], tuple[str, str | None]]
@@ -70,12 +71,17 @@ class DataFlow:
 
     def new_leaf(self, kind: str, path: str | None, t: Tensor) -> Slot:
         index = len(self.nodes)
-        record = NodeRecord(kind, self.current_scope(), [], path=path, outputs=[raw_meta(t)])
+        plain = type(t) in _PLAIN  # most leaves: parameters, read once each per trace
+        try:
+            meta = (t.shape, t.dtype, t.device) if plain else raw_meta(t)
+        except RuntimeError:  # a nested tensor
+            meta = raw_meta(t)
+        record = NodeRecord(kind, self.current_scope(), [], None, path, [meta])
         if kind in ("param", "buffer"):
             record.extra = {"requires_grad": bool(t.requires_grad)}
         self.nodes.append(record)
-        self.register(t, index, 0)
-        inner = _distributed.inner_tensor(t) if type(t) is not Tensor else None
+        self._producer[id(t)] = (weakref.ref(t), index, 0)
+        inner = None if plain else _distributed.inner_tensor(t)
         if inner is not None:  # a DTensor parameter or input: its local shard is the same leaf
             self.register(inner, index, 0)
         return index, 0
@@ -102,7 +108,7 @@ class DataFlow:
         if entry is None or entry[0]() is not t:
             return None
         passes = self.passes
-        if passes and entry[1] in passes.nodes:
+        if passes is not None and entry[1] in passes.nodes:
             return passes.resolve(t, (entry[1], entry[2]), self.returning)
         return entry[1], entry[2]
 
@@ -113,6 +119,20 @@ class DataFlow:
             return None
         write = self._write_since(t, made)
         return write[0][0] if write is not None else made[0]
+
+    def latest(self, t: Tensor, scope: int) -> tuple[int, Slot] | None:
+        """``(made_by(t), known(t, scope))`` with one lookup (a pass-through's value is resolved
+        once): the record that last made or wrote ``t``'s value, and the value it holds."""
+        made = self.lookup(t)
+        if made is None:
+            return None
+        write = self._write_since(t, made)
+        if write is None:
+            return made[0], made
+        writer, geometry = write
+        if _geometry(t) == geometry:
+            return writer[0], writer
+        return writer[0], self._updated(t, made, writer, scope)
 
     def _write_since(self, t: Tensor, made: Slot) -> tuple[Slot, tuple[Any, ...] | None] | None:
         """The last write into ``t``'s storage, if it came after the record that made ``t``."""
@@ -162,15 +182,20 @@ class DataFlow:
         self.register(t, *self.ref(source))
 
     def refs(self, tensors: list[Tensor]) -> list[Slot]:
-        if self._writes:
-            return [self.ref(t) for t in tensors]
-        # Hot path: no write happened yet, so identity alone decides, but for a pass-through's value.
+        # Hot path: a tensor a record made, not a pass-through's value, whose storage no record
+        # wrote since (identity alone decides); anything else goes through ``ref``.
         out = []
         get = self._producer.get
         passed = self.passes.nodes if self.passes is not None else ()
+        writes = self._writes
         for t in tensors:
             entry = get(id(t))
             if entry is not None and entry[0]() is t and entry[1] not in passed:
+                if writes:
+                    write = writes.get(storage_key(t))
+                    if write is not None and write[0][0] > entry[1]:
+                        out.append(self.ref(t))
+                        continue
                 out.append((entry[1], entry[2]))
             else:
                 out.append(self.ref(t))

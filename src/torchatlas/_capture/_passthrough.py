@@ -126,6 +126,8 @@ class PassThroughs:
         self._running = running_scopes
         self._by_tensor: dict[int, tuple[Any, list[Passed]]] = {}
         self.nodes: set[int] = set()
+        # id(code) -> (code, its facts), for this trace: a plain dict beside the weak one
+        self._code_seen: dict[int, tuple[Any, _Code | None]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.nodes)
@@ -133,6 +135,7 @@ class PassThroughs:
     def clear(self) -> None:
         self._by_tensor.clear()
         self.nodes.clear()
+        self._code_seen.clear()
 
     # -- recording ----------------------------------------------------------------------
 
@@ -171,32 +174,21 @@ class PassThroughs:
         return Delivery(guard, frame, code, offset, kind, names)
 
     def _facts(self, code: Any) -> _Code | None:
-        return _code_facts(code)
+        seen = self._code_seen.get(id(code))
+        if seen is None or seen[0] is not code:
+            seen = self._code_seen[id(code)] = (code, _code_facts(code))
+        return seen[1]
 
     def _consumer(self, code: Any, offset: int) -> tuple[str, tuple[str, ...]]:
         """Where the result of the call at ``offset`` went: the instructions that follow it."""
         facts = self._facts(code)
-        i = facts.at(offset) if facts is not None else None
-        if facts is None or i is None or i + 1 >= len(facts.instructions):
+        if facts is None:
             return ESCAPED, ()
-        call_span = facts.span(offset)
-        following = facts.instructions[i + 1]
-        if following.opname in _STORES:
-            return STORED, _names(following)
-        if following.opname in _RETURNS:
-            return RETURNED, ()
-        if following.opname in _ESCAPES or call_span is None:
-            return ESCAPED, ()
-        # Consumed by an enclosing expression; one that builds a container, unless it is
-        # returned, may carry it anywhere.
-        contained = False
-        for inst in facts.instructions[i + 1 : i + 400]:
-            if inst.opname in _STATEMENT_ENDS:
-                return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
-            span = _span(inst)
-            if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
-                contained = True
-        return ESCAPED, ()
+        key = ("consumer", offset)  # a call site answers the same each time it runs
+        known = facts.answers.get(key)
+        if known is None:
+            known = facts.answers[key] = _consumer_of(facts, offset)
+        return known
 
     # -- reading ------------------------------------------------------------------------
 
@@ -214,14 +206,14 @@ class PassThroughs:
         if entry is None or entry[0]() is not t or entry[1][-1].node != value:
             return value
         running = set(self._running())
-        frames = _live_frames(sys._getframe(1))
+        frames = _Frames(sys._getframe(1))
         # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
         for passed in reversed(entry[1]):
             if any(self._reads_through(d, running, frames, returning) for d in passed.deliveries):
                 return passed.node
         return entry[1][0].before
 
-    def _reads_through(self, d: Delivery, running: set[int], frames: dict[int, Any], returning: int | None) -> bool:
+    def _reads_through(self, d: Delivery, running: set[int], frames: _Frames, returning: int | None) -> bool:
         if d.kind == ESCAPED and not d.superseded:
             return True
         frame = frames.get(d.frame) if d.guard in running else None
@@ -275,6 +267,31 @@ class PassThroughs:
         if known is None:
             known = facts.answers[key] = _returns_it(facts, d, anywhere)
         return known
+
+
+def _consumer_of(facts: _Code, offset: int) -> tuple[str, tuple[str, ...]]:
+    """Where the result of the call at ``offset`` went (see ``PassThroughs._consumer``)."""
+    i = facts.at(offset)
+    if i is None or i + 1 >= len(facts.instructions):
+        return ESCAPED, ()
+    call_span = facts.span(offset)
+    following = facts.instructions[i + 1]
+    if following.opname in _STORES:
+        return STORED, _names(following)
+    if following.opname in _RETURNS:
+        return RETURNED, ()
+    if following.opname in _ESCAPES or call_span is None:
+        return ESCAPED, ()
+    # Consumed by an enclosing expression; one that builds a container, unless it is
+    # returned, may carry it anywhere.
+    contained = False
+    for inst in facts.instructions[i + 1 : i + 400]:
+        if inst.opname in _STATEMENT_ENDS:
+            return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
+        span = _span(inst)
+        if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
+            contained = True
+    return ESCAPED, ()
 
 
 def _returns_it(facts: _Code, d: Delivery, anywhere: bool) -> bool:
@@ -446,17 +463,25 @@ def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str,
     return tuple(held)
 
 
-class _Frames(dict):
-    """Every frame running now, by id; ``chain``: from the newest down."""
+class _Frames:
+    """The frames running now, newest first (``chain``), walked only as far as a lookup needs:
+    the frame a pass-through's result went to is most often a few frames up."""
 
-    chain: list[Any]
+    __slots__ = ("chain", "_by_id", "_next")
 
+    def __init__(self, frame: Any) -> None:
+        self.chain: list[Any] = []
+        self._by_id: dict[int, Any] = {}
+        self._next = frame
 
-def _live_frames(frame: Any) -> _Frames:
-    frames = _Frames()
-    frames.chain = []
-    while frame is not None:
-        frames[id(frame)] = frame
-        frames.chain.append(frame)
-        frame = frame.f_back
-    return frames
+    def get(self, key: int) -> Any:
+        """The running frame whose ``id`` is ``key``, else None."""
+        found = self._by_id.get(key)
+        while found is None and self._next is not None:
+            frame = self._next
+            self._next = frame.f_back
+            self.chain.append(frame)
+            self._by_id[id(frame)] = frame
+            if id(frame) == key:
+                found = frame
+        return found

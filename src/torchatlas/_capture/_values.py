@@ -122,6 +122,8 @@ def encode_arguments(values: list[Any]) -> list[Any]:
             out.append({"tensor": int(v)})
         elif kind is int or kind is bool or v is None or (kind is float and math.isfinite(v)):
             out.append(v)
+        elif kind is list and len(v) <= _MAX_ITEMS and all(type(x) is int for x in v):
+            out.append(v[:])  # sizes, dims, paddings: already JSON
         else:
             out.append(encode(v, 1))
     return out
