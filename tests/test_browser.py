@@ -48,7 +48,7 @@ def test_coolcnn_expand_collapse_search_and_details(browser, coolcnn_ir, tmp_pat
     ops = v.count(".unit.op")
     assert modules == 8 and v.page.locator(".unit.module .title", has_text="initial_conv").count() == 1
     # Both branches reach the add: two edges end at it.
-    add_id = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text=re.compile("^add$"))).get_attribute("data-id")
+    add_id = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text=re.compile(r"^add \(\+\)$"))).get_attribute("data-id")
     assert v.count(f'.edge[data-id$=">{add_id}"]') == 2
 
     v.click_and_relayout('.unit.module[data-id="s1"]')  # open initial_conv

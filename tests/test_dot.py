@@ -52,7 +52,7 @@ def diagram(ir: GraphIR, **options):
 
 def test_coolcnn_paths_branch_from_the_input_and_join_at_the_add():
     d = diagram(coolcnn_ir())
-    x, add = d.find("args[0]"), d.find("add")
+    x, add = d.find("args[0]"), d.find("add (+)")
     initial, parallel = d.find("initial_conv (Conv2d)"), d.find("parallel_conv (Conv2d)")
     assert set(d.succs(x)) == {initial, parallel}
     main_pool, side_pool = d.find("max_pool (MaxPool2d)"), d.find("max_pool#1 (MaxPool2d)")
@@ -99,8 +99,8 @@ def test_residual_block_nests_clusters_and_keeps_the_skip_edge():
     block = next(c for c in d.clusters if d.cluster_label(c) == "block (BasicBlock)")
     conv1 = next(c for c in d.clusters if d.cluster_label(c) == "block.conv1 (Conv2d)")
     assert d.clusters[conv1]["parent"] == block and d.clusters[block]["parent"] is None
-    add = d.find("add_")
-    assert d.nodes[add]["cluster"] == block
+    add = d.find("add (+=)")  # the op's one title, as the tree writes it
+    assert d.nodes[add]["cluster"] == block and d.label(add) == "add (+=)\nin-place"
     x = d.find("args[0]")
     bn2 = next(n for n in d.preds(add) if n != x)
     assert x in d.preds(add) and d.label(bn2) == "batch_norm"
@@ -414,7 +414,7 @@ def test_each_cluster_is_pinned_below_the_last_value_it_reads_from_outside():
             if d.label(n).split("\n")[0] == label and d.cluster_label(a["cluster"]) == f"decoder.layers.{i} (Layer)"
         )
 
-    add0, k1, q1 = in_layer(0, "add"), in_layer(1, "k (Linear)"), in_layer(1, "q (Linear)")
+    add0, k1, q1 = in_layer(0, "add (+)"), in_layer(1, "k (Linear)"), in_layer(1, "q (Linear)")
     assert (add0, k1) in d.pins  # held below layer 0's output, the last value layer 1 reads
     assert (add0, q1) not in d.pins and add0 in d.preds(q1)  # a real edge already holds q
     assert not [p for p in d.pins if p[1] == d.find("fc (Linear)")]  # the encoder reads only the input
@@ -442,7 +442,7 @@ def test_real_coolcnn_capture_draws_the_two_branches():
 
     model = load_coolcnn().CoolCNN()
     d = parse_dot(to_dot(torchatlas.trace(model, (torch.randn(1, 3, 32, 32),)).ir))
-    add = d.find("add")
+    add = d.find("add (+)")
     assert {d.label(p).split("\n")[0] for p in d.preds(add)} == {"max_pool (MaxPool2d)", "max_pool#1 (MaxPool2d)"}
     assert set(d.succs(d.find("args[0]"))) == {d.find("initial_conv (Conv2d)"), d.find("parallel_conv (Conv2d)")}
 

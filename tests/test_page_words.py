@@ -3,7 +3,9 @@ counts, fold names, box names and shape words are theirs, and ``web/src`` format
 
 from __future__ import annotations
 
+import html
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from _tree_models import LSTMHead
 
 import torchatlas
 from torchatlas._render._html import viewer_document
-from torchatlas._view import dominant_dtype, model_title, shape_text
+from torchatlas._view import dominant_dtype, model_title, op_display, shape_text
 
 transformers = pytest.importorskip("transformers")
 WEB = Path(__file__).resolve().parent.parent / "web" / "src"
@@ -66,6 +68,7 @@ FIXTURES = {
 }
 
 _BOX = re.compile(r'^\s*"(s\d+)" \[label=<<B>([^<]*)</B>')
+_OP = re.compile(r'^\s*"(n\d+)" \[label=<<B>([^<]*)</B>')
 _EDGE = re.compile(r'-> "[^"]+" \[label=" ([^"]*)"')
 
 
@@ -90,6 +93,20 @@ def test_the_page_says_what_the_tree_summary_and_diagram_say(name: str) -> None:
     assert boxes
     for sid, title in boxes:
         assert scopes[sid]["nm"] == title.replace("&#x27;", "'")
+    # op titles: one word per op, with its operator (``add (+)``), in the page, the diagram,
+    # the tree and the Model Explorer export
+    titles = {n.id: page["names"][page["nodes"][i]["op"]] for i, n in enumerate(ir.nodes) if n.kind == "op"}
+    assert all(title == op_display(ir.node(nid)) for nid, title in titles.items())
+    drawn = [(nid, html.unescape(title)) for line in dot.splitlines() if (m := _OP.match(line)) and (nid := m.group(1)) in titles for title in [m.group(2)]]
+    assert drawn
+    ops_in = Counter(n.scope for n in ir.nodes if n.kind == "op")
+    for nid, title in drawn:
+        assert title == titles[nid]
+        node = ir.node(nid)
+        if ops_in[node.scope] > 1 or ir.scope(node.scope).parent is None:  # the tree lists a one-op call as its line
+            assert re.search(rf"(── |┬ |= ){re.escape(title)}( →| \(|  )", tree), title
+    explorer = {n["id"]: n["label"] for n in graph.to_model_explorer()["graphs"][0]["nodes"]}
+    assert all(explorer[nid] == title for nid, title in titles.items())
     # shapes: every edge label of the diagram is a shape word of the page, as the tree spells it
     words = {meta["x"] for meta in page["metas"]}
     dominant = dominant_dtype(ir)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import PurePath
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
-from torchatlas._ops import LEGEND, category, collective_kind, op_name
+from torchatlas._ops import LEGEND, category, collective_kind
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._text import format_compact, format_duration
 from torchatlas._view import (
@@ -43,6 +43,7 @@ from torchatlas._view import (
     legend_graphs,
     loop_note,
     model_title,
+    op_display,
     plain_reason,
     rank_pins,
     read_label,
@@ -241,8 +242,9 @@ class _Writer:
         cat = category(n.target, n.kind)
         meta = n.outputs[0] if n.outputs else None
         if n.kind == "op":
-            name = (op_name(n.target) or "?") + ("_" if n.inplace else "")
-            label = f"<B>{html_text(name)}</B>"
+            label = f"<B>{html_text(op_display(n))}</B>"
+            if n.inplace:  # as the tree's [in-place]
+                label += f"<BR/>{_font('in-place', p.muted, 9)}"
             tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
             marked = collective_text(n)
             if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)
@@ -357,7 +359,7 @@ class _Writer:
         elif source.kind == "box":
             name = scope_name(source.scope, self.model)
         elif source.node.kind == "op":
-            name = op_name(source.node.target) or "?"
+            name = op_display(source.node)
         else:
             name = input_label(source.node.path)
         p = self.palette

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source, TensorMeta
-from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind, op_name
+from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind
 from torchatlas._text import visible
 from torchatlas._view import (
     BACKWARD,
@@ -48,6 +48,7 @@ from torchatlas._view import (
     metric_words,
     model_title,
     nonfinite_words,
+    op_display,
     page_folds,
     page_view,
     params_text,
@@ -240,7 +241,7 @@ def viewer_document(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
             d["o"] = [meta_entry(m) for m in n.outputs]
         if n.target is not None:
             d["t"] = visible(n.target)
-            d["op"] = names(visible(op_name(n.target) or "?"))
+            d["op"] = names(visible(op_display(n)))
         if n.path is not None:
             d["path"] = visible(n.path)
         if n.name is not None:

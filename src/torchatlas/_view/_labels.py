@@ -73,7 +73,10 @@ def shape_list(metas: list[TensorMeta | None], dominant: str | None = None, most
 
 
 def op_display(node: Node) -> str:
-    """``conv2d``, ``view``, ``add (+)``, ``addmm`` (for ``aten.addmm.default``)."""
+    """An op's title, the one word every output shows for it (tree line, diagram box, page box
+    and panel, Model Explorer node, far-value stand-in): its short name with the operator it was
+    written as, ``add (+)``, ``add (+=)``, ``getitem ([])``; else ``conv2d``, ``view``, ``addmm``
+    (for ``aten.addmm.default``). An in-place write is marked beside it, never in the word."""
     target = node.target or node.kind
     symbol = operator_symbol(target)
     name = op_name(target)
