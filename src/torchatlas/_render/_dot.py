@@ -11,10 +11,12 @@ gives the same text.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import PurePath
+from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
 from torchatlas._ops import LEGEND, category, collective_kind
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._text import format_compact, format_duration
@@ -38,6 +40,7 @@ from torchatlas._view import (
     decisions,
     dominant_dtype,
     fold_name,
+    fold_totals,
     input_label,
     leaf_module_category,
     legend_graphs,
@@ -71,13 +74,13 @@ def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int
     return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
 
 
-def _time_facts(calls: list[Scope]) -> list[str]:
-    """``1.2 ms`` and ``CUDA 0.8 ms`` for profiled calls (a folded run: every member's, summed)."""
+def _time_facts(numbers: Mapping[str, Any]) -> list[str]:
+    """``1.2 ms`` and ``CUDA 0.8 ms`` for a profiled call (``numbers``: its meta, or a folded
+    run's totals from the repeats pass)."""
     facts = []
     for key, prefix in (("time_us", ""), ("cuda_time_us", "CUDA ")):
-        times = [t for s in calls if isinstance(t := s.meta.get(key), (int, float))]
-        if times:
-            facts.append(prefix + format_duration(sum(times)))
+        if isinstance(time := numbers.get(key), (int, float)):
+            facts.append(prefix + format_duration(time))
     return facts
 
 
@@ -297,7 +300,7 @@ class _Writer:
         params = _param_count(self.ir, unit)
         if params:
             facts.append(f"{format_compact(params)} params")
-        facts += _time_facts(unit.members if unit.kind == "fold" else [scope])
+        facts += _time_facts(fold_totals(self.ir, scope.id) if unit.kind == "fold" else scope.meta)
         title = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if unit.kind == "fold":
             title += f" <B>×{len(unit.members)}</B>"

@@ -25,6 +25,7 @@ from torchatlas._view import (
     decision_text,
     dominant_dtype,
     fold_runs,
+    fold_totals,
     forward_part,
     input_label,
     loop_iterations,
@@ -345,13 +346,13 @@ class _TreeBuilder:
         return f"{path}.{op_display(node)}" if path else op_display(node)
 
     def time_mark(self, scope_id: str) -> str:
-        """``  time 1.2 ms`` (and ``, CUDA 0.8 ms``) on a profiled call; a folded run's members summed."""
-        members = [self.ir.scope(sid).meta for sid in self.runs.get(scope_id, [scope_id])]
-        cpu = [t for m in members if isinstance(t := m.get("time_us"), (int, float))]
-        if not cpu:
+        """``  time 1.2 ms`` (and ``, CUDA 0.8 ms``) on a profiled call; a folded run's totals
+        from the repeats pass, as the summary and diagram read them."""
+        numbers = fold_totals(self.ir, scope_id) if self.runs.get(scope_id) else self.ir.scope(scope_id).meta
+        cpu, device = numbers.get("time_us"), numbers.get("cuda_time_us")
+        if not isinstance(cpu, (int, float)):
             return ""
-        device = [t for m in members if isinstance(t := m.get("cuda_time_us"), (int, float))]
-        return f"  time {format_duration(sum(cpu))}" + (f", CUDA {format_duration(sum(device))}" if device else "")
+        return f"  time {format_duration(cpu)}" + (f", CUDA {format_duration(device)}" if isinstance(device, (int, float)) else "")
 
     def item_line(self, item: Item, level: int) -> Line | None:
         """The item's line with what is inside it; None for a folded member of a run."""
