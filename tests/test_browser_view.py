@@ -472,3 +472,25 @@ def test_unused_ops_are_drawn_faded_and_dashed(browser, tmp_path: Path) -> None:
     style = v.page.evaluate("(() => { const u = document.querySelector('.unit.dead'); return [getComputedStyle(u).opacity, getComputedStyle(u.querySelector('.box')).strokeDasharray]; })()")
     assert float(style[0]) < 1 and style[1] not in ("none", "")
     v.close()
+
+
+
+def test_each_edge_out_of_a_multi_output_op_is_labelled_with_its_own_tensor(browser, tmp_path: Path) -> None:
+    from _tree_models import LSTMHead
+
+    # out, h and c leave the LSTM: the diagram labels each edge with its own tensor, and a label
+    # the page shows is that edge's own (never the first output's shape on h's edge)
+    graph = torchatlas.trace(LSTMHead(), torch.randn(2, 10, 32))
+    drawn = {m.group(1): m.group(2) for m in re.finditer(r'"s1" -> "([^"]+)" \[label=" ([^"]+)"', graph.to_dot())}
+    assert sorted(drawn.values()) == ["2×10×96", "4×2×48", "4×2×48"]
+    v = Viewer(browser, graph.ir, tmp_path, "lstm-edges")
+    lstm = [n.id for n in graph.ir.nodes if n.target == "torch.lstm"]
+    shown = dict(
+        v.page.evaluate(
+            "(ids) => [...document.querySelectorAll('.edge-label')].map((l) => l.dataset.id.split('>'))"
+            ".filter(([a]) => ids.includes(a)).map(([, b]) => [b, document.querySelector(`.edge-label[data-id$='>${b}']`).textContent])",
+            [*lstm, "s1"],
+        )
+    )
+    assert shown and all(drawn[target] == label for target, label in shown.items()) and not v.errors
+    v.close()
