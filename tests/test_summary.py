@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+import torch
 from _passes_builder import IRBuilder, linear_layer, param_entry
 
 import torchatlas
@@ -220,7 +221,6 @@ def test_modules_the_model_does_not_register_are_pointed_out() -> None:
 
 def test_a_folded_rows_time_and_nan_counts_are_the_repeats_passes_totals() -> None:
     transformers = pytest.importorskip("transformers")
-    import torch
 
     from torchatlas._ir import GraphIR
     from torchatlas._text import format_duration
@@ -255,3 +255,17 @@ def test_a_folded_rows_time_and_nan_counts_are_the_repeats_passes_totals() -> No
     line = next(line for line in render_tree(told_ir, TreeOptions()).splitlines() if "h.0–2 (GPT2Block) ×3" in line)
     assert f"time {format_duration(4321.0)}" in line
     assert f"· {format_duration(4321.0)}" in to_dot(told_ir, DotOptions(depth=1))  # the run closed: one box
+
+
+def test_an_empty_vector_reads_as_empty_never_as_a_bare_zero() -> None:
+    from torchatlas._text import format_shape
+
+    assert format_shape((0,)) == "0 (empty)" and format_shape((2, 0)) == "2×0" and format_shape(()) == "scalar"
+
+    class EmptyCache(torch.nn.Module):
+        def forward(self, x):
+            keys = torch.tensor([])  # an empty cache, as transformers' DynamicCache starts one
+            return torch.cat([keys, x])
+
+    graph = torchatlas.trace(EmptyCache(), torch.randn(3))
+    assert "tensor → 0 (empty)" in graph.tree() and 'label=" 0 (empty)"' in graph.to_dot()
