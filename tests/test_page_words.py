@@ -14,7 +14,7 @@ from _tree_models import LSTMHead
 
 import torchatlas
 from torchatlas._render._html import viewer_document
-from torchatlas._view import dominant_dtype, model_title, op_display, shape_text
+from torchatlas._view import backward_apart, dominant_dtype, model_title, op_display, shape_text
 
 transformers = pytest.importorskip("transformers")
 WEB = Path(__file__).resolve().parent.parent / "web" / "src"
@@ -93,6 +93,12 @@ def test_the_page_says_what_the_tree_summary_and_diagram_say(name: str) -> None:
     assert boxes
     for sid, title in boxes:
         assert scopes[sid]["nm"] == title.replace("&#x27;", "'")
+    # an open call (a cluster) is named as the page names it open: below its caller, a fold by the fold's name
+    viewed = {s.id: page["scopes"][i] for i, s in enumerate(backward_apart(ir).scopes)}  # the backward part's calls too
+    clusters = re.findall(r'subgraph "cluster_(s\w+)" \{\n\s*graph \[label=<<B>([^<]*)</B>', dot)
+    assert clusters or name in ("coolcnn", "lstm")
+    for sid, title in clusters:
+        assert html.unescape(title) in (viewed[sid]["nm"], *folds), (sid, title)
     # op titles: one word per op, with its operator (``add (+)``), in the page, the diagram,
     # the tree and the Model Explorer export
     titles = {n.id: page["names"][page["nodes"][i]["op"]] for i, n in enumerate(ir.nodes) if n.kind == "op"}

@@ -36,6 +36,7 @@ from torchatlas._view import (
     Unit,
     break_anchors,
     build_layout,
+    call_name,
     collective_text,
     decisions,
     dominant_dtype,
@@ -187,7 +188,8 @@ class _Writer:
         border = BACKWARD if scope_id.startswith(BACKWARD_SCOPE) else p.cluster_border
         style = "rounded,filled,dashed" if scope_id.startswith(BACKWARD_SCOPE) else "rounded,filled"
         members = self.layout.folds.get(scope_id)
-        name = fold_name(members) if members else scope_name(scope, self.model)
+        # named below its caller, as its box would be and as the page names an open call
+        name = fold_name(members) if members else call_name(self.ir, scope_id, self.model)
         label = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if members:  # a run drawn open, as its first member
             label += f" <B>×{len(members)}</B>"
