@@ -86,7 +86,7 @@ def test_the_page_says_what_the_tree_summary_and_diagram_say(name: str) -> None:
     summary_folds = sorted(re.sub(r"^\s*(\S+) \(.*", r"\1", line) for line in summary.splitlines() if re.search(r"\) ×\d+\s", line))
     assert folds == summary_folds
     for fold in folds:
-        assert re.search(rf"{re.escape(fold)} \(\w+\) ×\d+", tree) and re.search(rf"<B>[^<]*{re.escape(fold)}</B>", dot)
+        assert re.search(rf"{re.escape(fold)} \(\w+\) ×\d+", tree) and f"<B>{fold}</B>" in dot  # named below its caller
     # box names: each module call the diagram draws as a box is named as the page names it
     scopes = {s.id: page["scopes"][i] for i, s in enumerate(ir.scopes)}
     boxes = [m.groups() for line in dot.splitlines() if (m := _BOX.match(line))]
@@ -141,3 +141,16 @@ def test_a_loop_over_one_module_is_named_alike_and_params_are_spelled_alike() ->
     root = page["scopes"][0]
     assert page["words"][root["w"]]["params"] == "72" and root["pw"] == "72 (72)"
     assert page["status"] == "6 ops · 10 module calls" and repr(graph).endswith(": 6 ops · 10 module calls>")  # Loop, block ×3, Linear ×3, GELU ×3
+
+
+def test_a_nested_fold_is_named_below_its_caller_in_the_page_summary_and_diagram() -> None:
+    cfg = transformers.AutoConfig.for_model(
+        "bert", num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=2, vocab_size=100
+    )
+    torch.manual_seed(0)
+    graph = torchatlas.trace(transformers.BertModel(cfg).eval(), kwargs={"input_ids": torch.randint(0, 100, (1, 8))})
+    [fold] = viewer_document(graph.ir)["folds"].values()
+    assert fold["name"] == "layer.0–1"  # inside encoder (BertEncoder)
+    assert "    layer.0–1 (BertLayer) ×2" in graph.summary(format="text", wide=True)
+    assert "<B>layer.0–1</B>" in graph.to_dot() and "<B>layer.0–1</B>" in graph.to_dot(depth=2)  # open, then closed
+    assert "encoder.layer.0–1 (BertLayer) ×2" in graph.tree()  # the tree writes every call's full path

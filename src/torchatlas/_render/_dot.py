@@ -189,7 +189,8 @@ class _Writer:
         style = "rounded,filled,dashed" if scope_id.startswith(BACKWARD_SCOPE) else "rounded,filled"
         members = self.layout.folds.get(scope_id)
         # named below its caller, as its box would be and as the page names an open call
-        name = fold_name(members) if members else call_name(self.ir, scope_id, self.model)
+        caller = self.ir.scope(scope.parent).path if scope.parent is not None else ""
+        name = relative_name(fold_name(members), caller) if members else call_name(self.ir, scope_id, self.model)
         label = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if members:  # a run drawn open, as its first member
             label += f" <B>×{len(members)}</B>"
