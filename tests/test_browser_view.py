@@ -494,3 +494,19 @@ def test_each_edge_out_of_a_multi_output_op_is_labelled_with_its_own_tensor(brow
     )
     assert shown and all(drawn[target] == label for target, label in shown.items()) and not v.errors
     v.close()
+
+
+def test_the_backward_part_is_drawn_apart_and_dashed(browser, tmp_path: Path) -> None:
+    from torchatlas import _example
+
+    torch.manual_seed(0)
+    graph = torchatlas.trace(_example.CoolCNN(), _example.example_input(), backward=True)
+    v = Viewer(browser, graph.ir, tmp_path, "backward")
+    part = v.page.locator(".backward")
+    assert part.count() >= 1  # the backward call, drawn as the diagram draws it
+    dashes = v.page.evaluate(
+        "[...document.querySelectorAll('.unit.backward .box, .cluster.backward .frame')].map((e) => getComputedStyle(e).strokeDasharray)"
+    )
+    assert dashes and all(d not in ("none", "") for d in dashes) and not v.errors  # dashed, as in the diagram
+    v.screenshot("viewer-backward")  # docs/img/viewer-backward.png (docs/pictures.py)
+    v.close()

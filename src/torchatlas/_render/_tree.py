@@ -27,8 +27,10 @@ from torchatlas._view import (
     fold_runs,
     fold_totals,
     forward_part,
+    forward_reads,
     input_label,
     loop_iterations,
+    of_the_loss,
     op_display,
     relative_name,
     run_label,
@@ -323,16 +325,12 @@ class _TreeBuilder:
         """``◀ backward``: per forward call, its gradient ops and the saved tensors they read."""
         count = sum(len(nodes) for _, nodes in self.backward)
         section = Line(f"◀ backward ({count} ops)")
-        # The loss: forward ops after the model's, whose results only backward reads.
-        read_forward = {
-            r.node for n in self.ir.nodes if n.kind == "output" or n.meta.get("phase") != "backward" for r in n.inputs
-        }
+        read = forward_reads(self.ir)
         for forward, nodes in self.backward:
             saved = dict.fromkeys(
                 self.saved_name(s) for n in nodes for s in n.meta.get("saved_from", ()) if self.ir.has_node(s)
             )
-            of_loss = all(n.meta.get("grad_of") not in read_forward for n in nodes)
-            label = "◀ " + ("(loss)" if forward.parent is None and of_loss else forward.label)
+            label = "◀ " + ("(loss)" if of_the_loss(forward, nodes, read) else forward.label)
             line = Line(visible(label + (f"  ← saved: {', '.join(saved)}" if saved else ""), LINE_LIMIT))
             if self.depth is None or self.depth >= 2:
                 line.children = [Line(self.op_label(n)) for n in nodes]

@@ -8,7 +8,15 @@ the words and numbers of every label, and the palettes.
 
 from __future__ import annotations
 
-from ._backward import BACKWARD_SCOPE, backward_apart, backward_groups, backward_ids, forward_part
+from ._backward import (
+    BACKWARD_SCOPE,
+    backward_apart,
+    backward_groups,
+    backward_ids,
+    forward_part,
+    forward_reads,
+    of_the_loss,
+)
 from ._breaks import (
     break_anchors,
     break_label,
@@ -128,6 +136,7 @@ __all__ = [
     "fold_runs",
     "fold_totals",
     "forward_part",
+    "forward_reads",
     "graph_counts",
     "input_label",
     "loop_iterations",
@@ -137,6 +146,7 @@ __all__ = [
     "metric_words",
     "model_title",
     "nonfinite_words",
+    "of_the_loss",
     "op_display",
     "operand_names",
     "page_folds",
