@@ -132,3 +132,17 @@ def test_its_options_are_the_view_options_and_hide_what_every_output_hides() -> 
     for refused in ({"depth": 2}, {"fold_repeats": True}, {"expand_leaf_modules": True}, {"direction": "LR"}):
         with pytest.raises(ValueError, match=r"^ModelExplorerOptions cannot honour \w+=.*: Model Explorer [^\n]+$"):
             graph.to_model_explorer(**refused)
+
+
+def test_a_stand_in_is_named_as_the_reader_knows_the_value() -> None:
+    config = transformers.AutoConfig.for_model(
+        "t5", num_layers=4, num_decoder_layers=4, d_model=32, d_ff=64, num_heads=2, d_kv=16, vocab_size=100
+    )
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100, (1, 8))
+    graph = torchatlas.trace(transformers.T5Model(config).eval(), kwargs={"input_ids": ids, "decoder_input_ids": ids[:, :4]})
+    labels = [n["label"] for n in graph.to_model_explorer()["graphs"][0]["nodes"] if n["label"].startswith("↪ ")]
+    # the encoder's output, read in the decoder: what the decoder was given it as, as the tree's ←
+    # says; never the encoder's own `hidden_states`, which means the decoder's state there
+    assert labels and set(labels) == {"↪ encoder_hidden_states"}
+    assert "decoder (T5Stack)  (1×4 int64, 1×8×32) → 1×4×32  ← decoder_input_ids, encoder_hidden_states" in graph.tree()

@@ -25,12 +25,15 @@ from torchatlas._view import (
     BROADCAST_CALLS,
     LOCAL_KINDS,
     CallDistance,
+    ReadingNames,
     ViewOptions,
     arguments_text,
     backward_apart,
     call_holding,
     model_title,
     op_display,
+    value_source_name,
+    variable_name,
 )
 
 
@@ -130,8 +133,10 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
     options = options or ModelExplorerOptions()
     ir = backward_apart(ir)
     namespaces = _namespaces(ir)
-    label = options.title or model_title(ir)
+    model = model_title(ir)
+    label = options.title or model
     stand_ins = _broadcast_stand_ins(ir)
+    reading = ReadingNames(ir)
     hidden = options.hidden_kinds()
     nodes = []
     made: set[str] = set()
@@ -175,7 +180,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
                 source, slot = f"ref_{ref.node}_{ref.slot}_{call}", "0"
                 if source not in made:
                     made.add(source)
-                    nodes.append(_stand_in(ir, ref, source, namespaces[call]))
+                    nodes.append(_stand_in(ir, ref, source, call, namespaces[call], model, reading))
             incoming.append({"sourceNodeId": source, "sourceNodeOutputId": slot, "targetNodeInputId": str(i)})
         nodes.append(
             {
@@ -206,10 +211,11 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
     return {"label": label, "graphs": [{"id": label, "nodes": nodes, "groupNodeAttributes": group_attrs}]}
 
 
-def _stand_in(ir: GraphIR, ref: Ref, node_id: str, namespace: str) -> dict[str, Any]:
-    """A ``↪ cos`` node in a reading call for a value drawn in full where it is first read."""
-    producer = ir.node(ref)
-    name = producer.name or (op_display(producer) if producer.kind == "op" else producer.path or producer.kind)
+def _stand_in(ir: GraphIR, ref: Ref, node_id: str, call: str, namespace: str, model: str, reading: ReadingNames) -> dict[str, Any]:
+    """A ``↪ encoder_hidden_states`` node in a reading call for a value drawn in full where it
+    is first read, named as the tree's ``←`` names the read: what the call knows it as, else
+    its variable (``↪ cos``), else where it comes from (``↪ encoder.dropout#1``)."""
+    name = reading.read_by_call(ref, call) or variable_name(ir.node(ref), ref.slot) or value_source_name(ir, ref, model)
     meta = ir.value_meta(ref)
     shape = [{"id": "0", "attrs": _attrs([("tensor_shape", _shape_attr(meta.dtype, meta.shape))])}] if meta else []
     return {

@@ -36,6 +36,7 @@ from torchatlas._view import (
     run_label,
     shape_text,
     short_source,
+    variable_name,
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
@@ -275,11 +276,7 @@ class _TreeBuilder:
 
     def ref_name(self, ref: Ref) -> str | None:
         """The variable holding this one value: ``h`` of ``h, gate = x.chunk(2)``."""
-        node = self.ir.node(ref)
-        if node.name and len(node.outputs) > 1:
-            parts = node.name.split(", ")
-            return parts[ref.slot] if len(parts) == len(node.outputs) else node.name
-        return node.name
+        return variable_name(self.ir.node(ref), ref.slot)
 
     def value_name(self, producer: Item, ref: Ref) -> str:
         """What a side value is called: its variable, else the input or call it comes from."""

@@ -49,6 +49,8 @@ from ._labels import (
     shape_list,
     shape_text,
     short_source,
+    value_source_name,
+    variable_name,
 )
 from ._names import ReadingNames, assigned_names, operand_names
 from ._options import CONSTANT_KINDS, LOCAL_KINDS, STATE_KINDS, ViewOptions
@@ -166,4 +168,6 @@ __all__ = [
     "shape_words",
     "short_reason",
     "short_source",
+    "value_source_name",
+    "variable_name",
 ]

@@ -8,7 +8,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, PythonRead, Scope, Source, TensorMeta
+from torchatlas._ir import GraphIR, Node, PythonRead, Ref, Scope, Source, TensorMeta
 from torchatlas._ops import collective_kind, op_name, operator_symbol
 from torchatlas._text import count_runs, format_bytes, format_shape, visible
 from torchatlas._text import fold_label as _fold_label
@@ -106,6 +106,27 @@ def fold_name(members: list[Scope]) -> str:
 def fold_label(members: list[Scope]) -> str:
     """``layers.0–79 (LlamaDecoderLayer) ×80``."""
     return _fold_label(members[0].path, members[-1].path, members[0].class_name, len(members))
+
+
+def variable_name(node: Node, slot: int) -> str | None:
+    """The variable holding one result where it was made: ``h`` of ``h, gate = x.chunk(2)``."""
+    if node.name and len(node.outputs) > 1:
+        parts = node.name.split(", ")
+        return parts[slot] if len(parts) == len(node.outputs) else node.name
+    return node.name
+
+
+def value_source_name(ir: GraphIR, ref: Ref, model: str) -> str:
+    """What a ``↪`` stand-in calls a value drawn in full elsewhere: the innermost module call
+    it leaves (``encoder.dropout#1``), else the op's title or the input's name; never the
+    variable it had where it was made (``hidden_states`` there means something else here)."""
+    producer = ir.node(ref)
+    if producer.kind == "input":
+        return input_label(producer.path)
+    if producer.kind != "op":
+        return producer.path or producer.kind
+    scope = ir.scope(producer.scope)
+    return scope_name(scope, model) if scope.parent is not None and ref in scope.outputs else op_display(producer)
 
 
 def relative_name(name: str, within: str) -> str:
