@@ -25,7 +25,7 @@ IMG = ROOT / "docs" / "img"
 ARTIFACTS = ROOT / "test-artifacts"
 
 SCREENSHOTS = {
-    "viewer.png": ("viewer-llama.png", "tests/test_browser.py::test_transformer_folds_repeats_and_expands_layers"),
+    "viewer.png": ("viewer-llama-search.png", "tests/test_browser.py::test_transformer_folds_repeats_and_expands_layers"),
     "viewer-backward.png": (
         "viewer-backward.png",
         "tests/test_browser_view.py::test_the_backward_part_is_drawn_apart_and_dashed",

@@ -118,6 +118,7 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     rows = v.details()
     assert rows["class"].endswith("LlamaAttention") and rows["target"].endswith("scaled_dot_product_attention")
     assert any("1×4×8×16" in t for t in v.page.locator(".details .tensor-list li").all_text_contents())
+    v.screenshot("viewer-llama-search")  # the README's docs/img/viewer.png (docs/pictures.py)
     v.page.click("button.expand-all")
     v.page.wait_for_function(f"() => window.__atlas.visibleBoxes > {opened}", timeout=60_000)
     v.screenshot("viewer-llama")
