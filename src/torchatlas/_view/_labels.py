@@ -9,7 +9,7 @@ from collections import Counter
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node, PythonRead, Ref, Scope, Source, TensorMeta
-from torchatlas._ops import collective_kind, op_name, operator_symbol
+from torchatlas._ops import collective_kind, op_title
 from torchatlas._text import count_runs, format_bytes, format_shape, visible
 from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
@@ -77,10 +77,7 @@ def op_display(node: Node) -> str:
     and panel, Model Explorer node, far-value stand-in): its short name with the operator it was
     written as, ``add (+)``, ``add (+=)``, ``getitem ([])``; else ``conv2d``, ``view``, ``addmm``
     (for ``aten.addmm.default``). An in-place write is marked beside it, never in the word."""
-    target = node.target or node.kind
-    symbol = operator_symbol(target)
-    name = op_name(target)
-    return f"{name} ({symbol})" if symbol else name
+    return op_title(node.target or node.kind)
 
 
 def model_title(ir: GraphIR) -> str:
