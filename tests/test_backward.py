@@ -158,7 +158,7 @@ def test_the_page_sets_the_backward_part_apart_as_the_diagram_does() -> None:
     page = viewer_document(graph.ir)
     scopes = page["scopes"]
     part = [i for i, s in enumerate(scopes) if s.get("bw")]
-    assert [scopes[i]["path"] for i in part] == ["backward", "backward.(model)", "backward.2", "backward.1", "backward.0"]
+    assert [scopes[i]["path"] for i in part] == ["backward", "backward.(loss)", "backward.2", "backward.1", "backward.0"]  # as the tree names the seed gradient and the loss's ops
     assert scopes[part[0]]["p"] == 0 and all(scopes[i]["p"] == part[0] for i in part[1:])
     ops = [(n, d) for n, d in zip(graph.ir.nodes, page["nodes"], strict=True) if n.kind == "op"]
     assert [d["s"] in part for _, d in ops] == [n.meta["phase"] == "backward" for n, _ in ops]
@@ -210,3 +210,10 @@ def test_what_keeps_a_backward_pass_from_running_is_said_in_one_line() -> None:
     with pytest.raises(TraceError, match=r"checkpoint\(use_reentrant=True\).*use use_reentrant=False"):
         backward(Checkpointed(), torch.randn(4, 8, requires_grad=True))
     assert torchatlas.trace(Checkpointed(), torch.randn(4, 8)).ir  # forward alone traces
+
+
+def test_the_loss_gradient_is_named_alike_in_the_tree_the_diagram_and_the_page() -> None:
+    graph = _mlp_backward()
+    assert "◀ (loss)" in graph.tree(ascii=False)
+    assert "<B>(loss)</B>" in graph.to_dot()
+    assert "(loss)" in [s["nm"] for s in viewer_document(graph.ir)["scopes"] if s.get("bw")]

@@ -48,7 +48,7 @@ def test_coolcnn_expand_collapse_search_and_details(browser, coolcnn_ir, tmp_pat
     ops = v.count(".unit.op")
     assert modules == 8 and v.page.locator(".unit.module .title", has_text="initial_conv").count() == 1
     # Both branches reach the add: two edges end at it.
-    add_id = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text=re.compile("^add$"))).get_attribute("data-id")
+    add_id = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text=re.compile(r"^add \(\+\)$"))).get_attribute("data-id")
     assert v.count(f'.edge[data-id$=">{add_id}"]') == 2
 
     v.click_and_relayout('.unit.module[data-id="s1"]')  # open initial_conv
@@ -118,6 +118,7 @@ def test_transformer_folds_repeats_and_expands_layers(browser, llama_ir, tmp_pat
     rows = v.details()
     assert rows["class"].endswith("LlamaAttention") and rows["target"].endswith("scaled_dot_product_attention")
     assert any("1×4×8×16" in t for t in v.page.locator(".details .tensor-list li").all_text_contents())
+    v.screenshot("viewer-llama-search")  # the README's docs/img/viewer.png (docs/pictures.py)
     v.page.click("button.expand-all")
     v.page.wait_for_function(f"() => window.__atlas.visibleBoxes > {opened}", timeout=60_000)
     v.screenshot("viewer-llama")

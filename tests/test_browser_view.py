@@ -250,10 +250,10 @@ def test_shift_click_lights_the_paths_between_two_boxes(browser, tmp_path: Path)
     v = Viewer(browser, _trace("coolcnn"), tmp_path, "paths")
     box = lambda title: v.page.locator(".unit", has=v.page.locator("text.title", has_text=re.compile(f"^{re.escape(title)}$"))).first  # noqa: E731
     box("args[0]").click()
-    box("add").click(modifiers=["Shift"])
+    box("add (+)").click(modifiers=["Shift"])
     lit = set(v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)"))
-    assert {"args[0]", "initial_conv", "parallel_conv", "max_pool", "max_pool#1", "add"} <= lit
-    assert not lit & {"truediv", "secondary_conv", "output"}
+    assert {"args[0]", "initial_conv", "parallel_conv", "max_pool", "max_pool#1", "add (+)"} <= lit
+    assert not lit & {"truediv (/)", "secondary_conv", "output"}
     assert v.count(".unit.selected") == 2 and v.count(".edge.lit") == 8 and v.count(".edge-label.lit") >= 4
     v.screenshot("view-two-node-paths")
     v.close()
@@ -336,7 +336,7 @@ def test_overlay_colours_boxes_by_flops_with_a_scale(browser, tmp_path: Path) ->
     v.page.select_option("select[aria-label='Colour boxes by']", "f")
     assert v.page.locator(".scale").is_visible() and not v.page.locator(".legend").is_visible()
     assert "FLOPs" in v.page.locator(".scale").text_content()
-    conv, relu, source = fill("initial_conv"), fill("truediv"), fill("args[0]")
+    conv, relu, source = fill("initial_conv"), fill("truediv (/)"), fill("args[0]")
     assert conv != before and conv != relu  # the convolutions cost more than a division
     assert source == v.page.evaluate("getComputedStyle(document.body).backgroundColor")  # no FLOPs: blank
     text = lambda title, part: v.page.evaluate(  # noqa: E731
@@ -421,7 +421,7 @@ def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_pa
         "(t) => getComputedStyle([...document.querySelectorAll('.unit')].find((g) => g.querySelector('.title').textContent === t).querySelector('.box')).stroke", title
     )
     red, plain = "rgb(217, 48, 37)", stroke("a")
-    assert stroke("truediv") == red and stroke("b") == red and plain != red  # as the diagram marks them
+    assert stroke("truediv (/)") == red and stroke("b") == red and plain != red  # as the diagram marks them
     v.screenshot("view-nonfinite")
 
     v.page.select_option("select[aria-label='Colour boxes by']", "tu")
@@ -437,7 +437,7 @@ def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_pa
 
     v.page.locator(".unit", has=v.page.locator(".title", has_text="truediv")).first.click()
     rows = v.details()
-    assert rows["call"] == "truediv (%0, 0)" and rows["NaN/Inf"] == "Inf×8" and "time" in rows
+    assert rows["call"] == "truediv (/) (%0, 0)" and rows["NaN/Inf"] == "Inf×8" and "time" in rows
     assert "Inf 8" in rows["out"] and "min" not in rows["out"]  # min and max are not numbers here
     v.screenshot("view-details-arguments-stats")
     v.page.keyboard.press("Escape")
@@ -468,7 +468,45 @@ def test_unused_ops_are_drawn_faded_and_dashed(browser, tmp_path: Path) -> None:
     v = Viewer(browser, torchatlas.trace(ComputesAMaskItNeverUses(), torch.randn(2, 4)).ir, tmp_path, "dead")
     dead = v.page.evaluate("[...document.querySelectorAll('.unit.dead text.title')].map((t) => t.textContent)")
     live = v.page.evaluate("[...document.querySelectorAll('.unit.op:not(.dead) text.title')].map((t) => t.textContent)")
-    assert sorted(dead) == ["arange", "gt"] and "relu" in live
+    assert sorted(dead) == ["arange", "gt (>)"] and "relu" in live
     style = v.page.evaluate("(() => { const u = document.querySelector('.unit.dead'); return [getComputedStyle(u).opacity, getComputedStyle(u.querySelector('.box')).strokeDasharray]; })()")
     assert float(style[0]) < 1 and style[1] not in ("none", "")
+    v.close()
+
+
+
+def test_each_edge_out_of_a_multi_output_op_is_labelled_with_its_own_tensor(browser, tmp_path: Path) -> None:
+    from _tree_models import LSTMHead
+
+    # out, h and c leave the LSTM: the diagram labels each edge with its own tensor, and a label
+    # the page shows is that edge's own (never the first output's shape on h's edge)
+    graph = torchatlas.trace(LSTMHead(), torch.randn(2, 10, 32))
+    drawn = {m.group(1): m.group(2) for m in re.finditer(r'"s1" -> "([^"]+)" \[label=" ([^"]+)"', graph.to_dot())}
+    assert sorted(drawn.values()) == ["2×10×96", "4×2×48", "4×2×48"]
+    v = Viewer(browser, graph.ir, tmp_path, "lstm-edges")
+    lstm = [n.id for n in graph.ir.nodes if n.target == "torch.lstm"]
+    shown = dict(
+        v.page.evaluate(
+            "(ids) => [...document.querySelectorAll('.edge-label')].map((l) => l.dataset.id.split('>'))"
+            ".filter(([a]) => ids.includes(a)).map(([, b]) => [b, document.querySelector(`.edge-label[data-id$='>${b}']`).textContent])",
+            [*lstm, "s1"],
+        )
+    )
+    assert shown and all(drawn[target] == label for target, label in shown.items()) and not v.errors
+    v.close()
+
+
+def test_the_backward_part_is_drawn_apart_and_dashed(browser, tmp_path: Path) -> None:
+    from torchatlas import _example
+
+    torch.manual_seed(0)
+    graph = torchatlas.trace(_example.CoolCNN(), _example.example_input(), backward=True)
+    v = Viewer(browser, graph.ir, tmp_path, "backward")
+    part = v.page.locator(".backward")
+    assert part.count() >= 1  # the backward call, drawn as the diagram draws it
+    dashes = v.page.evaluate(
+        "[...document.querySelectorAll('.unit.backward .box, .cluster.backward .frame')].map((e) => getComputedStyle(e).strokeDasharray)"
+    )
+    assert dashes and all(d not in ("none", "") for d in dashes) and not v.errors  # dashed, as in the diagram
+    v.screenshot("viewer-backward")  # docs/img/viewer-backward.png (docs/pictures.py)
     v.close()

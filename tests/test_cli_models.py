@@ -203,6 +203,16 @@ def test_out_dir_without_the_viewer_bundle_writes_the_rest_and_names_what_it_cou
     assert code == EXIT_MODEL_FAILED and len(error_lines(err)) == 1 and "npm run build" in err
 
 
+def test_a_view_flag_a_format_cannot_honour_is_refused_alone_and_left_to_the_others_in_out_dir(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "-f", "model-explorer", "--depth", "1")
+    assert code != 0 and error_lines(err) == [next(line for line in err.splitlines() if "cannot honour depth=1" in line)]
+    code, _, err = run_cli(capsys, "--out-dir", str(tmp_path / "out"), "--depth", "1")
+    assert code == 0 and "cannot honour" not in err
+    doc = json.loads((tmp_path / "out" / "model_explorer.json").read_text())
+    assert "initial_conv" in {n["namespace"] for n in doc["graphs"][0]["nodes"]}
+    assert "conv2d" not in (tmp_path / "out" / "tree.txt").read_text()  # --depth 1 still reaches the tree
+
+
 def test_out_dir_goes_on_past_a_failing_format_and_fails_at_the_end(capsys, tmp_path, monkeypatch):
     view = torchatlas.Graph.view
 

@@ -27,15 +27,15 @@ def test_a_decision_is_a_diamond_mark_and_the_loop_one_box(browser, tmp_path: Pa
     titles = [u[1] for u in units]
     folds = [u for u in units if u[0].startswith("g")]
     assert len(folds) == 1 and folds[0][1] == "step"  # the four iterations: one box, body inside
-    assert not {"sub", "abs", "mean", "lt"} & set(titles)
+    assert not {"sub (-)", "abs", "mean", "lt (<)"} & set(titles)
     marks = [u for u in units if u[3]]
-    assert [(u[1], u[2]) for u in marks] == [("gt", "◆ if: not taken")] and float(marks[0][5]) == 1
+    assert [(u[1], u[2]) for u in marks] == [("gt (>)", "◆ if: not taken")] and float(marks[0][5]) == 1
     line = line_of(EarlyExit, "if h.norm()")
     assert f"◆ if @ _decision_models.py:{line} (not taken)" in marks[0][4]
     v.screenshot("decisions")
     v.click_and_relayout(f'.unit[data-id="{folds[0][0]}"]')  # opened: the first iteration, its break test
     opened = v.page.evaluate(_UNITS)
-    tests = [u for u in opened if u[1] == "lt"]
+    tests = [u for u in opened if u[1] == "lt (<)"]
     assert len(tests) == 1 and tests[0][3] and tests[0][2] == "◆ break: went on ×3, broke"  # every iteration counted
     assert line_of(EarlyExit, "if delta.abs()") and not v.errors
     v.screenshot("decisions-open")

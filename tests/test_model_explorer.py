@@ -54,7 +54,7 @@ def test_namespaces_follow_module_calls_and_edges_resolve(coolcnn_doc: dict) -> 
     assert int(attrs["flops"]) > 0
     shape = {kv.key: kv.value for kv in convs[0].outputsMetadata[0].attrs}["tensor_shape"]
     assert shape == "float32[1, 16, 32, 32]"
-    add = next(n for n in graph.nodes if n.label == "add")
+    add = next(n for n in graph.nodes if n.label == "add (+)")  # as the tree and diagram title it
     sources = {e.sourceNodeId for e in add.incomingEdges}
     assert {next(n for n in graph.nodes if n.id == s).namespace for s in sources} == {"max_pool", "max_pool#1"}
     group = coolcnn_doc["graphs"][0]["groupNodeAttributes"]["initial_conv"]
@@ -113,3 +113,36 @@ def test_op_arguments_are_attributes(coolcnn_doc: dict) -> None:
     assert args["view"] == "(%0, -1, 2048)"  # the view's shape, as written
     assert args["max_pool2d"].startswith("(%0, 2, stride=2")
     assert args["conv2d"] == "(%0, %1, %2, [1, 1], [1, 1], [1, 1], 1)"
+
+
+def test_its_options_are_the_view_options_and_hide_what_every_output_hides() -> None:
+    from torchatlas._render import ModelExplorerOptions
+    from torchatlas._view import ViewOptions
+
+    coolcnn = load_coolcnn()
+    graph = torchatlas.trace(coolcnn.CoolCNN(), coolcnn.example_input())
+    assert issubclass(ModelExplorerOptions, ViewOptions)
+    plain = load_collection(graph.to_model_explorer()).graphs[0]
+    assert {kv.value for n in plain.nodes for kv in n.attrs if kv.key == "kind"} == {"input", "op", "output"}
+    with_params = load_collection(graph.to_model_explorer(show_params=True, title="cnn"))
+    weights = [n for n in with_params.graphs[0].nodes if n.label == "initial_conv.weight"]
+    assert with_params.label == "cnn" and len(weights) == 1
+    conv = next(n for n in with_params.graphs[0].nodes if n.label == "conv2d" and n.namespace == "initial_conv")
+    assert weights[0].id in {e.sourceNodeId for e in conv.incomingEdges}
+    for refused in ({"depth": 2}, {"fold_repeats": True}, {"expand_leaf_modules": True}, {"direction": "LR"}):
+        with pytest.raises(ValueError, match=r"^ModelExplorerOptions cannot honour \w+=.*: Model Explorer [^\n]+$"):
+            graph.to_model_explorer(**refused)
+
+
+def test_a_stand_in_is_named_as_the_reader_knows_the_value() -> None:
+    config = transformers.AutoConfig.for_model(
+        "t5", num_layers=4, num_decoder_layers=4, d_model=32, d_ff=64, num_heads=2, d_kv=16, vocab_size=100
+    )
+    torch.manual_seed(0)
+    ids = torch.randint(0, 100, (1, 8))
+    graph = torchatlas.trace(transformers.T5Model(config).eval(), kwargs={"input_ids": ids, "decoder_input_ids": ids[:, :4]})
+    labels = [n["label"] for n in graph.to_model_explorer()["graphs"][0]["nodes"] if n["label"].startswith("↪ ")]
+    # the encoder's output, read in the decoder: what the decoder was given it as, as the tree's ←
+    # says; never the encoder's own `hidden_states`, which means the decoder's state there
+    assert labels and set(labels) == {"↪ encoder_hidden_states"}
+    assert "decoder (T5Stack)  (1×4 int64, 1×8×32) → 1×4×32  ← decoder_input_ids, encoder_hidden_states" in graph.tree()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from torchatlas._ops import CATEGORIES, KIND_CATEGORY, LEGEND, OPS, category, is_view, op_info, op_name
+from torchatlas._ops import CATEGORIES, KIND_CATEGORY, LEGEND, OPS, category, is_view, op_info, op_name, op_title
 from torchatlas._passes._flops import RULES
 from torchatlas._view import PALETTES
 
@@ -78,3 +78,18 @@ def test_views_alias_and_unknown_ops_are_unknown() -> None:
     assert is_view("torch.Tensor.transpose") and is_view("aten.view.default")
     assert not is_view("torch.Tensor.contiguous")
     assert op_info("torch.my_custom_op") is None and category("torch.my_custom_op", "op") == "other"
+
+
+@pytest.mark.parametrize(
+    ("target", "title"),
+    [
+        ("torch.Tensor.__add__", "add (+)"),
+        ("torch.Tensor.__iadd__", "add (+=)"),
+        ("torch.Tensor.__getitem__", "getitem ([])"),
+        ("torch.Tensor.__neg__", "neg (-x)"),
+        ("torch.conv2d", "conv2d"),
+        ("aten.add.Tensor", "add"),
+    ],
+)
+def test_an_op_has_one_title_with_the_operator_it_was_written_as(target: str, title: str) -> None:
+    assert op_title(target) == title

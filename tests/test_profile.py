@@ -16,6 +16,7 @@ from torch.autograd.profiler_util import FunctionEvent
 
 import torchatlas
 from torchatlas._capture import _timing
+from torchatlas._passes import analyze, strip_analyses
 
 
 def _vit_tiny() -> nn.Module:
@@ -36,6 +37,14 @@ def _plain_forward_us(model: nn.Module, x: torch.Tensor, rounds: int = 21) -> fl
         times.append(time.perf_counter() - started)
     return statistics.median(times) * 1e6
 
+
+
+def with_device_times(graph: torchatlas.Graph, times: dict[str, float], default: float | None = None) -> torchatlas.Graph:
+    """``graph`` as a CUDA run gives it (each call's kernels' time), analysed again: the
+    repeats pass totals a folded run's times, which every output reads."""
+    for scope in graph.ir.scopes:
+        scope.meta["cuda_time_us"] = times.get(scope.path, default) if default is not None else times[scope.path]
+    return torchatlas.Graph(analyze(strip_analyses(graph.ir)))
 
 def test_the_profiled_root_is_close_to_a_plain_forward_and_a_no_op_is_nearly_free() -> None:
     model, x = _vit_tiny(), torch.randn(1, 3, 32, 32)
@@ -172,8 +181,7 @@ def _cells(line: str) -> list[str]:
 def test_device_times_get_their_columns_sort_first_and_fold_as_sums() -> None:
     graph = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
     device = {"": 1000.0, "blocks.0": 100.0, "blocks.1": 200.0, "blocks.2": 300.0, "head": 700.0}
-    for scope in graph.ir.scopes:  # as a CUDA run gives them: each call's kernels' time
-        scope.meta["cuda_time_us"] = device[scope.path]
+    graph = with_device_times(graph, device)
     header = _cells(graph.summary(format="text", wide=True).splitlines()[0])
     assert header[-4:] == ["Time", "% Time", "CUDA time", "% CUDA"]
     folded = next(line for line in graph.summary(format="text", wide=True).splitlines() if "blocks" in line)
@@ -211,8 +219,7 @@ def test_the_cuda_branch_writes_device_times_on_ops_and_inclusive_ones_on_calls(
 def test_the_tree_shows_each_calls_time_and_a_folded_runs_sum() -> None:
     graph = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
     device = {"": 1000.0, "blocks.0": 100.0, "blocks.1": 200.0, "blocks.2": 300.0, "head": 700.0}
-    for scope in graph.ir.scopes:
-        scope.meta["cuda_time_us"] = device[scope.path]
+    graph = with_device_times(graph, device)
     lines = graph.tree(ascii=False).splitlines()
     blocks = next(line for line in lines if "blocks" in line)
     cpu = sum(s.meta["time_us"] for s in graph.ir.scopes if s.path.startswith("blocks."))
@@ -224,8 +231,7 @@ def test_the_tree_shows_each_calls_time_and_a_folded_runs_sum() -> None:
 
 def test_the_diagram_shows_time_on_module_boxes() -> None:
     graph = torchatlas.trace(Repeats(), torch.randn(2, 8), profile=True)
-    for scope in graph.ir.scopes:
-        scope.meta["cuda_time_us"] = {"blocks.0": 100.0, "blocks.1": 200.0, "blocks.2": 300.0}.get(scope.path, 50.0)
+    graph = with_device_times(graph, {"blocks.0": 100.0, "blocks.1": 200.0, "blocks.2": 300.0}, default=50.0)
     assert "CUDA 100 µs" in graph.to_dot(depth=1, fold_repeats=False)
     folded = graph.to_dot(depth=1, fold_repeats=True)
     assert "CUDA 600 µs" in folded and "CUDA 50 µs" in folded  # the folded blocks: every member's

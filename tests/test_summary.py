@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+import torch
 from _passes_builder import IRBuilder, linear_layer, param_entry
 
 import torchatlas
@@ -216,3 +217,55 @@ def test_modules_the_model_does_not_register_are_pointed_out() -> None:
     graph = torchatlas.trace(SharedActivation(), torch.randn(2, 8))
     assert [s.path for s in graph.ir.scopes if s.meta.get("unregistered")] == ["<GELU>"]
     assert "not registered" not in graph.summary(format="text")
+
+
+def test_a_folded_rows_time_and_nan_counts_are_the_repeats_passes_totals() -> None:
+    transformers = pytest.importorskip("transformers")
+
+    from torchatlas._ir import GraphIR
+    from torchatlas._text import format_duration
+
+    cfg = transformers.AutoConfig.for_model("gpt2", n_layer=3, n_embd=32, n_head=2, vocab_size=100)
+    torch.manual_seed(0)
+    model = transformers.GPT2Model(cfg).eval()
+    ir = torchatlas.trace(model, kwargs={"input_ids": torch.randint(0, 100, (1, 8))}, profile=True, stats=True).ir
+    [group] = [g for g in ir.meta["repeat_groups"] if g["label"].startswith("h.0")]
+    members = [ir.scope(sid).meta for sid in group["scopes"]]
+    totals = group["totals"]
+    assert totals["time_us"] == sum(m["time_us"] for m in members) > 0
+    assert totals["nonfinite_ops"] == sum(m["nonfinite_ops"] for m in members)
+
+    def folded_row(graph: GraphIR) -> dict[str, str]:
+        lines = render_summary(graph, SummaryOptions(format="markdown")).splitlines()
+        header = [c.strip(" *") for c in _md_cells(lines[0])]
+        row = next(line for line in lines if "h.0–2 (GPT2Block) ×3" in line)
+        return dict(zip(header, _md_cells(row), strict=True))
+
+    row = folded_row(ir)
+    assert row["Time"] == format_duration(totals["time_us"]) and row["NaN/Inf ops"] == "-"
+    # the row reads the totals the pass wrote, it adds nothing up itself
+    told = [{**g, "totals": {**g["totals"], "time_us": 4321.0, "nonfinite_ops": 7}} if g is group else g for g in ir.meta["repeat_groups"]]
+    row = folded_row(GraphIR(ir.scopes, ir.nodes, {**ir.meta, "repeat_groups": told}))
+    assert row["Time"] == format_duration(4321.0) and row["NaN/Inf ops"] == "7"
+    # and so do the tree's line and the diagram's box of the run
+    from torchatlas._render._dot import DotOptions, to_dot
+    from torchatlas._render._tree import TreeOptions, render_tree
+
+    told_ir = GraphIR(ir.scopes, ir.nodes, {**ir.meta, "repeat_groups": told})
+    line = next(line for line in render_tree(told_ir, TreeOptions()).splitlines() if "h.0–2 (GPT2Block) ×3" in line)
+    assert f"time {format_duration(4321.0)}" in line
+    assert f"· {format_duration(4321.0)}" in to_dot(told_ir, DotOptions(depth=1))  # the run closed: one box
+
+
+def test_an_empty_vector_reads_as_empty_never_as_a_bare_zero() -> None:
+    from torchatlas._text import format_shape
+
+    assert format_shape((0,)) == "0 (empty)" and format_shape((2, 0)) == "2×0" and format_shape(()) == "scalar"
+
+    class EmptyCache(torch.nn.Module):
+        def forward(self, x):
+            keys = torch.tensor([])  # an empty cache, as transformers' DynamicCache starts one
+            return torch.cat([keys, x])
+
+    graph = torchatlas.trace(EmptyCache(), torch.randn(3))
+    assert "tensor → 0 (empty)" in graph.tree() and 'label=" 0 (empty)"' in graph.to_dot()

@@ -11,7 +11,7 @@ import torch
 from _tree_models import LSTMHead
 
 import torchatlas
-from torchatlas._render import DotOptions, HtmlOptions, SummaryOptions, TreeOptions
+from torchatlas._render import DotOptions, HtmlOptions, ModelExplorerOptions, SummaryOptions, TreeOptions
 from torchatlas._view import ViewOptions
 
 transformers = pytest.importorskip("transformers")
@@ -29,18 +29,19 @@ VIEW_FIELDS = ("depth", "fold_repeats", "expand_leaf_modules", "show_params", "s
 
 def test_every_writer_takes_the_view_options_with_one_default_each() -> None:
     assert tuple(f.name for f in dataclasses.fields(ViewOptions)) == VIEW_FIELDS
-    for options in (TreeOptions, SummaryOptions, DotOptions, HtmlOptions):
+    for options in (TreeOptions, SummaryOptions, DotOptions, HtmlOptions, ModelExplorerOptions):
         assert issubclass(options, ViewOptions)
-        assert all(getattr(options(), name) == getattr(ViewOptions(), name) for name in VIEW_FIELDS)
+        # a field a writer cannot honour may have the default it does (Model Explorer folds nothing)
+        assert all(getattr(options(), name) == getattr(ViewOptions(), name) for name in VIEW_FIELDS if name not in options.UNHONOURED)
         with pytest.raises(ValueError, match="depth must be None or an integer"):
             options(depth=-1)
 
 
-@pytest.mark.parametrize("options", [TreeOptions, SummaryOptions, HtmlOptions])
+@pytest.mark.parametrize("options", [TreeOptions, SummaryOptions, HtmlOptions, ModelExplorerOptions])
 def test_a_writer_refuses_the_view_options_it_cannot_honour_in_one_line(options: type[ViewOptions]) -> None:
     assert options.UNHONOURED and set(options.UNHONOURED) <= set(VIEW_FIELDS)
     for name in options.UNHONOURED:
-        value = "LR" if name == "direction" else True
+        value = {"direction": "LR", "depth": 2}.get(name, not getattr(options(), name))
         with pytest.raises(ValueError, match=rf"^{options.__name__} cannot honour {name}={value!r}: \S"):
             options(**{name: value})
     assert not DotOptions.UNHONOURED  # the diagram honours every view option

@@ -233,9 +233,10 @@ class Graph:
             print(f"torchatlas: no web browser to open here; the viewer page is {path}", file=sys.stderr)
         return path
 
-    def to_model_explorer(self, path: PathLike | None = None) -> dict[str, Any] | Path:
-        """Google Model Explorer's graph JSON (module calls as namespaces, shapes as metadata)."""
-        text = self._emit("model-explorer", ModelExplorerOptions(), None)
+    def to_model_explorer(self, path: PathLike | None = None, title: str | None = None, **options: Any) -> dict[str, Any] | Path:
+        """Google Model Explorer's graph JSON (module calls as namespaces, shapes as metadata);
+        ``options`` are ``ModelExplorerOptions``' fields (``show_params=True``: parameters as nodes)."""
+        text = self._emit("model-explorer", ModelExplorerOptions(title=title, **options), None)
         return json.loads(text) if path is None else write_atomic(path, text)
 
     def _repr_html_(self) -> str | None:

@@ -302,6 +302,14 @@ def operator_symbol(target: str | None) -> str | None:
     return OPERATOR_SYMBOLS.get((target or "").rsplit(".", 1)[-1])
 
 
+def op_title(target: str | None) -> str:
+    """An op's title in every output: its short name with the operator it was written as
+    (``add (+)`` for ``torch.Tensor.__add__``, ``getitem ([])``), else the name (``conv2d``)."""
+    symbol = operator_symbol(target)
+    name = op_name(target)
+    return f"{name} ({symbol})" if symbol else name
+
+
 def category(target: str | None, node_kind: str) -> str:
     """The colour category of a node: one of :data:`CATEGORIES`."""
     if node_kind in NODE_KIND_CATEGORY:

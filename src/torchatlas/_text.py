@@ -83,7 +83,10 @@ def fold_label(first_path: str, last_path: str, class_name: str, count: int) -> 
 
 
 def format_shape(shape: list[Any] | tuple[Any, ...]) -> str:
-    """``(2, 3)`` -> ``2×3``; a 0-d tensor is ``scalar``."""
+    """``(2, 3)`` -> ``2×3``; a 0-d tensor is ``scalar``; an empty vector ``0 (empty)``, never
+    a bare ``0`` that reads as a value (an empty KV cache's ``tensor([])``)."""
+    if tuple(shape) == (0,):
+        return "0 (empty)"
     return "×".join(str(d) for d in shape) if shape else "scalar"
 
 

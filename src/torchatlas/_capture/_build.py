@@ -13,7 +13,7 @@ import torch
 
 from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
 from . import _source
-from ._records import NodeRecord, Recording, Slot
+from ._records import Recording, Slot
 from ._values import dtype_name, encode, encode_arguments
 
 

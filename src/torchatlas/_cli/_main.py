@@ -426,13 +426,22 @@ def _stats_text(stats: Any, slot: int) -> str:
 
 
 def _view_options(fmt: str, opts: argparse.Namespace) -> dict[str, Any]:
-    """The command line's view flags that this format takes."""
-    fields = {f.name for f in dataclasses.fields(torchatlas.FORMATS[fmt].options)}
+    """The command line's view flags that this format takes; writing every format (``--out-dir``),
+    those it cannot honour (Model Explorer's ``--depth``) are left to the formats that can."""
+    options = torchatlas.FORMATS[fmt].options
+    fields = {f.name for f in dataclasses.fields(options)}
+    if opts.out_dir:
+        fields -= set(getattr(options, "UNHONOURED", {}))
     # the view options every output shares (--depth, --no-fold): the diagram and the page take them too
     chosen = {"depth": opts.depth, "ascii": opts.ascii, "fold_repeats": opts.fold}
     if fmt == "summary":
         chosen["sort"] = opts.sort
-    return {k: v for k, v in chosen.items() if k in fields and v is not None}
+    taken = {k: v for k, v in chosen.items() if k in fields and v is not None}
+    try:
+        options(**taken)
+    except ValueError as e:  # a flag this format cannot honour: one line, as a wrong flag
+        raise SpecError(f"--format {fmt}: {e}") from None
+    return taken
 
 
 def _text(graph: Graph, fmt: str, opts: argparse.Namespace) -> str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
-from torchatlas._ops import op_name
+from torchatlas._ops import op_name, op_title
 from torchatlas._passes._analyze import ensure_analyzed
 from torchatlas._passes._diff_match import Matching, Step, is_unordered, match, resolve, target_family
 from torchatlas._passes._diff_merge import merged_graph
@@ -286,7 +286,7 @@ class _Differ:
         n = ir.node(ref)
         if n.kind == "op":
             where = ir.scope(n.scope).path or "<root>"
-            return f"{op_name(n.target)}{f'.{ref.slot}' if ref.slot else ''} in {where}"
+            return f"{op_title(n.target)}{f'.{ref.slot}' if ref.slot else ''} in {where}"
         if n.kind == "constant":
             meta = ir.value_meta(ref)
             return f"constant {format_shape(meta.shape) if meta else ''}".strip()
@@ -357,7 +357,7 @@ def _op_badge(first: tuple[str, str, str], outs: tuple[list[Any], list[Any]], dt
     """A changed op's box subtitle: ``relu → tanh``, ``1×6×128 → 1×6×256``, ``float32 → float64``."""
     field = first[0]
     if field == "op":
-        return f"{op_name(targets[0])} → {op_name(targets[1])}"
+        return f"{op_title(targets[0])} → {op_title(targets[1])}"
     if field == "op shapes" and outs[0] != outs[1]:
         return f"{format_shapes(outs[0])} → {format_shapes(outs[1])}"
     if field == "op dtypes":

@@ -11,11 +11,13 @@ gives the same text.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import PurePath
+from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
-from torchatlas._ops import LEGEND, category, collective_kind, op_name
+from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
+from torchatlas._ops import LEGEND, category, collective_kind
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._text import format_compact, format_duration
 from torchatlas._view import (
@@ -34,15 +36,18 @@ from torchatlas._view import (
     Unit,
     break_anchors,
     build_layout,
+    call_name,
     collective_text,
     decisions,
     dominant_dtype,
     fold_name,
+    fold_totals,
     input_label,
     leaf_module_category,
     legend_graphs,
     loop_note,
     model_title,
+    op_display,
     plain_reason,
     rank_pins,
     read_label,
@@ -70,13 +75,13 @@ def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int
     return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
 
 
-def _time_facts(calls: list[Scope]) -> list[str]:
-    """``1.2 ms`` and ``CUDA 0.8 ms`` for profiled calls (a folded run: every member's, summed)."""
+def _time_facts(numbers: Mapping[str, Any]) -> list[str]:
+    """``1.2 ms`` and ``CUDA 0.8 ms`` for a profiled call (``numbers``: its meta, or a folded
+    run's totals from the repeats pass)."""
     facts = []
     for key, prefix in (("time_us", ""), ("cuda_time_us", "CUDA ")):
-        times = [t for s in calls if isinstance(t := s.meta.get(key), (int, float))]
-        if times:
-            facts.append(prefix + format_duration(sum(times)))
+        if isinstance(time := numbers.get(key), (int, float)):
+            facts.append(prefix + format_duration(time))
     return facts
 
 
@@ -183,7 +188,9 @@ class _Writer:
         border = BACKWARD if scope_id.startswith(BACKWARD_SCOPE) else p.cluster_border
         style = "rounded,filled,dashed" if scope_id.startswith(BACKWARD_SCOPE) else "rounded,filled"
         members = self.layout.folds.get(scope_id)
-        name = fold_name(members) if members else scope_name(scope, self.model)
+        # named below its caller, as its box would be and as the page names an open call
+        caller = self.ir.scope(scope.parent).path if scope.parent is not None else ""
+        name = relative_name(fold_name(members), caller) if members else call_name(self.ir, scope_id, self.model)
         label = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if members:  # a run drawn open, as its first member
             label += f" <B>×{len(members)}</B>"
@@ -241,8 +248,9 @@ class _Writer:
         cat = category(n.target, n.kind)
         meta = n.outputs[0] if n.outputs else None
         if n.kind == "op":
-            name = (op_name(n.target) or "?") + ("_" if n.inplace else "")
-            label = f"<B>{html_text(name)}</B>"
+            label = f"<B>{html_text(op_display(n))}</B>"
+            if n.inplace:  # as the tree's [in-place]
+                label += f"<BR/>{_font('in-place', p.muted, 9)}"
             tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
             marked = collective_text(n)
             if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)
@@ -295,7 +303,7 @@ class _Writer:
         params = _param_count(self.ir, unit)
         if params:
             facts.append(f"{format_compact(params)} params")
-        facts += _time_facts(unit.members if unit.kind == "fold" else [scope])
+        facts += _time_facts(fold_totals(self.ir, scope.id) if unit.kind == "fold" else scope.meta)
         title = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
         if unit.kind == "fold":
             title += f" <B>×{len(unit.members)}</B>"
@@ -357,7 +365,7 @@ class _Writer:
         elif source.kind == "box":
             name = scope_name(source.scope, self.model)
         elif source.node.kind == "op":
-            name = op_name(source.node.target) or "?"
+            name = op_display(source.node)
         else:
             name = input_label(source.node.path)
         p = self.palette

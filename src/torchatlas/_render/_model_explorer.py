@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from torchatlas._ir import GraphIR, Ref, Scope
-from torchatlas._ops import op_name
 from torchatlas._view import (
     BROADCAST_CALLS,
     LOCAL_KINDS,
     CallDistance,
+    ReadingNames,
+    ViewOptions,
     arguments_text,
     backward_apart,
     call_holding,
     model_title,
+    op_display,
+    value_source_name,
+    variable_name,
 )
 
 
@@ -97,8 +101,22 @@ def _attrs(pairs: list[tuple[str, Any]]) -> list[dict[str, str]]:
 
 
 @dataclass(frozen=True)
-class ModelExplorerOptions:
-    """Options of the Model Explorer export."""
+class ModelExplorerOptions(ViewOptions):
+    """What the Model Explorer export holds; every field is also a keyword of ``Graph.to_model_explorer``.
+
+    It hides the node kinds every output hides (``show_params``, ``show_constants``). Model
+    Explorer lays the graph out and opens module namespaces itself, so the fields about what is
+    drawn open, folded or which way are refused (``UNHONOURED``); it draws every call of a run:
+    ``fold_repeats`` is False."""
+
+    UNHONOURED: ClassVar[dict[str, str]] = {
+        "depth": "Model Explorer opens and closes module namespaces itself",
+        "fold_repeats": "Model Explorer draws every call of a run, each in its namespace",
+        "expand_leaf_modules": "Model Explorer opens a leaf module's namespace on a click, as any call's",
+        "direction": "Model Explorer lays the graph out top to bottom itself",
+    }
+
+    fold_repeats: bool = False
 
     title: str | None = None
     """The graph's label; default: the model's class name."""
@@ -106,22 +124,28 @@ class ModelExplorerOptions:
 
 def model_explorer_json(ir: GraphIR, options: ModelExplorerOptions | None = None) -> str:
     """The export as JSON text, ready to save as ``.json``."""
-    return json.dumps(to_model_explorer(ir, (options or ModelExplorerOptions()).title))
+    return json.dumps(to_model_explorer(ir, options))
 
 
-def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
+def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) -> dict[str, Any]:
     """A Model Explorer graph collection for ``ir``; save it as ``.json`` and open it in Model Explorer.
     A ``backward=True`` graph's backward ops sit apart, in a ``backward`` namespace, as in the diagram."""
+    options = options or ModelExplorerOptions()
     ir = backward_apart(ir)
     namespaces = _namespaces(ir)
-    label = title or model_title(ir)
+    model = model_title(ir)
+    label = options.title or model
     stand_ins = _broadcast_stand_ins(ir)
+    reading = ReadingNames(ir)
+    hidden = options.hidden_kinds()
     nodes = []
     made: set[str] = set()
     for n in ir.nodes:
+        if n.kind in hidden:
+            continue
         scope = ir.scope(n.scope)
         if n.kind == "op":
-            node_label = op_name(n.target)
+            node_label = op_display(n)
         else:
             node_label = n.path or n.kind
         attrs = _attrs(
@@ -148,13 +172,15 @@ def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
         ]
         incoming = []
         for i, ref in enumerate(n.inputs):
+            if ir.node(ref).kind in hidden:
+                continue
             source, slot = ref.node, str(ref.slot)
             call = stand_ins.get((ref, n.id))
             if call is not None:
                 source, slot = f"ref_{ref.node}_{ref.slot}_{call}", "0"
                 if source not in made:
                     made.add(source)
-                    nodes.append(_stand_in(ir, ref, source, namespaces[call]))
+                    nodes.append(_stand_in(ir, ref, source, call, namespaces[call], model, reading))
             incoming.append({"sourceNodeId": source, "sourceNodeOutputId": slot, "targetNodeInputId": str(i)})
         nodes.append(
             {
@@ -185,10 +211,11 @@ def to_model_explorer(ir: GraphIR, title: str | None = None) -> dict[str, Any]:
     return {"label": label, "graphs": [{"id": label, "nodes": nodes, "groupNodeAttributes": group_attrs}]}
 
 
-def _stand_in(ir: GraphIR, ref: Ref, node_id: str, namespace: str) -> dict[str, Any]:
-    """A ``↪ cos`` node in a reading call for a value drawn in full where it is first read."""
-    producer = ir.node(ref)
-    name = producer.name or (op_name(producer.target) if producer.kind == "op" else producer.path or producer.kind)
+def _stand_in(ir: GraphIR, ref: Ref, node_id: str, call: str, namespace: str, model: str, reading: ReadingNames) -> dict[str, Any]:
+    """A ``↪ encoder_hidden_states`` node in a reading call for a value drawn in full where it
+    is first read, named as the tree's ``←`` names the read: what the call knows it as, else
+    its variable (``↪ cos``), else where it comes from (``↪ encoder.dropout#1``)."""
+    name = reading.read_by_call(ref, call) or variable_name(ir.node(ref), ref.slot) or value_source_name(ir, ref, model)
     meta = ir.value_meta(ref)
     shape = [{"id": "0", "attrs": _attrs([("tensor_shape", _shape_attr(meta.dtype, meta.shape))])}] if meta else []
     return {

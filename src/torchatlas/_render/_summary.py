@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -183,7 +183,8 @@ def summary_rows(
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
         members = [ir.scope(sid) for sid in runs.get(s.id, [s.id])]
-        time_us = sum(t for m in members if isinstance(t := m.meta.get(time_key), (int, float)))
+        numbers = fold_totals(ir, s.id) if run else m  # a folded run: the repeats pass's totals
+        time_us = t if isinstance(t := numbers.get(time_key), (int, float)) else 0
         rows.append(
             Row(
                 0 if sort else d,
@@ -198,7 +199,7 @@ def summary_rows(
                     macs_text,
                     format_bytes(m.get("activation_bytes")),
                     share,
-                    *_runtime_cells(ir, columns, members),
+                    *_runtime_cells(ir, columns, members, numbers),
                 ),
                 time_us,
             )
@@ -222,7 +223,7 @@ def summary_rows(
             format_si(g.get("macs")) + unknown,
             f"peak {format_bytes(g.get('peak_activation_bytes'))}",
             "100.0%" if total_flops else "-",
-            *_runtime_cells(ir, columns, None),
+            *_runtime_cells(ir, columns, None, None),
         ),
     )
     if sort == "time":
@@ -243,9 +244,12 @@ def _shapes_cell(meta: dict[str, Any], which: str, dominant: str | None, limit: 
     return ", ".join(texts[:limit]) + more
 
 
-def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] | None) -> list[str]:
-    """The cells after :data:`COLUMNS` for a call (the members of a folded run: summed,
-    the range over all) or, with ``members`` None, for the totals."""
+def _runtime_cells(
+    ir: GraphIR, columns: tuple[str, ...], members: list[Scope] | None, numbers: Mapping[str, Any] | None
+) -> list[str]:
+    """The cells after :data:`COLUMNS` for a call or, with ``members`` None, for the totals.
+    ``numbers``: the call's meta, or a folded run's totals (``_view.fold_totals``, summed once
+    by the repeats pass), where its time and NaN/Inf counts are read; the range is over all members."""
     root = next((s for s in ir.scopes if s.parent is None), None)
     cells: list[str] = []
     for name in columns[len(COLUMNS) :]:
@@ -257,9 +261,8 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
         elif name in _TIME_KEYS:
             key = _TIME_KEYS[name]
             model_time = root.meta.get(key) if root is not None else None
-            times = [m.meta.get(key) for m in members] if members is not None else [model_time]
-            known = [t for t in times if isinstance(t, (int, float))]
-            total = sum(known) if known else None  # a folded run: every member's time
+            time = numbers.get(key) if numbers is not None else model_time
+            total = time if isinstance(time, (int, float)) else None
             if not name.startswith("%"):
                 cells.append(format_duration(total))
             else:
@@ -279,9 +282,7 @@ def _runtime_cells(ir: GraphIR, columns: tuple[str, ...], members: list[Scope] |
             each = show(owners[0].meta.get(key) or 0)
             cells.append(total if len(owners) == 1 else _group_count(len(owners), each, total, False))
         else:
-            count = sum(m.meta.get("nonfinite_ops", 0) for m in members) if members is not None else ir.meta.get(
-                "nonfinite_ops", 0
-            )
+            count = (numbers if numbers is not None else ir.meta).get("nonfinite_ops", 0)
             cells.append(str(count) if count else "-")
     return cells
 

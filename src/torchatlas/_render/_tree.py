@@ -25,14 +25,18 @@ from torchatlas._view import (
     decision_text,
     dominant_dtype,
     fold_runs,
+    fold_totals,
     forward_part,
+    forward_reads,
     input_label,
     loop_iterations,
+    of_the_loss,
     op_display,
     relative_name,
     run_label,
     shape_text,
     short_source,
+    variable_name,
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
@@ -272,11 +276,7 @@ class _TreeBuilder:
 
     def ref_name(self, ref: Ref) -> str | None:
         """The variable holding this one value: ``h`` of ``h, gate = x.chunk(2)``."""
-        node = self.ir.node(ref)
-        if node.name and len(node.outputs) > 1:
-            parts = node.name.split(", ")
-            return parts[ref.slot] if len(parts) == len(node.outputs) else node.name
-        return node.name
+        return variable_name(self.ir.node(ref), ref.slot)
 
     def value_name(self, producer: Item, ref: Ref) -> str:
         """What a side value is called: its variable, else the input or call it comes from."""
@@ -322,16 +322,12 @@ class _TreeBuilder:
         """``◀ backward``: per forward call, its gradient ops and the saved tensors they read."""
         count = sum(len(nodes) for _, nodes in self.backward)
         section = Line(f"◀ backward ({count} ops)")
-        # The loss: forward ops after the model's, whose results only backward reads.
-        read_forward = {
-            r.node for n in self.ir.nodes if n.kind == "output" or n.meta.get("phase") != "backward" for r in n.inputs
-        }
+        read = forward_reads(self.ir)
         for forward, nodes in self.backward:
             saved = dict.fromkeys(
                 self.saved_name(s) for n in nodes for s in n.meta.get("saved_from", ()) if self.ir.has_node(s)
             )
-            of_loss = all(n.meta.get("grad_of") not in read_forward for n in nodes)
-            label = "◀ " + ("(loss)" if forward.parent is None and of_loss else forward.label)
+            label = "◀ " + ("(loss)" if of_the_loss(forward, nodes, read) else forward.label)
             line = Line(visible(label + (f"  ← saved: {', '.join(saved)}" if saved else ""), LINE_LIMIT))
             if self.depth is None or self.depth >= 2:
                 line.children = [Line(self.op_label(n)) for n in nodes]
@@ -345,13 +341,13 @@ class _TreeBuilder:
         return f"{path}.{op_display(node)}" if path else op_display(node)
 
     def time_mark(self, scope_id: str) -> str:
-        """``  time 1.2 ms`` (and ``, CUDA 0.8 ms``) on a profiled call; a folded run's members summed."""
-        members = [self.ir.scope(sid).meta for sid in self.runs.get(scope_id, [scope_id])]
-        cpu = [t for m in members if isinstance(t := m.get("time_us"), (int, float))]
-        if not cpu:
+        """``  time 1.2 ms`` (and ``, CUDA 0.8 ms``) on a profiled call; a folded run's totals
+        from the repeats pass, as the summary and diagram read them."""
+        numbers = fold_totals(self.ir, scope_id) if self.runs.get(scope_id) else self.ir.scope(scope_id).meta
+        cpu, device = numbers.get("time_us"), numbers.get("cuda_time_us")
+        if not isinstance(cpu, (int, float)):
             return ""
-        device = [t for m in members if isinstance(t := m.get("cuda_time_us"), (int, float))]
-        return f"  time {format_duration(sum(cpu))}" + (f", CUDA {format_duration(sum(device))}" if device else "")
+        return f"  time {format_duration(cpu)}" + (f", CUDA {format_duration(device)}" if isinstance(device, (int, float)) else "")
 
     def item_line(self, item: Item, level: int) -> Line | None:
         """The item's line with what is inside it; None for a folded member of a run."""

@@ -9,7 +9,15 @@ the words and numbers of every label, the palettes, and the web page's whole doc
 
 from __future__ import annotations
 
-from ._backward import BACKWARD_SCOPE, backward_apart, backward_groups, backward_ids, forward_part
+from ._backward import (
+    BACKWARD_SCOPE,
+    backward_apart,
+    backward_groups,
+    backward_ids,
+    forward_part,
+    forward_reads,
+    of_the_loss,
+)
 from ._breaks import (
     break_anchors,
     break_label,
@@ -54,6 +62,8 @@ from ._labels import (
     shape_list,
     shape_text,
     short_source,
+    value_source_name,
+    variable_name,
 )
 from ._names import ReadingNames, assigned_names, operand_names
 from ._options import CONSTANT_KINDS, LOCAL_KINDS, STATE_KINDS, ViewOptions
@@ -151,6 +161,7 @@ __all__ = [
     "fold_runs",
     "fold_totals",
     "forward_part",
+    "forward_reads",
     "graph_counts",
     "input_label",
     "loop_iterations",
@@ -160,6 +171,7 @@ __all__ = [
     "metric_words",
     "model_title",
     "nonfinite_words",
+    "of_the_loss",
     "op_display",
     "operand_names",
     "page_document",
@@ -182,4 +194,6 @@ __all__ = [
     "short_source",
     "stand_in_reads",
     "to_json",
+    "value_source_name",
+    "variable_name",
 ]

@@ -54,6 +54,18 @@ def backward_groups(ir: GraphIR) -> list[tuple[Scope, list[Node]]]:
     return groups
 
 
+def forward_reads(ir: GraphIR) -> set[str]:
+    """Nodes whose results a forward op or an output reads (for :func:`of_the_loss`)."""
+    return {r.node for n in ir.nodes if n.kind == "output" or n.meta.get("phase") != "backward" for r in n.inputs}
+
+
+def of_the_loss(forward: Scope, nodes: list[Node], read: set[str]) -> bool:
+    """Whether backward ops in the model's own call differentiate the loss alone: the seed
+    gradient and the ops after the model's whose results only backward reads (``read``:
+    :func:`forward_reads`). Every output names them ``(loss)``."""
+    return forward.parent is None and all(n.meta.get("grad_of") not in read for n in nodes)
+
+
 def backward_apart(ir: GraphIR) -> GraphIR:
     """The graph with every backward op moved into a ``backward`` scope under the model's
     call, one child scope per forward call it differentiates (``backward.fc2 (∇Linear)``)."""
@@ -63,10 +75,12 @@ def backward_apart(ir: GraphIR) -> GraphIR:
         return ir
     scopes = [*ir.scopes, Scope(BACKWARD_SCOPE, root.id, "backward", "torchatlas.backward", 0)]
     moved: dict[str, str] = {}  # node id -> its backward scope
+    read = forward_reads(ir)
+    loss = all(of_the_loss(forward, nodes, read) for forward, nodes in groups if forward.parent is None)
     for forward, nodes in groups:
         sid = f"{BACKWARD_SCOPE}_{forward.id}"
         if sid not in moved.values():
-            name = f"backward.{forward.path or '(model)'}"
+            name = f"backward.{forward.path or ('(loss)' if loss else '(model)')}"
             scopes.append(Scope(sid, BACKWARD_SCOPE, name, f"torchatlas.∇{forward.class_name}", 0))
         moved.update((n.id, sid) for n in nodes)
     nodes = [dataclasses.replace(n, scope=moved[n.id]) if n.id in moved else n for n in ir.nodes]

@@ -8,8 +8,8 @@ import re
 from collections import Counter
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, PythonRead, Scope, Source, TensorMeta
-from torchatlas._ops import collective_kind, op_name, operator_symbol
+from torchatlas._ir import GraphIR, Node, PythonRead, Ref, Scope, Source, TensorMeta
+from torchatlas._ops import collective_kind, op_title
 from torchatlas._text import count_runs, format_bytes, format_shape, visible
 from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
@@ -73,11 +73,11 @@ def shape_list(metas: list[TensorMeta | None], dominant: str | None = None, most
 
 
 def op_display(node: Node) -> str:
-    """``conv2d``, ``view``, ``add (+)``, ``addmm`` (for ``aten.addmm.default``)."""
-    target = node.target or node.kind
-    symbol = operator_symbol(target)
-    name = op_name(target)
-    return f"{name} ({symbol})" if symbol else name
+    """An op's title, the one word every output shows for it (tree line, diagram box, page box
+    and panel, Model Explorer node, far-value stand-in): its short name with the operator it was
+    written as, ``add (+)``, ``add (+=)``, ``getitem ([])``; else ``conv2d``, ``view``, ``addmm``
+    (for ``aten.addmm.default``). An in-place write is marked beside it, never in the word."""
+    return op_title(node.target or node.kind)
 
 
 def model_title(ir: GraphIR) -> str:
@@ -103,6 +103,27 @@ def fold_name(members: list[Scope]) -> str:
 def fold_label(members: list[Scope]) -> str:
     """``layers.0–79 (LlamaDecoderLayer) ×80``."""
     return _fold_label(members[0].path, members[-1].path, members[0].class_name, len(members))
+
+
+def variable_name(node: Node, slot: int) -> str | None:
+    """The variable holding one result where it was made: ``h`` of ``h, gate = x.chunk(2)``."""
+    if node.name and len(node.outputs) > 1:
+        parts = node.name.split(", ")
+        return parts[slot] if len(parts) == len(node.outputs) else node.name
+    return node.name
+
+
+def value_source_name(ir: GraphIR, ref: Ref, model: str) -> str:
+    """What a ``↪`` stand-in calls a value drawn in full elsewhere: the innermost module call
+    it leaves (``encoder.dropout#1``), else the op's title or the input's name; never the
+    variable it had where it was made (``hidden_states`` there means something else here)."""
+    producer = ir.node(ref)
+    if producer.kind == "input":
+        return input_label(producer.path)
+    if producer.kind != "op":
+        return producer.path or producer.kind
+    scope = ir.scope(producer.scope)
+    return scope_name(scope, model) if scope.parent is not None and ref in scope.outputs else op_display(producer)
 
 
 def relative_name(name: str, within: str) -> str:

@@ -19,8 +19,9 @@ class ViewOptions:
     extend it, so ``graph.tree()``, ``graph.summary()``, ``graph.to_dot()`` and ``graph.to_html()``
     show the same calls, folded alike, hiding the same node kinds.
 
-    A writer that cannot honour a field names it in ``UNHONOURED`` and refuses any value but the
-    default (one line saying so), rather than showing something else silently."""
+    A writer that cannot honour a field names it in ``UNHONOURED`` and refuses any value but its
+    default (one line saying so), rather than showing something else silently; such a writer may
+    give the field the default it does honour (Model Explorer folds nothing: ``fold_repeats=False``)."""
 
     UNHONOURED: ClassVar[dict[str, str]] = {}
     """Fields this writer cannot honour, each with why: given anything but the default, it refuses."""
@@ -43,7 +44,7 @@ class ViewOptions:
             raise ValueError(f"depth must be None or an integer >= 0, not {self.depth!r}")
         if self.direction not in ("TB", "LR"):
             raise ValueError(f"direction must be 'TB' or 'LR', not {self.direction!r}")
-        defaults = {f.name: f.default for f in fields(ViewOptions)}
+        defaults = {f.name: f.default for f in fields(self)}
         for name, why in self.UNHONOURED.items():
             if getattr(self, name) != defaults[name]:
                 raise ValueError(f"{type(self).__name__} cannot honour {name}={getattr(self, name)!r}: {why}")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source, TensorMeta
-from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind, op_name
+from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind
 from torchatlas._text import format_bytes, format_compact, format_duration, format_shape, format_si, visible
 from torchatlas._view._backward import BACKWARD_SCOPE, backward_apart
 from torchatlas._view._breaks import short_reason
@@ -40,6 +40,7 @@ from torchatlas._view._labels import (
     fold_name,
     loop_iterations,
     model_title,
+    op_display,
     placement_text,
     read_label,
     read_mark,
@@ -332,7 +333,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["o"] = [meta_entry(m) for m in n.outputs]
         if n.target is not None:
             d["t"] = visible(n.target)
-            d["op"] = names(visible(op_name(n.target) or "?"))
+            d["op"] = names(visible(op_display(n)))
         if n.path is not None:
             d["path"] = visible(n.path)
         if n.name is not None:

@@ -1,0 +1,58 @@
+"""Draw the pictures the README and the docs show, from the code as it is now.
+
+    python docs/pictures.py            # diagrams and page screenshots
+    python docs/pictures.py diagrams   # only the Graphviz diagrams (no browser needed)
+
+Diagrams are drawn by ``Graph.render`` (Graphviz ``dot``). Page screenshots are the ones the
+browser tests take into ``test-artifacts/`` (Chromium and the built viewer bundle needed), copied
+here, so a picture shows exactly what a test checked.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+import torchatlas
+from torchatlas import _example
+
+ROOT = Path(__file__).resolve().parent.parent
+IMG = ROOT / "docs" / "img"
+ARTIFACTS = ROOT / "test-artifacts"
+
+SCREENSHOTS = {
+    "viewer.png": ("viewer-llama-search.png", "tests/test_browser.py::test_transformer_folds_repeats_and_expands_layers"),
+    "viewer-backward.png": (
+        "viewer-backward.png",
+        "tests/test_browser_view.py::test_the_backward_part_is_drawn_apart_and_dashed",
+    ),
+}
+"""docs/img name -> (the screenshot a browser test writes into test-artifacts/, that test)."""
+
+
+def diagrams() -> None:
+    """The README's CoolCNN diagram and docs/levels.md's backward MLP."""
+    torch.manual_seed(0)
+    cool = torchatlas.trace(_example.CoolCNN(), _example.example_input())
+    cool.render(IMG / "coolcnn.svg")
+    cool.render(IMG / "coolcnn.png")
+    mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    torchatlas.trace(mlp, torch.randn(3, 4), backward=True).render(IMG / "backward.png")
+
+
+def screenshots() -> None:
+    tests = [test for _, test in SCREENSHOTS.values()]
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *tests], cwd=ROOT, check=True)
+    for name, (taken, _) in SCREENSHOTS.items():
+        shutil.copyfile(ARTIFACTS / taken, IMG / name)
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["diagrams", "screenshots"]
+    for step in which:
+        {"diagrams": diagrams, "screenshots": screenshots}[step]()
+        print(f"docs/pictures.py: {step} written to {IMG.relative_to(ROOT)}")
