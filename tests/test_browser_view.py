@@ -501,7 +501,8 @@ def test_the_backward_part_is_drawn_apart_and_dashed(browser, tmp_path: Path) ->
 
     torch.manual_seed(0)
     graph = torchatlas.trace(_example.CoolCNN(), _example.example_input(), backward=True)
-    v = Viewer(browser, graph.ir, tmp_path, "backward")
+    # wide enough that the ten gradients below the backward call keep their words at the fitted zoom
+    v = Viewer(browser, graph.ir, tmp_path, "backward", viewport={"width": 1900, "height": 1000})
     part = v.page.locator(".backward")
     assert part.count() >= 1  # the backward call, drawn as the diagram draws it
     dashes = v.page.evaluate(
