@@ -497,17 +497,17 @@ def test_each_edge_out_of_a_multi_output_op_is_labelled_with_its_own_tensor(brow
 
 
 def test_the_backward_part_is_drawn_apart_and_dashed(browser, tmp_path: Path) -> None:
-    from torchatlas import _example
-
     torch.manual_seed(0)
-    graph = torchatlas.trace(_example.CoolCNN(), _example.example_input(), backward=True)
-    # wide enough that the ten gradients below the backward call keep their words at the fitted zoom
-    v = Viewer(browser, graph.ir, tmp_path, "backward", viewport={"width": 1900, "height": 1000})
+    mlp = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))  # docs/levels.md's, as its diagram
+    graph = torchatlas.trace(mlp, torch.randn(3, 4), backward=True)
+    v = Viewer(browser, graph.ir, tmp_path, "backward")
+    v.click_and_relayout(".unit.module.backward")  # opened: one dashed call per forward call it differentiates
     part = v.page.locator(".backward")
     assert part.count() >= 1  # the backward call, drawn as the diagram draws it
     dashes = v.page.evaluate(
         "[...document.querySelectorAll('.unit.backward .box, .cluster.backward .frame')].map((e) => getComputedStyle(e).strokeDasharray)"
     )
     assert dashes and all(d not in ("none", "") for d in dashes) and not v.errors  # dashed, as in the diagram
+    v.page.click("button.fit")
     v.screenshot("viewer-backward")  # docs/img/viewer-backward.png (docs/pictures.py)
     v.close()
