@@ -95,8 +95,13 @@ class Boundaries:
         positional = self._positional.get(cls)
         if positional is None or len(positional) < len(args):
             positional = self._positional[cls] = parameter_names(cls, len(args))
-        names = [*positional[: len(args)], *kwargs]
         given: dict[Slot, str] = {}
+        if not kwargs and len(args) == 1 and isinstance(args[0], Tensor):  # most calls: one tensor
+            slot = self.flow.lookup(args[0])
+            if slot is not None:
+                given[slot] = positional[0]
+            return given
+        names = [*positional[: len(args)], *kwargs]
         for name, arg in zip(names, (*args, *kwargs.values()), strict=True):
             tensors: list[Tensor] = []
             tensors_flat(arg, tensors)

@@ -159,7 +159,10 @@ class ScopeTracker:
         self._push(None, "", cls, None, args, kwargs)
 
     def _push(self, module: Any, path: str, cls: str, frame: Any, args: tuple, kwargs: dict) -> None:
-        user = _source.user_frame(frame)
+        site = frame
+        while site is not None and site.f_code in _MODULE_CALL_CODES:
+            site = site.f_back
+        user = _source.user_frame(site)  # torch's call frames skipped above are never the user's
         call = self._calls.get(path, 0)
         self._calls[path] = call + 1
         stack = self.stack
@@ -172,9 +175,6 @@ class ScopeTracker:
             )
         )
         stack.append((index, module))
-        site = frame
-        while site is not None and site.f_code in _MODULE_CALL_CODES:
-            site = site.f_back
         if site is not None:
             self.call_sites[index] = (id(site), site.f_code, site.f_lasti)
         for listener in self.listeners:
