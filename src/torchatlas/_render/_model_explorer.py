@@ -22,9 +22,7 @@ from typing import Any, ClassVar
 
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._view import (
-    BROADCAST_CALLS,
     LOCAL_KINDS,
-    CallDistance,
     ReadingNames,
     ViewOptions,
     arguments_text,
@@ -32,6 +30,7 @@ from torchatlas._view import (
     call_holding,
     model_title,
     op_display,
+    stand_in_reads,
     value_source_name,
     variable_name,
 )
@@ -64,32 +63,20 @@ def _namespaces(ir: GraphIR) -> dict[str, str]:
 
 
 def _broadcast_stand_ins(ir: GraphIR) -> dict[tuple[Ref, str], str]:
-    """(value, reading call) -> the call whose namespace holds the value's stand-in node,
-    for values read in at least ``BROADCAST_CALLS`` sibling calls, all but the first, and for
-    far reads (``_view.CallDistance``: after three or more layers ran), as the diagram draws them."""
+    """(value, reading node) -> the call whose namespace holds the value's stand-in node, for
+    the reads the one far rule draws as stand-ins (``_view.stand_in_reads``: far, or a value
+    read in ``BROADCAST_CALLS`` or more calls, all but the first), as the diagram and the page
+    draw them. Model Explorer opens every call, so no run is folded."""
     chains = {s.id: ir.ancestry(s.id) for s in ir.scopes}
-    distance = CallDistance(ir)
-    far: set[tuple[Ref, str]] = set()
-    calls: dict[Ref, dict[str, None]] = {}
-    reader_call: dict[tuple[Ref, str], str] = {}
-    for n in ir.nodes:
-        if n.kind != "op":
-            continue
-        for ref in n.inputs:
-            src = ir.node(ref)
-            if src.kind in LOCAL_KINDS:
-                continue
-            call = call_holding(chains[n.scope], chains[src.scope])
-            if call is not None:  # read inside a call the producer is not in
-                reader_call[(ref, n.id)] = call
-                calls.setdefault(ref, {})[call] = None
-                if distance.is_far(src, n):
-                    far.add((ref, n.id))
-    return {
-        key: call
-        for key, call in reader_call.items()
-        if key in far or (len(calls[key[0]]) >= BROADCAST_CALLS and call != next(iter(calls[key[0]])))
-    }
+    out: dict[tuple[Ref, str], str] = {}
+    for reader_id, position in stand_in_reads(ir, (), LOCAL_KINDS):
+        n = ir.node(reader_id)
+        ref = n.inputs[position]
+        src = ir.node(ref)
+        call = call_holding(chains[n.scope], chains[src.scope])
+        if n.kind == "op" and src.kind not in LOCAL_KINDS and call is not None:  # read inside a call the producer is not in
+            out[(ref, n.id)] = call
+    return out
 
 
 def _shape_attr(dtype: str, shape: tuple[Any, ...]) -> str:
