@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import weakref
 
 import torch
 import torch.nn as nn
@@ -83,3 +84,51 @@ def test_a_line_of_two_statements_names_nothing_rather_than_the_wrong_value() ->
     ir = torchatlas.trace(TwoStatements(), torch.randn(2, 3)).ir
     names = {n.target: n.name for n in ir.ops()}
     assert names == {"torch.nn.functional.linear": None, "torch.Tensor.sigmoid": None, "torch.Tensor.relu": "c"}
+
+
+def _doubled(x):
+    y = x * 2
+    return y
+
+
+class CallsAHelperTwice(nn.Module):
+    def forward(self, a, b):
+        first = _doubled(a)
+        second = _doubled(b)
+        return first + second
+
+
+def test_each_call_of_a_helper_names_its_own_result() -> None:
+    # The second call's frame often gets the first one's freed address; the two runs of the
+    # helper's one assigning line must stay apart, or the first result goes unnamed.
+    for _ in range(3):
+        graph = torchatlas.trace(CallsAHelperTwice(), (torch.randn(2), torch.randn(2)))
+        muls = [n for n in graph.ir.nodes if n.kind == "op" and n.target.endswith("__mul__")]
+        assert [n.name for n in muls] == ["y", "y"]
+
+
+def _sum_of_triple(x, made: list):
+    big = x * 3
+    made.append(weakref.ref(big))
+    return big.sum()
+
+
+class FreesAHelpersLocals(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.made: list = []
+        self.alive_after_return: list[bool] = []
+
+    def forward(self, x):
+        total = _sum_of_triple(x, self.made)
+        after = total + 1  # an op on the caller's line: the helper has returned
+        self.alive_after_return.append(self.made[-1]() is not None)
+        return after
+
+
+def test_a_helpers_locals_are_freed_when_it_returns_not_when_the_trace_ends() -> None:
+    # The trace holds the frames it has seen (so no address is reused under it), but lets a
+    # frame go at its caller's next op: a helper's activations must not live to the end.
+    model = FreesAHelpersLocals()
+    torchatlas.trace(model, (torch.randn(1000),))
+    assert model.alive_after_return == [False]

@@ -146,11 +146,11 @@ class AtenLevel:
         return reads, template, kw_template, written
 
     def _where(self) -> tuple[Any, int, int]:
-        """(code, line, frame id) of the user line running; none in backward."""
+        """(code, line, the run of its function) of the user line running; none in backward."""
         if self.phase == "backward":
             return None, 0, 0
         user = self._calling if self._calling is not None else _source.user_frame(sys._getframe(3))
-        return (user.f_code, user.f_lineno, id(user)) if user is not None else (None, 0, 0)
+        return (user.f_code, user.f_lineno, self.tracker.frames(user)) if user is not None else (None, 0, 0)
 
     def passed_on(self, func: Any, args: tuple, result: Any) -> bool:
         """A wrapping op (a wait, an autograd wrap of a collective's result) folded into its value."""

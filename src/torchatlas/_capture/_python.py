@@ -264,7 +264,7 @@ class PythonLevel(TorchFunctionMode):
             NodeRecord(
                 "op", self.tracker.current, refs, call.target, None, [raw_meta(t) for t in writes],
                 [TENSOR_ARGS[i] for i in range(len(refs))], None, bool(writes),
-                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0, False,
+                user.f_code if user else None, user.f_lineno if user else 0, self.tracker.frames(user), False,
                 extra={"collective": _distributed.collective_facts(self.groups, call.name, group, reads, writes, caller)},
                 shape_inputs=buffers or None,
             )
@@ -316,7 +316,7 @@ class PythonLevel(TorchFunctionMode):
             NodeRecord(
                 "op", stack[-1][0] if stack else 0, refs, target, None,
                 metas, template, kw_template, bool(writes),
-                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
+                user.f_code if user else None, user.f_lineno if user else 0, self.tracker.frames(user),
                 # Called by the user's line itself (not by library code it called): only then
                 # can the line's assignment have bound this op's result.
                 entry is None or entry is info.code, None, None, shape_refs,
@@ -361,7 +361,7 @@ class PythonLevel(TorchFunctionMode):
             reads: list[Tensor] = []
             tensors_flat(list(args[1:]) + list(kwargs.values()), reads)
             user = _source.user_frame(caller)
-            where = (user.f_code, user.f_lineno, id(user)) if user is not None else (None, 0, 0)
+            where = (user.f_code, user.f_lineno, self.tracker.frames(user)) if user is not None else (None, 0, 0)
             self._quietly(self.record_opaque, target, reads, result, *where)
             return result
         finally:
@@ -399,7 +399,7 @@ class PythonLevel(TorchFunctionMode):
         self.nodes.append(
             NodeRecord(
                 "op", self.tracker.current, refs, target=target, args=template, kwargs=kw_template,
-                code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=id(user) if user else 0,
+                code=user.f_code if user else None, line=user.f_lineno if user else 0, frame=self.tracker.frames(user),
                 error=error_text(exc),
             )
         )

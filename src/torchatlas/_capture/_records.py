@@ -34,7 +34,7 @@ class NodeRecord:
     """Code object of the user frame that ran it."""
     line: int = 0
     frame: int = 0
-    """``id()`` of that frame, only to group ops by line execution."""
+    """Which run of its function ran it (``_source.FrameSerials``), only to group ops by line execution."""
     direct: bool = True
     """The op was called from the user's line itself, not from library code it called."""
     error: str | None = None

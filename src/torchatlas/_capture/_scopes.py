@@ -111,6 +111,8 @@ class ScopeTracker:
         self._class_names: dict[type, str] = {}
         self.call_sites: dict[int, tuple[int, Any, int]] = {}
         """Scope index -> (id of the frame that made the call, its code, the call's instruction)."""
+        self.frames = _source.FrameSerials()
+        """The run of a user function each record's line ran in (``NodeRecord.frame``)."""
 
     # -- module calls ---------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class ScopeTracker:
     def close(self) -> None:
         self.stack.clear()
         self.call_sites.clear()
+        self.frames.close()
 
     def running(self) -> list[int]:
         """The scope indices of the module calls running now."""
@@ -171,7 +174,7 @@ class ScopeTracker:
         scopes.append(
             ScopeRecord(
                 stack[-1][0] if stack else None, path, cls, call,
-                user.f_code if user else None, user.f_lineno if user else 0, id(user) if user else 0,
+                user.f_code if user else None, user.f_lineno if user else 0, self.frames(user),
             )
         )
         stack.append((index, module))

@@ -42,6 +42,55 @@ def is_library_file(filename: str) -> bool:
     return filename.startswith(_INTERNAL_PREFIXES)
 
 
+class FrameSerials:
+    """A number for each run of a user function, for one trace: what tells a line's run in one
+    call from the same line's run in the next. A frame's ``id()`` cannot: a frame that returned
+    frees its address, and the next call's frame often gets it.
+
+    The frames seen are held, so no address is reused while they are, on a stack in the order
+    they were first seen. A frame's event drops the frames above it (they have returned), and a
+    new frame drops those that are not its callers; a dropped frame is never held past its
+    caller's next event, so no function's locals live long."""
+
+    __slots__ = ("_stack", "_position", "_count")
+
+    def __init__(self) -> None:
+        self._stack: list[tuple[types.FrameType, int]] = []  # (frame, serial), oldest first
+        self._position: dict[int, int] = {}  # id of a held frame -> its place in the stack
+        self._count = 0
+
+    def __call__(self, frame: types.FrameType | None) -> int:
+        """The serial of ``frame``'s run (0 for none)."""
+        if frame is None:
+            return 0
+        stack = self._stack
+        if stack and stack[-1][0] is frame:
+            return stack[-1][1]
+        # A held frame is alive, so an id found here is that very frame.
+        place = self._position.get(id(frame))
+        if place is None:
+            caller = frame.f_back
+            while caller is not None and id(caller) not in self._position:
+                caller = caller.f_back
+            self._drop_above(-1 if caller is None else self._position[id(caller)])
+            self._count += 1
+            self._position[id(frame)] = len(stack)
+            stack.append((frame, self._count))
+            return self._count
+        self._drop_above(place)
+        return stack[place][1]
+
+    def _drop_above(self, place: int) -> None:
+        for frame, _ in self._stack[place + 1 :]:
+            del self._position[id(frame)]
+        del self._stack[place + 1 :]
+
+    def close(self) -> None:
+        """Let go of every frame."""
+        self._stack.clear()
+        self._position.clear()
+
+
 def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
     """The first frame at or above ``frame`` that is neither torch's nor ours."""
     while frame is not None and _is_internal_file(frame.f_code.co_filename):
