@@ -45,7 +45,7 @@ def test_every_line_fits_and_no_row_wraps(graphs, name: str, fmt: str, width: in
     assert max(len(line) for line in lines) <= width
     rows = len(torchatlas._render._summary.summary_rows(graph.ir)[0])
     # header, one line per row, the totals (rules and section lines aside): a wrapped cell adds lines
-    content = [line for line in lines if not set(line.strip()) <= set("-━─ ")]
+    content = [line for line in lines if not set(line.strip()) <= set("-━─ ") and not line.startswith("Params: ")]
     assert len(content) == rows + 2
     header = _header(text, fmt)
     assert header[:1] == ["Module"]
@@ -64,6 +64,20 @@ def test_numbers_are_never_cut(graphs, name: str) -> None:
         assert all("…" not in line[module_width:] for line in lines)
         totals = re.split(r"\s{2,}", next(line for line in lines if line.startswith("Total")))
         assert format_compact(ir.meta["param_count"]) in totals
+
+
+def test_a_narrow_table_says_below_it_that_shared_parameters_are_counted_once(graphs) -> None:
+    """T5's embedding is read by its encoder and its decoder: their rows add up to more than the
+    total, and a table too narrow for the note in its Total cell says why below it."""
+    ir = graphs["t5"].ir
+    shared = ir.meta["shared_param_count"]
+    assert shared > 0
+    note = f"Params: {shared:,} shared between modules, counted once in the total"
+    for width in WIDTHS:
+        assert note in render_summary(ir, SummaryOptions(format="text", width=width)).splitlines()
+    wide = render_summary(ir, SummaryOptions(format="text"))
+    assert f"({shared:,} shared, counted once)" in wide and note not in wide
+    assert "shared" not in render_summary(graphs["llama"].ir, SummaryOptions(format="text", width=80))
 
 
 def test_no_width_shows_every_column(graphs) -> None:

@@ -207,7 +207,7 @@ def summary_rows(
     g = ir.meta
     shared = g.get("shared_param_count") or 0
     # narrow: the note would widen the column
-    params = count(g.get("param_count")) + (f" ({shared} shared, counted once)" if shared and not narrow else "")
+    params = count(g.get("param_count")) + (f" ({format_count(shared)} shared, counted once)" if shared and not narrow else "")
     unknown_ops = g.get("flops_unknown_ops") or 0
     unknown = "+?" if unknown_ops else ""  # as the model's own row spells it
     totals = Row(
@@ -431,12 +431,21 @@ def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
     rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort, narrow)
     columns = summary_columns(ir)
     if fmt == "text":
-        return _text_table(columns, rows, totals, width) + _notes(ir)
+        return _text_table(columns, rows, totals, width) + (_shared_line(ir) if narrow else "") + _notes(ir)
     return _markdown_table(columns, rows, totals) + _notes(ir)
 
 
 def _notes(ir: GraphIR) -> str:
     return _unregistered_line(ir) + _failure_line(ir)
+
+
+def _shared_line(ir: GraphIR) -> str:
+    """Below a narrow table, whose Total cell has no room for it: why the rows' parameters add
+    up to more than the total (T5's embedding, read by its encoder and its decoder)."""
+    shared = ir.meta.get("shared_param_count") or 0
+    if not shared:
+        return ""
+    return "\n" + visible(f"Params: {format_count(shared)} shared between modules, counted once in the total", LINE_LIMIT) + "\n"
 
 
 def _unregistered_line(ir: GraphIR) -> str:
