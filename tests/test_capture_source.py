@@ -132,3 +132,42 @@ def test_a_helpers_locals_are_freed_when_it_returns_not_when_the_trace_ends() ->
     model = FreesAHelpersLocals()
     torchatlas.trace(model, (torch.randn(1000),))
     assert model.alive_after_return == [False]
+
+
+def _cache_update(cache: list, new):
+    values = torch.cat([cache[0], new])
+    cache[0] = values
+    return values
+
+
+class TwoFunctionsOneName(nn.Module):
+    """One module call where two helpers each assign a variable called ``values``."""
+
+    def compute_bias(self, n: int):
+        positions = torch.arange(n)
+        values = positions.float().unsqueeze(0)
+        return values
+
+    def forward(self, x):
+        bias = self.compute_bias(x.shape[0])
+        cached = _cache_update([torch.zeros(0)], x)
+        return cached + bias
+
+
+def test_a_name_two_functions_give_in_one_call_is_the_callers_for_the_returned_value() -> None:
+    graph = torchatlas.trace(TwoFunctionsOneName(), (torch.randn(3),))
+    names = {n.target.rsplit(".", 1)[-1]: n.name for n in graph.ir.nodes if n.kind == "op"}
+    assert names["unsqueeze"] == "bias"  # compute_bias's `values`, bound to `bias` by its caller
+    assert names["cat"] == "cached"  # the other `values`, bound to `cached`: no name is left for two values
+
+
+def test_a_helpers_returned_name_stays_where_nothing_else_has_it() -> None:
+    class OneHelper(nn.Module):
+        compute_bias = TwoFunctionsOneName.compute_bias
+
+        def forward(self, x):
+            bias = self.compute_bias(x.shape[0])
+            return x + bias
+
+    graph = torchatlas.trace(OneHelper(), (torch.randn(3),))
+    assert [n.name for n in graph.ir.nodes if n.kind == "op" and n.target.endswith("unsqueeze")] == ["values"]

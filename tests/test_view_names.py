@@ -41,6 +41,17 @@ def test_a_call_records_the_parameter_each_input_was_passed_as() -> None:
     assert len(cross.meta["input_names"]) == len(cross.inputs)
 
 
+def test_t5_position_bias_is_not_called_values_beside_the_value_cache() -> None:
+    # compute_bias returns its local `values`; the decoder's self-attention also holds the value
+    # cache's `values`: the bias takes the name its caller bound it to
+    graph = _t5()
+    attention = next(s for s in graph.ir.scopes if s.path == "decoder.block.0.layer.0.SelfAttention")
+    named = [n for n in graph.ir.nodes if n.scope == attention.id and n.name in ("values", "position_bias")]
+    bias = [n for n in named if n.outputs and len(n.outputs[0].shape) == 4 and n.outputs[0].shape[1] == 2 and n.outputs[0].shape[-1] == 4]
+    assert bias and all(n.name == "position_bias" for n in bias)
+    assert any(n.name == "values" and "cat" in (n.target or "") for n in named)  # the cache keeps its name
+
+
 def test_resnet_shortcut_is_the_residual_it_is_assigned_to() -> None:
     cfg = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], layer_type="basic")
     torch.manual_seed(0)

@@ -154,10 +154,15 @@ def _variable_names(recording: Recording) -> dict[int, str]:
     frame's run ends when the frame reports a different line. An op that library
     code ran for the line (``pad_packed_sequence``'s internals) is not what the line
     bound: it gets no name rather than a wrong one. A value assigned in several
-    frames keeps the name given in the frame that made it.
+    frames keeps the name given in the frame that made it, unless that name is one that
+    another function gives another value in the same module call (T5's ``compute_bias``
+    returns its ``values``, beside the key/value cache's ``values``): then it is the name
+    its caller bound it to (``position_bias``), where that name is the caller's alone.
     """
     nodes = recording.nodes
     names: dict[int, str] = {}
+    named_in: dict[int, Any] = {}  # record -> code of the frame whose name it has
+    caller_names: dict[int, tuple[str, Any]] = {}  # record -> a calling frame's name for it, and its code
     runs: dict[int, tuple[Any, int, int, bool]] = {}
 
     def finish(code: Any, line: int, event: int, bound: bool) -> None:
@@ -183,13 +188,19 @@ def _variable_names(recording: Recording) -> dict[int, str]:
             if node.kind != "op":
                 continue
             if record not in names or node.code is code:
-                names[record] = target
+                if record in names and named_in[record] is not code:
+                    caller_names.setdefault(record, (names[record], named_in[record]))
+                names[record], named_in[record] = target, code
+            elif named_in[record] is not code:
+                caller_names.setdefault(record, (target, code))
 
     scopes, outer = recording.scopes, recording.outer_frame
+    last_op: dict[int, int] = {}  # a function's run -> its last op
     for event in recording.timeline:
         if event >= 0:
             r = nodes[event]
             frame, code, line, bound = r.frame, r.code, r.line, r.direct
+            last_op[frame] = event
         else:
             s = scopes[-event - 1]
             frame, code, line, bound = s.frame, s.code, s.line, True
@@ -201,4 +212,31 @@ def _variable_names(recording: Recording) -> dict[int, str]:
         runs[frame] = (code, line, event, bound)
     for run in runs.values():
         finish(*run)
-    return names
+    # A helper's value, bound by the line that called it (``position_bias = self.compute_bias(...)``):
+    # the helper's last op, where the helper returns the one variable that op was assigned to.
+    for frame, (code, line) in recording.frame_callers.items():
+        record = last_op.get(frame)
+        if record is None or record not in names or named_in[record] is not nodes[record].code:
+            continue
+        targets = _source.assignment_targets(code.co_filename, line)
+        if len(targets) == 1 and _source.returned_names(nodes[record].code) == {names[record]}:
+            caller_names.setdefault(record, (targets[0], code))
+    return _unshared(names, named_in, caller_names, nodes)
+
+
+def _unshared(
+    names: dict[int, str], named_in: dict[int, Any], caller_names: dict[int, tuple[str, Any]], nodes: list[Any]
+) -> dict[int, str]:
+    """``names`` where a name that several functions give values in one module call is, for a
+    value a caller bound, the caller's name, if no other function gives that name there."""
+    # (scope, name) -> the functions giving it; keyed by the code's id, as the records keep every code alive
+    givers: dict[tuple[int, str], set[int]] = {}
+    for record, name in names.items():
+        givers.setdefault((nodes[record].scope, name), set()).add(id(named_in[record]))
+    renamed = {
+        record: name
+        for record, (name, code) in caller_names.items()
+        if len(givers[(nodes[record].scope, names[record])]) > 1
+        and givers.get((nodes[record].scope, name), {id(code)}) == {id(code)}
+    }
+    return {**names, **renamed} if renamed else names

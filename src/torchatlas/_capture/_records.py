@@ -95,6 +95,8 @@ class Recording:
     """Extra graph meta facts (backward tables...)."""
     outer_frame: int | None = None
     """The frame that called trace(): its lines name nothing."""
+    frame_callers: dict[int, tuple[Any, int]] = field(default_factory=dict)
+    """A helper function's run (``NodeRecord.frame``) -> (code, line) of the user line that called it."""
 
     def clear(self) -> None:
         """Drop every record (the graph is built): their memory is freed at once."""

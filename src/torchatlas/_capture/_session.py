@@ -245,6 +245,7 @@ class Session:
         if self.python.dtensors:  # a process group: the graph is what this rank runs
             recording.meta["distributed"] = _distributed.world()
         recording.outer_frame = self.tracker.scopes[0].frame if self.tracker.scopes else None
+        recording.frame_callers = self.tracker.frames.callers
         if isinstance(self.model, torch.nn.Module):
             cls = type(self.model)
             recording.model = f"{cls.__module__}.{cls.__qualname__}"

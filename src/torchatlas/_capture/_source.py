@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import linecache
 import os
 import re
+import textwrap
+import tokenize
 import traceback
 import types
 from functools import lru_cache
@@ -52,12 +55,14 @@ class FrameSerials:
     new frame drops those that are not its callers; a dropped frame is never held past its
     caller's next event, so no function's locals live long."""
 
-    __slots__ = ("_stack", "_position", "_count")
+    __slots__ = ("_stack", "_position", "_count", "callers")
 
     def __init__(self) -> None:
         self._stack: list[tuple[types.FrameType, int]] = []  # (frame, serial), oldest first
         self._position: dict[int, int] = {}  # id of a held frame -> its place in the stack
         self._count = 0
+        self.callers: dict[int, tuple[types.CodeType, int]] = {}
+        """Serial of a helper function's run -> (code, line) of the user line that called it."""
 
     def __call__(self, frame: types.FrameType | None) -> int:
         """The serial of ``frame``'s run (0 for none)."""
@@ -74,6 +79,9 @@ class FrameSerials:
                 caller = caller.f_back
             self._drop_above(-1 if caller is None else self._position[id(caller)])
             self._count += 1
+            called_from = frame.f_back
+            if called_from is not None and not _is_internal_file(called_from.f_code.co_filename):
+                self.callers[self._count] = (called_from.f_code, called_from.f_lineno)
             self._position[id(frame)] = len(stack)
             stack.append((frame, self._count))
             return self._count
@@ -89,6 +97,39 @@ class FrameSerials:
         """Let go of every frame."""
         self._stack.clear()
         self._position.clear()
+
+
+def returned_names(code: types.CodeType) -> frozenset[str]:
+    """The variables a function returns, where each of its ``return`` statements returns one
+    plain name (``return values``); else none."""
+    return _returned_names(code.co_filename, code.co_firstlineno, code.co_name)
+
+
+@lru_cache(maxsize=4096)
+def _returned_names(filename: str, first_line: int, name: str) -> frozenset[str]:
+    lines = linecache.getlines(filename)
+    if not lines or first_line > len(lines):
+        return frozenset()
+    try:
+        block = inspect.getblock(lines[first_line - 1 :])
+        tree = ast.parse(textwrap.dedent("".join(block)))
+    except (SyntaxError, IndentationError, tokenize.TokenError):
+        return frozenset()
+    func = tree.body[0] if tree.body else None
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)) or func.name != name:
+        return frozenset()
+    returned: set[str] = set()
+    pending: list[ast.AST] = list(func.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue  # a nested function's returns are not this one's
+        if isinstance(node, ast.Return):
+            if not isinstance(node.value, ast.Name):
+                return frozenset()
+            returned.add(node.value.id)
+        pending.extend(ast.iter_child_nodes(node))
+    return frozenset(returned)
 
 
 def user_frame(frame: types.FrameType | None) -> types.FrameType | None:
