@@ -475,6 +475,25 @@ def test_unused_ops_are_drawn_faded_and_dashed(browser, tmp_path: Path) -> None:
 
 
 
+def test_an_in_place_op_says_so_on_its_box_as_in_the_diagram(browser, tmp_path: Path) -> None:
+    class WritesInPlace(nn.Module):
+        def forward(self, x):
+            y = x * 2
+            y.relu_()
+            return y + 1
+
+    graph = torchatlas.trace(WritesInPlace(), torch.randn(2, 4))
+    assert "in-place" in graph.to_dot()
+    v = Viewer(browser, graph.ir, tmp_path, "inplace")
+    faces = v.page.evaluate(
+        "[...document.querySelectorAll('.unit.op')].map((u) => [u.querySelector('text.title').textContent,"
+        " (u.querySelector('text.subtitle') || {}).textContent || ''])"
+    )
+    marked = [title for title, sub in faces if sub == "in-place"]
+    assert len(marked) == 1 and marked[0].startswith("relu") and not v.errors
+    v.close()
+
+
 def test_each_edge_out_of_a_multi_output_op_is_labelled_with_its_own_tensor(browser, tmp_path: Path) -> None:
     from _tree_models import LSTMHead
 

@@ -134,7 +134,9 @@ export class Describer {
         if (n.dead) return { title: this.opName(n), subtitle: "unused", category: cat, dead: true };
         if (n.dm) return { title: this.opName(n), subtitle: `◆ ${n.dm}`, category: cat, decision: true };
         if (n.so) return { title: this.opName(n), subtitle: "size only", category: cat };
-        return { title: this.opName(n), subtitle: this.paramsRead(n), category: cat };
+        // an in-place write says so under its title, as the diagram's box and the tree's [in-place]
+        const sub = [n.ip ? "in-place" : "", this.paramsRead(n) || ""].filter(Boolean).join(" · ");
+        return { title: this.opName(n), subtitle: sub || undefined, category: cat, inplace: !!n.ip };
       }
       const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);
       return { title, subtitle: shapeOf(this.meta(n.idx)), category: cat };
