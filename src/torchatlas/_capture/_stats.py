@@ -26,8 +26,9 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .._text import error_text
-from . import _distributed
+from . import _distributed, _stats_staging
 from ._records import Recording
+from ._stats_staging import Staging
 
 Tensor = torch.Tensor
 
@@ -92,12 +93,16 @@ class _DeviceRows:
             self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
         self.used = 0
 
-    def next_row(self) -> Tensor:
+    def reserve(self) -> int:
+        """The number of a new row (written later, by a flush of staged outputs)."""
         if self.used == len(self.buffer):
             with torch.inference_mode(False):
                 self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
         self.used += 1
-        return self.buffer[self.used - 1]
+        return self.used - 1
+
+    def next_row(self) -> Tensor:
+        return self.buffer[self.reserve()]
 
 
 class OutputStats:
@@ -110,6 +115,7 @@ class OutputStats:
         # (device rows, row number) still on the device
         self._pending: list[tuple[int, int, Any, bool, int]] = []
         self._devices: dict[tuple[torch.device, torch.dtype], _DeviceRows] = {}
+        self._staged: dict[tuple[torch.device, torch.dtype], Staging] = {}
         self._skipped: list[tuple[int, int, str]] = []
         self._sampled = 0
 
@@ -143,13 +149,21 @@ class OutputStats:
             rows = self._devices.get(key)
             if rows is None:
                 rows = self._devices[key] = _DeviceRows(*key)
-            (_float_numbers_into if floating else _int_numbers_into)(x, rows.next_row())
-            numbers = (rows, rows.used - 1)
+            if floating and x.numel() <= _stats_staging.STAGE_MOST:  # one copy now, measured with others at a flush
+                staging = self._staged.get((x.device, x.dtype))
+                if staging is None:
+                    staging = self._staged[(x.device, x.dtype)] = Staging(x.device, x.dtype, rows)
+                numbers = (rows, staging.stage(x))
+            else:
+                (_float_numbers_into if floating else _int_numbers_into)(x, rows.next_row())
+                numbers = (rows, rows.used - 1)
         self._pending.append((index, slot, numbers, floating, x.numel()))
 
     def finish(self) -> None:
         """Read each device's buffer once and write the numbers into the records."""
         with torch._C.DisableTorchFunction(), _disable_current_modes():
+            for staging in self._staged.values():
+                staging.flush()
             read = {id(rows): rows.buffer[: rows.used].tolist() for rows in self._devices.values()}
         nodes = self.recording.nodes
         for index, slot, numbers, floating, count in self._pending:
@@ -174,7 +188,7 @@ class OutputStats:
             )
         if notes:
             self.recording.meta["stats_note"] = ". ".join(notes)
-        self._pending, self._devices, self._skipped = [], {}, []
+        self._pending, self._devices, self._staged, self._skipped = [], {}, {}, []
 
 
 def _with_list(record: Any, key: str) -> Any:
