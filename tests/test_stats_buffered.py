@@ -167,6 +167,20 @@ def test_outputs_just_below_and_above_the_staging_size_are_torchs_own(monkeypatc
         _assert_torchs_own(numbers, t)
 
 
+def test_a_flush_that_fails_skips_its_outputs_with_the_reason(monkeypatch) -> None:
+    monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())
+
+    def fails(*args):
+        raise RuntimeError("segment_reduce: out of memory")
+
+    monkeypatch.setattr(_stats_staging, "_segment_numbers", fails)
+    graph = torchatlas.trace(IntsAndFloats(), torch.randn(8, 16), stats=True)
+    by_target = {n.target.rsplit(".", 1)[-1]: n.meta for n in graph.ir.ops()}
+    assert "out of memory" in by_target["relu"]["stats_skipped"][0]
+    assert by_target["argmax"]["stats"][0]["max"] <= 15  # not staged: measured
+    assert "could not be measured" in graph.ir.meta["stats_note"]
+
+
 def test_a_staged_output_is_measured_as_it_was_when_staged() -> None:
     x = torch.arange(6, dtype=torch.float32)
     rows = _stats._DeviceRows(x.device, torch.float32)
@@ -342,7 +356,7 @@ def test_a_staged_output_costs_one_copy_and_a_flush_a_constant(dtype) -> None:
         rows = _stats._DeviceRows(x.device, _stats._row_dtype(dtype))
         staging = _stats_staging.Staging(x.device, dtype, rows)
         staging.stage(x)  # the staging buffer is allocated by then
-        per_output = _top_level_calls(lambda: staging.stage(x))
+        per_output = _top_level_calls(lambda staging=staging: staging.stage(x))
         assert per_output == ["aten::as_strided", "aten::copy_"], per_output
         for _ in range(outputs - 2):
             staging.stage(x)

@@ -42,11 +42,13 @@ class Staging:
         self.lengths: list[int] = []
         self.row_numbers: list[int] = []
 
+    def full_for(self, x: Tensor) -> bool:
+        """Whether staging ``x`` would pass the capacity: flush first."""
+        return self.used > 0 and self.used + x.numel() > _STAGE_CAPACITY
+
     def stage(self, x: Tensor) -> int:
         """Copy ``x`` in (one kernel) and return the row number its numbers will be written to."""
         n = x.numel()
-        if self.used + n > _STAGE_CAPACITY:
-            self.flush()
         if self.used + n > len(self.buffer):
             self._grow(self.used + n)
         strides = _contiguous_strides(x.shape)
@@ -72,6 +74,13 @@ class Staging:
         if not self.lengths:
             return
         count = len(self.lengths)
+        try:
+            self._compute(count)
+        finally:  # computed or failed, the staged outputs are done with
+            self.used = 0
+            self.lengths, self.row_numbers = [], []
+
+    def _compute(self, count: int) -> None:
         with torch.no_grad():
             # lengths and rows go to the device in one copy, from pinned memory where that is
             # an accelerator's (a copy from pageable memory would wait for the device)
@@ -81,8 +90,6 @@ class Staging:
             lengths, row_numbers = host.to(self.device, non_blocking=True).split(count)
             table = _segment_numbers(self.buffer[: self.used], lengths)
             self.rows.buffer.index_copy_(0, row_numbers, table.to(self.rows.buffer.dtype))
-        self.used = 0
-        self.lengths, self.row_numbers = [], []
 
 
 def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
