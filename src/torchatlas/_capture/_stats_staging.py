@@ -13,6 +13,7 @@ later changes its output in place does not change them.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -82,13 +83,15 @@ class Staging:
 
     def _compute(self, count: int) -> None:
         with torch.no_grad():
-            # lengths and rows go to the device in one copy, from pinned memory where that is
-            # an accelerator's (a copy from pageable memory would wait for the device)
-            host = torch.tensor(self.lengths + self.row_numbers, dtype=torch.int64)
+            # offsets (where torch would otherwise sum the lengths up at every reduction) and
+            # rows go to the device in one copy, from pinned memory on CUDA (a copy from
+            # pageable memory would wait for the device)
+            offsets = list(itertools.accumulate(self.lengths, initial=0))
+            host = torch.tensor(offsets + self.row_numbers, dtype=torch.int64)
             if self.device.type == "cuda":
                 host = host.pin_memory()
-            lengths, row_numbers = host.to(self.device, non_blocking=True).split(count)
-            table = _segment_numbers(self.buffer[: self.used], lengths)
+            offsets_on_device, row_numbers = host.to(self.device, non_blocking=True).split([count + 1, count])
+            table = _segment_numbers(self.buffer[: self.used], offsets_on_device)
             self.rows.buffer.index_copy_(0, row_numbers, table.to(self.rows.buffer.dtype))
 
 
@@ -100,8 +103,8 @@ def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _segment_numbers(flat: Tensor, lengths: Tensor) -> Tensor:
-    """One row of seven numbers per segment of ``flat`` (of ``lengths``), accumulated in
+def _segment_numbers(flat: Tensor, offsets: Tensor) -> Tensor:
+    """One row of seven numbers per segment of ``flat`` (between ``offsets``), accumulated in
     float64: the numbers ``_stats._float_numbers_into`` writes for one output, summed in
     another order, so float64 keeps the std (from the sum of squares, which cancels where
     the mean dwarfs the spread) as close to torch's as one output's own reductions are. A NaN or Inf
@@ -112,7 +115,7 @@ def _segment_numbers(flat: Tensor, lengths: Tensor) -> Tensor:
     wide = flat.to(dtype)
 
     def per_segment(values: Tensor, reduce: str) -> Tensor:
-        return torch.segment_reduce(values, reduce, lengths=lengths, unsafe=True)  # unsafe: no check that syncs
+        return torch.segment_reduce(values, reduce, offsets=offsets, unsafe=True)  # unsafe: no check that syncs
 
     nan = per_segment(torch.isnan(wide).to(dtype), "sum")
     inf = per_segment(torch.isposinf(wide).logical_or_(torch.isneginf(wide)).to(dtype), "sum")
