@@ -219,4 +219,10 @@ def test_the_buffered_device_path_end_to_end_equals_the_cpus(monkeypatch) -> Non
         for sa, sb in zip(a.meta["stats"], b.meta["stats"]):
             assert sa.keys() == sb.keys(), a.target
             for key, value in sa.items():
-                assert sb[key] == (pytest.approx(value, rel=1e-5, abs=1e-6) if value is not None else None), (a.target, key)
+                # small outputs are staged and summed in another order: the std, from the sum
+                # of squares (about n * (mean² + std²), rounded to float32 on the CPU's side),
+                # cancels where the mean dwarfs the spread (here up to 300 against 1), so each
+                # side's rounding shows in it as a few float32 ulps of (mean² + std²) / std
+                spread = 8 * 2**-23 * (sa["mean"] ** 2 + value**2) / value if key == "std" and value else 0.0
+                want = pytest.approx(value, rel=1e-5, abs=1e-6 + spread) if value is not None else None
+                assert sb[key] == want, (a.target, key)

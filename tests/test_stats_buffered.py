@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import torchatlas
-from torchatlas._capture import _stats
+from torchatlas._capture import _stats, _stats_staging
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
@@ -89,6 +89,108 @@ def test_the_buffered_numbers_are_torchs_own(x: torch.Tensor, chunk: int | None)
         assert got["std"] == pytest.approx(want["std"], rel=1e-3, abs=1e-3 * spread + 1e-12)
 
 
+def _staged_stats(xs: list[torch.Tensor]) -> list[dict]:
+    """Each output's numbers as a launch-bound device computes them: copied into a staging
+    buffer of its dtype (flushed when full), measured many at a time, read afterwards."""
+    rows: dict[torch.dtype, _stats._DeviceRows] = {}
+    stagings: dict[torch.dtype, _stats_staging.Staging] = {}
+    placed = []
+    for x in xs:
+        row_dtype = _stats._row_dtype(x.dtype)
+        buffer = rows.setdefault(row_dtype, _stats._DeviceRows(x.device, row_dtype))
+        staging = stagings.setdefault(x.dtype, _stats_staging.Staging(x.device, x.dtype, buffer))
+        placed.append((buffer, staging.stage(x)))
+    for staging in stagings.values():
+        staging.flush()
+    return [_stats._float_stats(buffer.buffer[row].tolist(), x.numel()) for (buffer, row), x in zip(placed, xs)]
+
+
+def _assert_torchs_own(got: dict, x: torch.Tensor) -> None:
+    want = _torchs_own(x)
+    assert (got["nan"], got["inf"]) == (want["nan"], want["inf"])
+    assert got["zeros"] == pytest.approx(want["zeros"], abs=1e-12)
+    assert (got["min"], got["max"]) == (want["min"], want["max"])  # exact: the tensor's own elements
+    if want["mean"] is None:
+        assert got["mean"] is None and got["std"] is None
+        return
+    spread = float(x.double().abs().max())
+    assert got["mean"] == pytest.approx(want["mean"], abs=1e-5 * spread + 1e-12)
+    if want["std"] is not None:
+        assert got["std"] == pytest.approx(want["std"], rel=1e-3, abs=1e-3 * spread + 1e-12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(xs=st.lists(tensors(), min_size=1, max_size=12), capacity=st.sampled_from([None, 40, 300]))
+def test_staged_outputs_numbers_are_torchs_own(xs: list[torch.Tensor], capacity: int | None) -> None:
+    """Many outputs of every float dtype, 0-d, non-contiguous, with NaN and Inf, in one segment
+    each; a small capacity flushes in the middle (an output over it is flushed alone)."""
+    saved = _stats_staging._STAGE_CAPACITY
+    _stats_staging._STAGE_CAPACITY = capacity or saved
+    try:
+        got = _staged_stats(xs)
+    finally:
+        _stats_staging._STAGE_CAPACITY = saved
+    for numbers, x in zip(got, xs):
+        _assert_torchs_own(numbers, x)
+
+
+def test_outputs_just_below_and_above_the_staging_size_are_torchs_own(monkeypatch) -> None:
+    """Through a trace: outputs of STAGE_MOST elements or fewer are staged (a flush in the
+    middle and one at the end), bigger ones measured alone; the numbers are the same."""
+    monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())
+    monkeypatch.setattr(_stats_staging, "STAGE_MOST", 64)
+    monkeypatch.setattr(_stats_staging, "_STAGE_CAPACITY", 200)
+    staged: list[int] = []
+    stage = _stats_staging.Staging.stage
+    monkeypatch.setattr(_stats_staging.Staging, "stage", lambda self, x: staged.append(x.numel()) or stage(self, x))
+
+    class Sizes(nn.Module):
+        def forward(self, h):
+            outs = [h[: n // 8] * 1.5 for n in (56, 64, 72, 128, 8)]  # 8 columns: n elements
+            return [o.to(torch.float16) - 1 for o in outs]
+
+    x = torch.randn(16, 8)
+    x[1, 2], x[9, 3] = float("nan"), float("inf")
+    graph = torchatlas.trace(Sizes(), x, stats=True)
+    assert sorted(set(staged)) == [8, 56, 64]
+    expected = []  # each op's output, in the order the forward makes them
+    products = []
+    for n in (56, 64, 72, 128, 8):
+        expected.append(x[: n // 8])
+        products.append(expected[-1] * 1.5)
+        expected.append(products[-1])
+    for p in products:
+        expected += [p.to(torch.float16), p.to(torch.float16) - 1]
+    measured = [n.meta["stats"][0] for n in graph.ir.ops()]
+    assert len(measured) == len(expected)
+    for numbers, t in zip(measured, expected):
+        _assert_torchs_own(numbers, t)
+
+
+def test_a_flush_that_fails_skips_its_outputs_with_the_reason(monkeypatch) -> None:
+    monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())
+
+    def fails(*args):
+        raise RuntimeError("segment_reduce: out of memory")
+
+    monkeypatch.setattr(_stats_staging, "_segment_numbers", fails)
+    graph = torchatlas.trace(IntsAndFloats(), torch.randn(8, 16), stats=True)
+    by_target = {n.target.rsplit(".", 1)[-1]: n.meta for n in graph.ir.ops()}
+    assert "out of memory" in by_target["relu"]["stats_skipped"][0]
+    assert by_target["argmax"]["stats"][0]["max"] <= 15  # not staged: measured
+    assert "could not be measured" in graph.ir.meta["stats_note"]
+
+
+def test_a_staged_output_is_measured_as_it_was_when_staged() -> None:
+    x = torch.arange(6, dtype=torch.float32)
+    rows = _stats._DeviceRows(x.device, torch.float32)
+    staging = _stats_staging.Staging(x.device, x.dtype, rows)
+    row = staging.stage(x)
+    x.add_(100.0)  # the op after it changes it in place
+    staging.flush()
+    assert _stats._float_stats(rows.buffer[row].tolist(), 6)["max"] == 5.0
+
+
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_zero_dim_and_single_element_outputs(dtype) -> None:
     for x in (torch.tensor(2.5, dtype=dtype), torch.full((1, 1, 1), -4.0, dtype=dtype)):
@@ -121,8 +223,13 @@ _READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", 
 
 
 def test_the_buffered_path_reads_nothing_back_until_the_end(monkeypatch) -> None:
-    """On a GPU a read is a host-device sync: none may happen per op, one per buffer at the end."""
+    """On a GPU a read is a host-device sync: none may happen per op (a flush of staged outputs
+    included, made here at every other op), one per buffer at the end."""
     monkeypatch.setattr(_stats, "_READ_AT_ONCE", frozenset())
+    monkeypatch.setattr(_stats_staging, "_STAGE_CAPACITY", 200)  # an output is 8 x 16 = 128 elements
+    flushes = []
+    flush = _stats_staging.Staging.flush
+    monkeypatch.setattr(_stats_staging.Staging, "flush", lambda self: flushes.append(phase[0]) or flush(self))
     reads: list[tuple[str, str]] = []
     phase = ["outside"]
     for name in _READS:
@@ -144,6 +251,7 @@ def test_the_buffered_path_reads_nothing_back_until_the_end(monkeypatch) -> None
 
         monkeypatch.setattr(_stats.OutputStats, method.__name__, marked)
     graph = torchatlas.trace(IntsAndFloats(), torch.randn(8, 16), stats=True)
+    assert "per op" in flushes
     assert [r for r in reads if r[0] == "per op"] == []
     # one float32 buffer (float32 and bfloat16 outputs), one int64 buffer (argmax, bool)
     assert [r for r in reads if r[0] == "finish"] == [("finish", "tolist")] * 2
@@ -220,15 +328,40 @@ def test_a_buffer_made_inside_inference_mode_is_written_outside_it(outer, monkey
 
 
 @pytest.mark.parametrize(("dtype", "most"), [(torch.float32, 13), (torch.bfloat16, 16)])
-def test_an_output_costs_a_fixed_few_torch_calls(dtype, most) -> None:
-    """On a launch-bound GPU forward each call is host time: 12 kernels (14 in half precision,
-    whose min and max are stacked and cast) and one unbind of the buffer row."""
+def test_a_big_output_costs_a_fixed_few_torch_calls(dtype, most) -> None:
+    """An output over ``STAGE_MOST`` elements is measured alone (each call is host time on a
+    launch-bound GPU forward): 12 kernels (14 in half precision, whose min and max are stacked
+    and cast) and one unbind of the buffer row."""
     x = torch.randn(64, 64).to(dtype)
     row = torch.empty(_stats._COLUMNS, dtype=_stats._row_dtype(dtype))
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         _stats._float_numbers_into(x, row)
     calls = [e.name for e in prof.events() if e.cpu_parent is None]
     assert len(calls) <= most, calls
+
+
+def _top_level_calls(run) -> list[str]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        run()
+    return [e.name for e in prof.events() if e.cpu_parent is None]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_a_staged_output_costs_one_copy_and_a_flush_a_constant(dtype) -> None:
+    """A small output on a launch-bound GPU: one kernel (the copy into the staging buffer, through
+    a view that launches none) now, and a flush whose calls do not grow with the outputs in it."""
+    x = torch.randn(8, 64).to(dtype).t()  # non-contiguous: copied, never made contiguous first
+    flush_calls = []
+    for outputs in (1, 40):
+        rows = _stats._DeviceRows(x.device, _stats._row_dtype(dtype))
+        staging = _stats_staging.Staging(x.device, dtype, rows)
+        staging.stage(x)  # the staging buffer is allocated by then
+        per_output = _top_level_calls(lambda staging=staging: staging.stage(x))
+        assert per_output == ["aten::as_strided", "aten::copy_"], per_output
+        for _ in range(outputs - 2):
+            staging.stage(x)
+        flush_calls.append(len(_top_level_calls(staging.flush)))
+    assert flush_calls[0] == flush_calls[1] <= 32, flush_calls
 
 
 def test_an_empty_output_has_nothing_to_measure_and_nothing_missing(monkeypatch) -> None:

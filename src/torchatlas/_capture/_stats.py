@@ -11,8 +11,10 @@ a CPU the numbers are read at once (reading costs nothing there), and NaN and In
 counted only when min, max or sum say there are any. On an accelerator nothing waits for the
 device per op: the reductions write each output's numbers straight into one row of a
 preallocated buffer on its device (one per accumulation dtype), read once when the forward
-pass is over; NaN and Inf are counted in slices of at most ``_CHUNK`` elements, so a mask is
-never larger than that. No step copies the output itself: ``torch.aminmax`` reads a
+pass is over; an output of at most ``_stats_staging.STAGE_MOST`` elements is copied there
+with one kernel and measured with the others at a flush (``_stats_staging``). NaN and Inf
+of a bigger output are counted in slices of at most ``_CHUNK`` elements, so a mask is never
+larger than that. No step copies the output itself: ``torch.aminmax`` reads a
 contiguous copy of a non-contiguous tensor and ``torch.isinf`` computes ``x.abs()``, so
 neither is called that way (tests/test_stats_buffered.py checks the allocations).
 """
@@ -26,8 +28,9 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .._text import error_text
-from . import _distributed
+from . import _distributed, _stats_staging
 from ._records import Recording
+from ._stats_staging import Staging
 
 Tensor = torch.Tensor
 
@@ -42,6 +45,9 @@ SAMPLE = 1 << 16
 _COLUMNS = 7  # min, max, sum, L2 norm, non-zero count, NaN count, Inf count
 _READ_AT_ONCE = frozenset({"cpu"})
 """Devices whose numbers are read as each op runs (reading waits for nothing there)."""
+_STAGED = frozenset({"cuda", "cpu"})
+"""Devices whose small float outputs are staged and measured together (``_stats_staging``):
+where ``torch.segment_reduce`` runs (the CPU: where the device path is tested on CPU tensors)."""
 
 
 def skip_reason(t: Tensor) -> str | None:
@@ -92,12 +98,16 @@ class _DeviceRows:
             self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
         self.used = 0
 
-    def next_row(self) -> Tensor:
+    def reserve(self) -> int:
+        """The number of a new row (written later, by a flush of staged outputs)."""
         if self.used == len(self.buffer):
             with torch.inference_mode(False):
                 self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
         self.used += 1
-        return self.buffer[self.used - 1]
+        return self.used - 1
+
+    def next_row(self) -> Tensor:
+        return self.buffer[self.reserve()]
 
 
 class OutputStats:
@@ -110,6 +120,8 @@ class OutputStats:
         # (device rows, row number) still on the device
         self._pending: list[tuple[int, int, Any, bool, int]] = []
         self._devices: dict[tuple[torch.device, torch.dtype], _DeviceRows] = {}
+        self._staged: dict[tuple[torch.device, torch.dtype], Staging] = {}
+        self._failed: dict[tuple[int, int], str] = {}  # (id of device rows, row): why a flush failed
         self._skipped: list[tuple[int, int, str]] = []
         self._sampled = 0
 
@@ -143,18 +155,41 @@ class OutputStats:
             rows = self._devices.get(key)
             if rows is None:
                 rows = self._devices[key] = _DeviceRows(*key)
-            (_float_numbers_into if floating else _int_numbers_into)(x, rows.next_row())
-            numbers = (rows, rows.used - 1)
+            if floating and x.numel() <= _stats_staging.STAGE_MOST and x.device.type in _STAGED:
+                # one copy now, measured with the others at a flush
+                staging = self._staged.get((x.device, x.dtype))
+                if staging is None:
+                    staging = self._staged[(x.device, x.dtype)] = Staging(x.device, x.dtype, rows)
+                if staging.full_for(x):
+                    self._flush(staging)
+                numbers = (rows, staging.stage(x))
+            else:
+                (_float_numbers_into if floating else _int_numbers_into)(x, rows.next_row())
+                numbers = (rows, rows.used - 1)
         self._pending.append((index, slot, numbers, floating, x.numel()))
+
+    def _flush(self, staging: Staging) -> None:
+        """Measure the staged outputs; where that fails, they are skipped with the reason."""
+        rows = staging.row_numbers
+        try:
+            staging.flush()
+        except Exception as exc:  # a watcher's failure is never the model's
+            reason = f"could not be measured: {error_text(exc)}"
+            self._failed.update({(id(staging.rows), row): reason for row in rows})
 
     def finish(self) -> None:
         """Read each device's buffer once and write the numbers into the records."""
         with torch._C.DisableTorchFunction(), _disable_current_modes():
+            for staging in self._staged.values():
+                self._flush(staging)
             read = {id(rows): rows.buffer[: rows.used].tolist() for rows in self._devices.values()}
         nodes = self.recording.nodes
         for index, slot, numbers, floating, count in self._pending:
             if isinstance(numbers, tuple):
                 rows, row = numbers
+                if (id(rows), row) in self._failed:
+                    self._skipped.append((index, slot, self._failed[(id(rows), row)]))
+                    continue
                 numbers = read[id(rows)][row]
             record = _with_list(nodes[index], "stats")
             stats = _float_stats(numbers, count) if floating else _int_stats(numbers)
@@ -174,7 +209,7 @@ class OutputStats:
             )
         if notes:
             self.recording.meta["stats_note"] = ". ".join(notes)
-        self._pending, self._devices, self._skipped = [], {}, []
+        self._pending, self._devices, self._staged, self._skipped, self._failed = [], {}, {}, [], {}
 
 
 def _with_list(record: Any, key: str) -> Any:
