@@ -73,20 +73,7 @@ def test_the_buffered_numbers_are_torchs_own(x: torch.Tensor, chunk: int | None)
         got = _buffered_stats(x)
     finally:
         _stats._CHUNK = saved
-    want = _torchs_own(x)
-    assert (got["nan"], got["inf"]) == (want["nan"], want["inf"])
-    assert got["zeros"] == pytest.approx(want["zeros"], abs=1e-12)
-    for key in ("min", "max"):
-        assert got[key] == want[key]  # exact: the tensor's own elements
-    if want["mean"] is None:
-        assert got["mean"] is None and got["std"] is None
-        return
-    spread = float(x.double().abs().max())
-    # float32 accumulation: mean to ~1e-6 of the largest magnitude; std from the sum of
-    # squares, so to ~sqrt(eps32) of it where the mean dwarfs the spread
-    assert got["mean"] == pytest.approx(want["mean"], abs=1e-5 * spread + 1e-12)
-    if want["std"] is not None:
-        assert got["std"] == pytest.approx(want["std"], rel=1e-3, abs=1e-3 * spread + 1e-12)
+    _assert_torchs_own(got, x)
 
 
 def _staged_stats(xs: list[torch.Tensor]) -> list[dict]:
@@ -114,6 +101,8 @@ def _assert_torchs_own(got: dict, x: torch.Tensor) -> None:
         assert got["mean"] is None and got["std"] is None
         return
     spread = float(x.double().abs().max())
+    # float32 accumulation: mean to ~1e-6 of the largest magnitude; std from the sum of
+    # squares, so to ~sqrt(eps32) of it where the mean dwarfs the spread
     assert got["mean"] == pytest.approx(want["mean"], abs=1e-5 * spread + 1e-12)
     if want["std"] is not None:
         assert got["std"] == pytest.approx(want["std"], rel=1e-3, abs=1e-3 * spread + 1e-12)
