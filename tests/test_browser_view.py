@@ -475,6 +475,17 @@ def test_unused_ops_are_drawn_faded_and_dashed(browser, tmp_path: Path) -> None:
 
 
 
+def test_the_first_view_keeps_torch_nn_layers_closed_as_the_diagram_boxes_them(browser, tmp_path: Path) -> None:
+    from _tree_models import LSTMHead
+
+    graph = torchatlas.trace(LSTMHead(), torch.randn(2, 10, 32))
+    v = Viewer(browser, graph.ir, tmp_path, "lstm-closed")
+    closed = v.page.evaluate("[...document.querySelectorAll('.unit.module text.title')].map((t) => t.textContent)")
+    ops = v.page.evaluate("[...document.querySelectorAll('.unit.op text.title')].map((t) => t.textContent)")
+    assert any(t.startswith("lstm") for t in closed) and not any(t.startswith("lstm") for t in ops) and not v.errors
+    v.close()
+
+
 def test_an_in_place_op_says_so_on_its_box_as_in_the_diagram(browser, tmp_path: Path) -> None:
     class WritesInPlace(nn.Module):
         def forward(self, x):

@@ -37,14 +37,14 @@ def test_every_writer_takes_the_view_options_with_one_default_each() -> None:
             options(depth=-1)
 
 
-@pytest.mark.parametrize("options", [TreeOptions, SummaryOptions, HtmlOptions, ModelExplorerOptions])
+@pytest.mark.parametrize("options", [TreeOptions, SummaryOptions, ModelExplorerOptions])
 def test_a_writer_refuses_the_view_options_it_cannot_honour_in_one_line(options: type[ViewOptions]) -> None:
     assert options.UNHONOURED and set(options.UNHONOURED) <= set(VIEW_FIELDS)
     for name in options.UNHONOURED:
         value = {"direction": "LR", "depth": 2}.get(name, not getattr(options(), name))
         with pytest.raises(ValueError, match=rf"^{options.__name__} cannot honour {name}={value!r}: \S"):
             options(**{name: value})
-    assert not DotOptions.UNHONOURED  # the diagram honours every view option
+    assert not DotOptions.UNHONOURED and not HtmlOptions.UNHONOURED  # the diagram and the page honour every view option
 
 
 def page_document(page: str) -> dict:
@@ -80,7 +80,14 @@ def test_the_diagram_and_the_page_hide_the_same_node_kinds() -> None:
 def test_the_page_starts_from_the_view_options() -> None:
     graph = torchatlas.trace(MadeConstant(), torch.randn(2, 4))
     view = page_document(graph.to_html(depth=2, fold_repeats=False, direction="LR", show_params=True))["view"]
+    closed = view.pop("closed")
     assert view == {"hidden": ["constant"], "state": ["buffer", "param"], "fold": False, "depth": 2, "direction": "RIGHT"}
+    page = page_document(graph.to_html())
+    # the standard torch.nn layers the diagram draws as one box start closed on the page too
+    leaves = {s["path"] for i, s in enumerate(page["scopes"]) if i in closed}
+    boxed = {s.path for s in graph.ir.scopes if s.parent is not None and s.cls.startswith("torch.nn.")}
+    assert closed and leaves == boxed
+    assert page_document(graph.to_html(expand_leaf_modules=True))["view"]["closed"] == []
 
 
 def test_tree_summary_and_diagram_fold_repeats_alike_by_default() -> None:

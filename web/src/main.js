@@ -57,7 +57,7 @@ class App {
     const m = this.model;
     const area = Math.max(0.1, Math.min(1, (innerWidth * innerHeight) / (1400 * 800)));
     const start = m.startDepth ?? m.depthWithin(Math.max(12, Math.round(START_BUDGET * area)), true);
-    m.expandToDepth(Math.max(1, start), m.startDepth === null);
+    m.expandToDepth(Math.max(1, start), m.startDepth === null, true); // torch.nn layers start closed, as the diagram boxes them
     this.syncDepthSelect();
   }
 

@@ -35,6 +35,7 @@ export class Model {
     this.state = new Set(view.state || []); // parameters and buffers: what an op reads as its weights
     this.folded = new Set(view.fold === false ? [] : this.groups.keys());
     this.startDepth = view.depth ?? null; // null: as deep as fits the window
+    this.closed = new Set(view.closed || []); // standard torch.nn layers: one box, as in the diagram
     this.startDirection = view.direction || "DOWN";
     this.showParams = false;
   }
@@ -193,10 +194,12 @@ export class Model {
     return s.children.length === 0 && this._opCounts[s.idx] <= 1;
   }
 
-  /** Open every scope above `depth`; with `skipTrivial`, single-op leaf modules stay closed. */
-  expandToDepth(depth, skipTrivial = false) {
+  /** Open every scope above `depth`; with `skipTrivial`, single-op leaf modules stay closed, and
+   * with `keepLayers` the standard torch.nn layers the diagram boxes (`doc.view.closed`). */
+  expandToDepth(depth, skipTrivial = false, keepLayers = skipTrivial) {
     // Members of a folded repeat stay closed, so unfolding shows N boxes, not N open layers.
-    const open = (s) => s.depth === 0 || (s.depth < depth && this.foldedGroupOf(s) === null && !(skipTrivial && this.isTrivial(s)));
+    const open = (s) =>
+      s.depth === 0 || (s.depth < depth && this.foldedGroupOf(s) === null && !(keepLayers && this.closed.has(s.idx)) && !(skipTrivial && this.isTrivial(s)));
     this.expanded = new Set(this.scopes.filter(open).map((s) => s.idx));
   }
 

@@ -22,7 +22,7 @@ import html
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from torchatlas._ir import GraphIR
 from torchatlas._ops import CATEGORIES
@@ -119,12 +119,9 @@ class HtmlOptions(ViewOptions):
     """What the web page shows first; every field is also a keyword of ``Graph.to_html``.
 
     The view options set the page's first view (``_view.page_view``): the node kinds hidden
-    until the params switch is on, folds, direction, and ``depth``, the nesting open at first
-    (None: as deep as fits the window; the page opens any call on a click)."""
-
-    UNHONOURED: ClassVar[dict[str, str]] = {
-        "expand_leaf_modules": "the page opens a leaf module's ops on a click, as any call's",
-    }
+    until the params switch is on, folds, direction, ``depth``, the nesting open at first
+    (None: as deep as fits the window; the page opens any call on a click), and whether
+    standard ``torch.nn`` layers start open (``expand_leaf_modules``), as in the diagram."""
 
     title: str | None = None
     """The page's title; default: the model's class name."""

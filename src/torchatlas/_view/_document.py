@@ -14,7 +14,7 @@ Indices (``s``, ``i``, ``p``, ``out``…) are positions in ``PageDocument.nodes`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from operator import attrgetter
 from typing import Any, Literal
 
@@ -232,6 +232,9 @@ class PageView:
     """How deep calls start open; left out: as deep as fits the window."""
     direction: str
     """Which way values flow: ELK's ``DOWN`` or ``RIGHT``."""
+    closed: list[int] = field(default_factory=list)
+    """Scope indices that start closed at any depth: standard ``torch.nn`` layers, as the
+    diagram boxes them (``_view.standard_leaves``); a click opens them."""
 
 
 @dataclass(kw_only=True, slots=True)

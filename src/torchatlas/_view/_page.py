@@ -50,7 +50,7 @@ from torchatlas._view._labels import (
 )
 from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
-from torchatlas._view._units import fold_runs, fold_totals
+from torchatlas._view._units import fold_runs, fold_totals, standard_leaves
 
 
 def _count(value: Any) -> str:
@@ -161,7 +161,7 @@ def graph_counts(ir: GraphIR) -> GraphCounts:
     return GraphCounts(sum(1 for _ in ir.ops()), len(ir.scopes))
 
 
-def page_view(options: ViewOptions) -> PageView:
+def page_view(options: ViewOptions, closed: list[int] | None = None) -> PageView:
     """The page's first view from the one set of view options: which node kinds it hides
     (the diagram's rule, ``ViewOptions.hidden_kinds``; the params switch shows them), which
     kinds are a module's state (an op's box lists the weights it reads), whether
@@ -173,6 +173,7 @@ def page_view(options: ViewOptions) -> PageView:
         fold=options.fold_repeats,
         depth=options.depth,
         direction="RIGHT" if options.direction == "LR" else "DOWN",
+        closed=closed or [],
     )
 
 
@@ -426,7 +427,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     return PageDocument(
         title=visible(title or model),
         status=counts.text,
-        view=page_view(options),
+        view=page_view(options, sorted(scope_index[sid] for sid in standard_leaves(ir, options) if sid in scope_index)),
         folds=folds,
         overlaySteps=len(PALETTES["light"].overlay),
         metrics=[list(m) for m in METRICS if m[0] in metrics],

@@ -128,6 +128,16 @@ def fold_totals(ir: GraphIR, first: str) -> dict[str, int | float]:
     return {}
 
 
+def standard_leaves(ir: GraphIR, options: ViewOptions) -> set[str]:
+    """Module calls drawn as one box at any depth: standard ``torch.nn`` layers that call no
+    other module (Conv2d, Linear, LSTM), unless ``expand_leaf_modules``; the diagram's and
+    the page's first view alike."""
+    if options.expand_leaf_modules:
+        return set()
+    children = ir.children()
+    return {s.id for s in ir.scopes if s.parent is not None and s.cls.startswith(_LEAF_PREFIX) and not children.get(s.id)}
+
+
 def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     """The units and edges to draw; ``ir`` must already carry ``meta["repeat"]`` when folding.
 
@@ -144,14 +154,11 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
     boxes: dict[str, Unit] = {}
     root = next((s.id for s in ir.scopes if s.parent is None), None)
 
+    leaves = standard_leaves(ir, options)
+
     def boxed(s: Scope) -> bool:
         """Drawn as one box: below ``depth``, or a standard leaf module."""
-        return (options.depth is not None and depth[s.id] >= options.depth) or (
-            s.parent is not None
-            and not options.expand_leaf_modules
-            and s.cls.startswith(_LEAF_PREFIX)
-            and not children[s.id]
-        )
+        return (options.depth is not None and depth[s.id] >= options.depth) or s.id in leaves
 
     # A run drawn open shows its first member; the others' nodes stand for the first one's.
     folds: dict[str, list[Scope]] = {}
