@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from .._text import error_text
 from . import _distributed, _stats_staging
 from ._records import Recording
-from ._stats_staging import Staging
+from ._stats_staging import Staging, isinf_without_copy
 
 Tensor = torch.Tensor
 
@@ -239,7 +239,7 @@ def _float_numbers_now(x: Tensor) -> list[float]:
         torch.count_nonzero(x).item(), 0, 0,
     ]
     if not all(math.isfinite(v) for v in row[:3]):
-        row[5], row[6] = torch.count_nonzero(torch.isnan(x)).item(), torch.count_nonzero(_isinf(x)).item()
+        row[5], row[6] = torch.count_nonzero(torch.isnan(x)).item(), torch.count_nonzero(isinf_without_copy(x)).item()
     return row
 
 
@@ -257,12 +257,7 @@ def _float_numbers_into(x: Tensor, row: Tensor) -> None:
     torch.linalg.vector_norm(x, 2, dtype=row.dtype, out=cells[3])
     torch.linalg.vector_norm(x, 0, dtype=row.dtype, out=cells[4])  # counts x != 0, as count_nonzero does
     _count_into(torch.isnan, x, cells[5])
-    _count_into(_isinf, x, cells[6])
-
-
-def _isinf(x: Tensor) -> Tensor:
-    """``torch.isinf(x)`` without its copy: torch computes it as ``x.abs() == inf``."""
-    return torch.isposinf(x).logical_or_(torch.isneginf(x))
+    _count_into(isinf_without_copy, x, cells[6])
 
 
 def _min_max(x: Tensor) -> tuple[Tensor, Tensor]:

@@ -95,6 +95,11 @@ class Staging:
             self.rows.buffer.index_copy_(0, row_numbers, table.to(self.rows.buffer.dtype))
 
 
+def isinf_without_copy(x: Tensor) -> Tensor:
+    """``torch.isinf(x)`` without its copy: torch computes it as ``x.abs() == inf``."""
+    return torch.isposinf(x).logical_or_(torch.isneginf(x))
+
+
 def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):
@@ -118,7 +123,7 @@ def _segment_numbers(flat: Tensor, offsets: Tensor) -> Tensor:
         return torch.segment_reduce(values, reduce, offsets=offsets, unsafe=True)  # unsafe: no check that syncs
 
     nan = per_segment(torch.isnan(wide).to(dtype), "sum")
-    inf = per_segment(torch.isposinf(wide).logical_or_(torch.isneginf(wide)).to(dtype), "sum")
+    inf = per_segment(isinf_without_copy(wide).to(dtype), "sum")
     holds_nan = nan > 0
     not_a_number = torch.full((), float("nan"), dtype=dtype, device=flat.device)
     low = torch.where(holds_nan, not_a_number, per_segment(wide, "min"))
