@@ -53,7 +53,8 @@ class CallDistance:
         }
         self._chains: dict[str, list[str]] = {}
 
-    def _chain(self, scope_id: str) -> list[str]:
+    def chain(self, scope_id: str) -> list[str]:
+        """The scope ids from the root down to ``scope_id`` (``GraphIR.ancestry``), kept."""
         if scope_id not in self._chains:
             self._chains[scope_id] = self.ir.ancestry(scope_id)
         return self._chains[scope_id]
@@ -63,7 +64,7 @@ class CallDistance:
         reader read, counted at the level where both meet and at each level down to the reader
         (a DenseNet block's input, read by its 24th layer, has 23 layers between); the calls
         holding the reader are not counted, nor calls nested in the counted ones."""
-        made, read = self._chain(producer.scope), self._chain(reader.scope)
+        made, read = self.chain(producer.scope), self.chain(reader.scope)
         shared = 0
         while shared < min(len(made), len(read)) and made[shared] == read[shared]:
             shared += 1
@@ -125,13 +126,7 @@ def stand_in_reads(ir: GraphIR, folded: Collection[str] = (), state_kinds: Colle
       the encoder's output read by every decoder layer), and this read is not in the first.
     """
     distance = CallDistance(ir)
-    chains: dict[str, list[str]] = {}
-
-    def chain(scope_id: str) -> list[str]:
-        if scope_id not in chains:
-            chains[scope_id] = ir.ancestry(scope_id)
-        return chains[scope_id]
-
+    chain = distance.chain
     out: set[tuple[str, int]] = set()
     readers: dict[tuple[str, int], dict[str, None]] = {}  # value -> the nodes reading it, in order
     for n in ir.nodes:
