@@ -23,8 +23,8 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 WHEELS=(graphviz==0.21 torchinfo==1.8.0 torchview==0.2.7)
 STEPS=(tests profile runtime compare)
-# 530 s in all: a device call may run 600 s, and the start and the copies come on top
-declare -A LIMIT=([tests]=${LIMIT_TESTS:-140} [profile]=${LIMIT_PROFILE:-50} [runtime]=${LIMIT_RUNTIME:-230} [compare]=${LIMIT_COMPARE:-110})
+# 520 s in all: a device call may run 600 s, and the start and the copies come on top
+declare -A LIMIT=([tests]=${LIMIT_TESTS:-60} [profile]=${LIMIT_PROFILE:-50} [runtime]=${LIMIT_RUNTIME:-230} [compare]=${LIMIT_COMPARE:-180})
 
 say() { printf '==> %s\n' "$*" >&2; }
 

@@ -210,3 +210,38 @@ def test_stats_on_the_device_skip_what_holds_no_numbers_and_sample_big_outputs(d
     big = torch.randn(1 << 20, device=device)
     (stats,) = next(torchatlas.trace(ToFloat8(), big, stats="sample").ir.ops()).meta["stats"]
     assert 0 < stats["sampled"] <= 2 * (1 << 16) and stats["min"] >= 2 * big.min().item()
+
+
+class Spiky(nn.Module):
+    """Outputs over ``_stats_staging.STAGE_MOST`` elements (measured by the fused kernel on a
+    GPU), one with NaN and Inf in it, one transposed (a dense block in another order)."""
+
+    def forward(self, x):
+        h = x * 2
+        spiky = h / (h > 0).to(h.dtype)  # -inf where h < 0, NaN where h is 0
+        return torch.relu(h).t(), spiky
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_big_outputs_are_measured_in_one_kernel_with_the_cpus_numbers(dtype, monkeypatch) -> None:
+    from torchatlas._capture import _stats_fused
+
+    if _stats_fused._kernel() is None:
+        pytest.skip("Triton is not installed: the ATen reductions measure every output")
+    x = torch.randn(1024, 600).to(dtype)
+    x[0, :7] = 0
+    launches = []
+    measure = _stats_fused.measure_into
+    monkeypatch.setattr(_stats_fused, "measure_into", lambda block, row: launches.append(block.shape) or measure(block, row))
+    with monkeypatch.context() as read_now:
+        read_now.setattr(_stats, "_READ_AT_ONCE", frozenset({"cpu"}))
+        on_cpu = torchatlas.trace(Spiky(), x, stats=True)
+    on_gpu = torchatlas.trace(Spiky(), x.to(CUDA), stats=True)
+    assert len(launches) >= 3  # mul, relu, truediv: every big float output
+    for a, b in zip(on_cpu.ir.ops(), on_gpu.ir.ops()):
+        for sa, sb in zip(a.meta["stats"], b.meta["stats"]):
+            if sa is None:
+                continue
+            for key in ("min", "max", "mean", "std", "nan", "inf", "zeros"):
+                assert sb[key] == pytest.approx(sa[key], rel=1e-3, abs=1e-3), (a.target, key)

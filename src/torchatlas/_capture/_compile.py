@@ -18,6 +18,7 @@ what the report says).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
 import warnings
@@ -109,7 +110,7 @@ def compile_facts(
         level = logger.level
         logger.setLevel(max(logging.ERROR, level))  # its graph-break warnings are what this reports
         context = dynamo.optimize(
-            recorder, nopython=False, dynamic=dynamic, guard_fail_fn=recorder.guard_failed, isolate_recompiles=True
+            recorder, nopython=False, dynamic=dynamic, guard_fail_fn=recorder.guard_failed, **_isolated(dynamo)
         )
         try:
             compiled = context(model)
@@ -126,6 +127,14 @@ def compile_facts(
             logger.setLevel(level)
     facts, recorder.facts = recorder.facts, CompileFacts()  # the spent entries keep the recorder
     return facts
+
+
+def _isolated(dynamo: Any) -> dict[str, bool]:
+    """``isolate_recompiles=True`` where this torch's dynamo takes it (2.13 does, 2.11 does not). Before it, the
+    run shares the code's cache: entries of another backend are not reused (dynamo matches the
+    backend), only its recompile count is shared."""
+    accepted = inspect.signature(dynamo.eval_frame._optimize).parameters
+    return {"isolate_recompiles": True} if "isolate_recompiles" in accepted else {}
 
 
 def _forget_compiled(recorder: _Recorder) -> None:

@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .._text import error_text
-from . import _distributed, _stats_staging
+from . import _distributed, _stats_fused, _stats_staging
 from ._records import Recording
 from ._stats_staging import Staging, isinf_without_copy
 
@@ -92,17 +92,26 @@ class _DeviceRows:
     """One accelerator's numbers of one dtype: a row per output in one buffer, grown by doubling."""
 
     def __init__(self, device: torch.device, dtype: torch.dtype) -> None:
-        # never an inference tensor (made inside a model's torch.inference_mode block), which
-        # could not be written into once the model leaves the block
-        with torch.inference_mode(False):
-            self.buffer = torch.empty((256, _COLUMNS), dtype=dtype, device=device)
+        self.device, self.dtype = device, dtype
+        self.buffer = self._fresh(256)
         self.used = 0
+
+    def _fresh(self, count: int) -> Tensor:
+        """Rows holding ``_stats_fused.INITIAL_ROW`` (what the fused kernel adds into), made on the
+        device without a copy from the host (which would wait for it). Never an inference tensor
+        (made inside a model's torch.inference_mode block), which could not be written into
+        once the model leaves the block."""
+        with torch.inference_mode(False):
+            fresh = torch.zeros((count, _COLUMNS), dtype=self.dtype, device=self.device)
+            if self.dtype.is_floating_point:
+                fresh[:, 0], fresh[:, 1] = _stats_fused.INITIAL_ROW[:2]
+        return fresh
 
     def reserve(self) -> int:
         """The number of a new row (written later, by a flush of staged outputs)."""
         if self.used == len(self.buffer):
             with torch.inference_mode(False):
-                self.buffer = torch.cat([self.buffer, torch.empty_like(self.buffer)])
+                self.buffer = torch.cat([self.buffer, self._fresh(len(self.buffer))])
         self.used += 1
         return self.used - 1
 
@@ -124,6 +133,8 @@ class OutputStats:
         self._failed: dict[tuple[int, int], str] = {}  # (id of device rows, row): why a flush failed
         self._skipped: list[tuple[int, int, str]] = []
         self._sampled = 0
+        self._fused_rows: set[tuple[int, int]] = set()  # (id of device rows, row): the kernel's meaning
+        self._fused_works = True
 
     def op_recorded(self, index: int, outs: list[Tensor]) -> None:
         with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
@@ -164,9 +175,26 @@ class OutputStats:
                     self._flush(staging)
                 numbers = (rows, staging.stage(x))
             else:
-                (_float_numbers_into if floating else _int_numbers_into)(x, rows.next_row())
+                row = rows.next_row()
                 numbers = (rows, rows.used - 1)
+                if floating and self._fused_into(x, row):
+                    self._fused_rows.add((id(rows), rows.used - 1))
+                else:
+                    (_float_numbers_into if floating else _int_numbers_into)(x, row)
         self._pending.append((index, slot, numbers, floating, x.numel()))
+
+    def _fused_into(self, x: Tensor, row: Tensor) -> bool:
+        """Measure ``x`` into ``row`` with the one-read kernel (``_stats_fused``) where it can; False
+        where the ATen reductions must. A kernel that fails to build or launch is not tried again."""
+        block = _stats_fused.dense_block(x) if self._fused_works and _stats_fused.usable(x, row) else None
+        if block is None:
+            return False
+        try:
+            _stats_fused.measure_into(block, row)
+        except Exception:  # noqa: BLE001 - Triton that cannot build here: the ATen path measures
+            self._fused_works = False
+            return False
+        return True
 
     def _flush(self, staging: Staging) -> None:
         """Measure the staged outputs; where that fails, they are skipped with the reason."""
@@ -191,6 +219,8 @@ class OutputStats:
                     self._skipped.append((index, slot, self._failed[(id(rows), row)]))
                     continue
                 numbers = read[id(rows)][row]
+                if (id(rows), row) in self._fused_rows:
+                    numbers = _stats_fused.fix_row(numbers)
             record = _with_list(nodes[index], "stats")
             stats = _float_stats(numbers, count) if floating else _int_stats(numbers)
             if count != _numel(nodes[index].outputs[slot][0]):
@@ -210,6 +240,7 @@ class OutputStats:
         if notes:
             self.recording.meta["stats_note"] = ". ".join(notes)
         self._pending, self._devices, self._staged, self._skipped, self._failed = [], {}, {}, [], {}
+        self._fused_rows = set()
 
 
 def _with_list(record: Any, key: str) -> Any:
@@ -272,10 +303,7 @@ def _aminmax_view(x: Tensor) -> Tensor | None:
     """``x`` or a view of it that ``torch.aminmax`` reads without a copy; None if there is none.
     An expanded view (a stride of 0) is given as it is: its copy fails at once where it would
     be too big, where ``amin`` over every repeat would run for hours."""
-    if x.is_contiguous() or 0 in x.stride():
-        return x
-    dense = x.permute(sorted(range(x.dim()), key=lambda d: x.stride(d), reverse=True))
-    return dense if dense.is_contiguous() else None
+    return x if 0 in x.stride() and not x.is_contiguous() else _stats_fused.dense_block(x)
 
 
 def _min_max_into(x: Tensor, row: Tensor, cells: tuple[Tensor, ...]) -> None:
