@@ -243,5 +243,5 @@ def test_big_outputs_are_measured_in_one_kernel_with_the_cpus_numbers(dtype, mon
         for sa, sb in zip(a.meta["stats"], b.meta["stats"]):
             if sa is None:
                 continue
-            for key in ("min", "max", "mean", "std", "nan", "inf", "zeros"):
+            for key in sa:  # a bool output (the comparison) has min and max only
                 assert sb[key] == pytest.approx(sa[key], rel=1e-3, abs=1e-3), (a.target, key)
