@@ -23,6 +23,11 @@ _KINDS: dict[Any, str] = {
     Tensor.__int__: "int",
     Tensor.__float__: "float",
     Tensor.__index__: "index",
+    Tensor.__complex__: "complex",
+    Tensor.__contains__: "bool",  # ``v in t``: ``(t == v).any()``, run where no mode sees it
+    Tensor.numpy: "numpy",
+    Tensor.__array__: "numpy",
+    Tensor.__dlpack__: "numpy",
     Tensor.__repr__: "print",
     Tensor.__format__: "print",
     torch.is_nonzero: "bool",
@@ -51,7 +56,7 @@ def read_value(kind: str, result: Any) -> bool | int | float | None:
     direction, a scalar); None for lists, sizes and non-finite numbers."""
     if kind == "bool" and type(result) is bool:
         return result
-    if kind in ("item", "int", "float", "index") and type(result) in (bool, int, float):
+    if kind in ("item", "int", "float", "index", "count") and type(result) in (bool, int, float):
         return result if type(result) is not float or math.isfinite(result) else None
     return None
 

@@ -1,0 +1,143 @@
+"""Which statement a value read into Python decided, and which way it went, from the
+statement's syntax: the user's file is parsed (``ast``) and the read found in it by the source
+span of the instruction that read it (``co_positions``), so a trailing comment, a slice colon
+or a condition over several lines read as Python reads them.
+
+``if a and b:`` reads ``a``, then ``b`` only if ``a`` was true: each operand is a read of its
+own. The read after which Python knew the answer is the statement's (its value: whether the
+body ran, ``not`` counted); a read that left it open is its ``and``/``or``'s, with the operand's
+truth.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import linecache
+import types
+from dataclasses import dataclass
+from functools import lru_cache
+
+Span = tuple[int, int, int, int]
+"""(line, column, end line, end column) of an expression, columns in UTF-8 bytes as both
+``ast`` and ``co_positions`` count them."""
+
+# An instruction that tests its operand's truth: the operand is the instruction before it.
+_TRUTH_TESTS = ("POP_JUMP", "JUMP_IF_", "TO_BOOL", "UNARY_NOT")
+_SCOPES = (ast.comprehension, ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where in its statement a read happened: the ``not``/``and``/``or`` it went through, outermost
+    last (``("and", True)``: an ``and`` it is the last operand of), and the statement whose test
+    the whole expression is (``if``, ``while``, ``assert``, ``break``, ``continue``), else None."""
+
+    steps: tuple[tuple[str, bool], ...]
+    statement: str | None
+
+    def decide(self, value: bool) -> tuple[str | None, bool]:
+        """(statement, value) of a read of truth ``value``: the statement and whether its body ran
+        where this read settled it; else the ``and``/``or`` that went on to its next operand and
+        this operand's truth; else (None, value)."""
+        truth = value
+        for op, last in self.steps:
+            if op == "not":
+                truth = not truth
+            elif not last and truth == (op == "and"):
+                return op, truth  # ``a and …`` with a true: the next operand decides
+        return (self.statement, truth) if self.statement is not None else (None, value)
+
+
+def read_span(code: types.CodeType, lasti: int, spans: dict[tuple[int, int], Span | None]) -> Span | None:
+    """The span of the expression whose value the instruction at ``lasti`` read (memoised in
+    ``spans``, one build's, by code id and offset: a lasting cache would keep models' code alive)."""
+    key = (id(code), lasti)
+    if key in spans:
+        return spans[key]
+    found: Span | None = None
+    previous = None
+    for instruction in dis.get_instructions(code):
+        if instruction.offset == lasti:
+            read = previous if previous is not None and instruction.opname.startswith(_TRUTH_TESTS) else instruction
+            p = read.positions
+            if p is not None and None not in (p.lineno, p.end_lineno, p.col_offset, p.end_col_offset):
+                found = (p.lineno, p.col_offset, p.end_lineno, p.end_col_offset)  # type: ignore[assignment]
+            break
+        previous = instruction
+    spans[key] = found
+    return found
+
+
+@dataclass(frozen=True)
+class _File:
+    expressions: dict[Span, ast.expr]
+    """Span -> the outermost expression with it."""
+    parents: dict[ast.AST, ast.AST]
+    tests: dict[int, ast.stmt | ast.IfExp]
+    """Line -> the innermost ``if``/``while``/``assert`` or conditional expression whose test covers it."""
+
+
+@lru_cache(maxsize=8)  # a big file's tree is megabytes
+def _parsed(filename: str) -> _File | None:
+    source = "".join(linecache.getlines(filename))
+    if not source:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    expressions: dict[Span, ast.expr] = {}
+    parents: dict[ast.AST, ast.AST] = {}
+    tests: dict[int, ast.stmt | ast.IfExp] = {}
+    for node in ast.walk(tree):  # breadth first: outer nodes come before inner ones
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+        if isinstance(node, ast.expr) and node.end_lineno is not None and node.end_col_offset is not None:
+            expressions.setdefault((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset), node)
+        if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)):
+            for line in range(node.test.lineno, (node.test.end_lineno or node.test.lineno) + 1):
+                tests[line] = node
+    return _File(expressions, parents, tests)
+
+
+def _statement_of(node: ast.AST) -> str:
+    """``break``/``continue`` for an ``if`` whose body ends in one (it decides the loop's exit)."""
+    if isinstance(node, ast.If):
+        last = node.body[-1]
+        return "break" if isinstance(last, ast.Break) else "continue" if isinstance(last, ast.Continue) else "if"
+    return "while" if isinstance(node, ast.While) else "assert" if isinstance(node, ast.Assert) else "if"
+
+
+@lru_cache(maxsize=4096)
+def read_place(filename: str, line: int, span: Span | None, truth: bool) -> Place:
+    """Where a read on ``line`` (of the expression at ``span``, where known) sits in its statement.
+    ``truth``: a truth test (``if t:``), which the ``and``/``or``/``not`` around it carry to the
+    statement; other reads (``t.item() > 0``) are in a statement's test anywhere inside it."""
+    parsed = _parsed(filename)
+    if parsed is None:
+        return Place((), None)
+    node = parsed.expressions.get(span) if span is not None else None
+    if node is None:  # no exact expression: the statement whose test holds the line, if plain
+        holder = parsed.tests.get(line)
+        plain = holder is not None and not any(
+            isinstance(n, (ast.BoolOp, ast.UnaryOp)) or (isinstance(n, ast.Compare) and len(n.ops) > 1)
+            for n in ast.walk(holder.test)
+        )
+        return Place((), _statement_of(holder) if plain or (holder is not None and not truth) else None)
+    steps: list[tuple[str, bool]] = []
+    parent = parsed.parents.get(node)
+    while parent is not None:
+        if isinstance(parent, (ast.If, ast.While, ast.Assert, ast.IfExp)) and parent.test is node:
+            return Place(tuple(steps), _statement_of(parent))
+        if isinstance(parent, (ast.stmt, *_SCOPES)):
+            break
+        if truth:
+            if isinstance(parent, ast.UnaryOp) and isinstance(parent.op, ast.Not):
+                steps.append(("not", True))
+            elif isinstance(parent, ast.BoolOp):
+                steps.append(("and" if isinstance(parent.op, ast.And) else "or", parent.values[-1] is node))
+            else:
+                break  # the truth went into another expression (``bool(t) + 1``): no statement's
+        node, parent = parent, parsed.parents.get(parent)
+    return Place(tuple(steps), None)
