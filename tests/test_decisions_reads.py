@@ -60,12 +60,19 @@ def test_a_trace_patches_nothing_it_leaves_behind():
 
 # -- and / or / not: the statement's outcome is whether its body ran ----------------------------
 
-_LEAF = st.integers(0, 3).map(lambda i: f"x[{i}] > 0")
+# (the test as written, the same test with each truth Python reads logged by ``read``)
+_LEAVES = st.one_of(
+    st.integers(0, 3).map(lambda i: (f"x[{i}] > 0", f"read(x[{i}] > 0)")),
+    # a chained comparison is an ``and`` of its links
+    st.integers(0, 3).map(lambda i: (f"0 < x[{i}] < 2", f"(read(0 < x[{i}]) and read(x[{i}] < 2))")),
+)
 _EXPRESSIONS = st.recursive(
-    _LEAF,
+    _LEAVES,
     lambda inner: st.one_of(
-        inner.map(lambda e: f"not ({e})"),
-        st.tuples(inner, st.sampled_from(["and", "or"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+        inner.map(lambda e: (f"not ({e[0]})", f"not ({e[1]})")),
+        st.tuples(inner, st.sampled_from(["and", "or"]), inner).map(
+            lambda t: (f"({t[0][0]} {t[1]} {t[2][0]})", f"({t[0][1]} {t[1]} {t[2][1]})")
+        ),
     ),
     max_leaves=5,
 )
@@ -93,11 +100,13 @@ def _load(source: str, folder: str):
     return module, str(path)
 
 
-@settings(max_examples=40, deadline=None)
-@given(_EXPRESSIONS, st.lists(st.booleans(), min_size=4, max_size=4))
-def test_and_or_not_operands_are_reads_of_their_own_and_the_if_says_whether_its_body_ran(test: str, signs: list[bool]):
-    x = torch.tensor([1.0 if s else -1.0 for s in signs])
-    counted = re.sub(r"(x\[\d\] > 0)", r"read(\1)", test)
+@settings(max_examples=60, deadline=None)
+@given(_EXPRESSIONS, st.lists(st.sampled_from([-1.0, 1.0, 3.0]), min_size=4, max_size=4))
+def test_and_or_not_operands_are_reads_of_their_own_and_the_if_says_whether_its_body_ran(
+    expression: tuple[str, str], values: list[float]
+):
+    x = torch.tensor(values)
+    test, counted = expression
     with tempfile.TemporaryDirectory() as folder:
         module, path = _load(_MODULE.format(test=test, counted=counted), folder)
         seen: list[bool] = []

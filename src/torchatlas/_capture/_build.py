@@ -138,8 +138,8 @@ def _read(read: Any, source: Callable[[Any, int], Source | None], spans: dict[tu
     where = source(code, line)
     statement = None
     if where is not None and how != "size":
-        span = _statements.read_span(code, lasti, spans) if lasti >= 0 else None
-        place = _statements.read_place(where.file, where.line, span, how == "bool")
+        read_at = _statements.read_span(code, lasti, spans) if lasti >= 0 else None
+        place = _statements.read_place(where.file, where.line, read_at, how == "bool")
         if how == "bool" and type(value) is bool:
             statement, value = place.decide(value)
         else:

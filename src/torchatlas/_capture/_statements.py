@@ -49,22 +49,33 @@ class Place:
         return (self.statement, truth) if self.statement is not None else (None, value)
 
 
-def read_span(code: types.CodeType, lasti: int, spans: dict[tuple[int, int], Span | None]) -> Span | None:
-    """The span of the expression whose value the instruction at ``lasti`` read (memoised in
-    ``spans``, one build's, by code id and offset: a lasting cache would keep models' code alive)."""
+def read_span(
+    code: types.CodeType, lasti: int, spans: dict[tuple[int, int], tuple[Span, int] | None]
+) -> tuple[Span, int] | None:
+    """The span of the expression whose value the instruction at ``lasti`` read, and how many
+    comparisons of that span ran before it (which link of ``0 < t < 1`` it is, every link
+    having the chain's span). Memoised in ``spans``, one build's, by code id and offset: a
+    lasting cache would keep models' code alive."""
     key = (id(code), lasti)
     if key in spans:
         return spans[key]
-    found: Span | None = None
+    found: tuple[Span, int] | None = None
     previous = None
+    links: dict[Span, int] = {}
     for instruction in dis.get_instructions(code):
+        p = getattr(instruction, "positions", None)  # Python 3.10 has none: the line alone then says
+        here = (p.lineno, p.col_offset, p.end_lineno, p.end_col_offset) if p is not None else None
         if instruction.offset == lasti:
-            read = previous if previous is not None and instruction.opname.startswith(_TRUTH_TESTS) else instruction
-            p = read.positions
-            if p is not None and None not in (p.lineno, p.end_lineno, p.col_offset, p.end_col_offset):
-                found = (p.lineno, p.col_offset, p.end_lineno, p.end_col_offset)  # type: ignore[assignment]
+            tests = previous is not None and instruction.opname.startswith(_TRUTH_TESTS)
+            read, span = previous if tests else (instruction, here)  # type: ignore[misc]
+            if span is not None and None not in span:
+                # the comparisons of this span before the one read (counted already, if it is one)
+                found = (span, links.get(span, 0) - (read is not instruction and read.opname == "COMPARE_OP"))
             break
-        previous = instruction
+        if instruction.opname == "COMPARE_OP" and here is not None:
+            links[here] = links.get(here, 0) + 1
+        if instruction.opname != "EXTENDED_ARG":  # a prefix of the next instruction's argument
+            previous = (instruction, here)
     spans[key] = found
     return found
 
@@ -110,14 +121,15 @@ def _statement_of(node: ast.AST) -> str:
 
 
 @lru_cache(maxsize=4096)
-def read_place(filename: str, line: int, span: Span | None, truth: bool) -> Place:
-    """Where a read on ``line`` (of the expression at ``span``, where known) sits in its statement.
-    ``truth``: a truth test (``if t:``), which the ``and``/``or``/``not`` around it carry to the
-    statement; other reads (``t.item() > 0``) are in a statement's test anywhere inside it."""
+def read_place(filename: str, line: int, read: tuple[Span, int] | None, truth: bool) -> Place:
+    """Where a read on ``line`` (of the expression at ``read``'s span, where known) sits in its
+    statement. ``truth``: a truth test (``if t:``), which the ``and``/``or``/``not`` around it
+    carry to the statement; other reads (``t.item() > 0``) are in a statement's test anywhere
+    inside it."""
     parsed = _parsed(filename)
     if parsed is None:
         return Place((), None)
-    node = parsed.expressions.get(span) if span is not None else None
+    node = parsed.expressions.get(read[0]) if read is not None else None
     if node is None:  # no exact expression: the statement whose test holds the line, if plain
         holder = parsed.tests.get(line)
         plain = holder is not None and not any(
@@ -126,6 +138,10 @@ def read_place(filename: str, line: int, span: Span | None, truth: bool) -> Plac
         )
         return Place((), _statement_of(holder) if plain or (holder is not None and not truth) else None)
     steps: list[tuple[str, bool]] = []
+    if truth and isinstance(node, ast.Compare) and len(node.ops) > 1 and read is not None:
+        # ``0 < t < 1`` is ``0 < t and t < 1``: which link was read, counted from the chain's
+        # first (a ``while`` test compiled twice counts on from its first copy)
+        steps.append(("and", read[1] % len(node.ops) == len(node.ops) - 1))
     parent = parsed.parents.get(node)
     while parent is not None:
         if isinstance(parent, (ast.If, ast.While, ast.Assert, ast.IfExp)) and parent.test is node:
