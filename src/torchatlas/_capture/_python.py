@@ -341,15 +341,17 @@ class PythonLevel(TorchFunctionMode):
                 continue
             record = self.nodes[made[0]]
             reads = record.reads
-            user = _source.user_frame(caller)
             kind = how
-            if how == "size" and self._value_sizes.decided_by_values(made[0]):
-                kind = "count"
-                here = (user.f_code, user.f_lineno) if user else (None, 0)
-                if reads is not None and any(r[0] == "count" and (r[2], r[3]) == here for r in reads):
+            if how == "size":
+                if self._value_sizes.decided_by_values(made[0]):
+                    kind = "count"
+                elif reads is not None and any(r[0] == "size" for r in reads):
                     continue
-            elif how == "size" and reads is not None and any(r[0] == "size" for r in reads):
-                continue
+            user = _source.user_frame(caller)
+            if kind == "count" and reads is not None:
+                here = (user.f_code, user.f_lineno) if user else (None, 0)
+                if any(r[0] == "count" and (r[2], r[3]) == here for r in reads):
+                    continue
             value = read_value(kind, result)
             read = (kind, made[1], user.f_code, user.f_lineno, value, user.f_lasti) if user else (kind, made[1], None, 0, value, -1)
             if reads is None:

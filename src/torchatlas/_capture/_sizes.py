@@ -32,6 +32,9 @@ class ValueSizes:
     def decided_by_values(self, index: int) -> bool:
         """True when record ``index``'s output shapes depend on values, not only on input shapes."""
         known, nodes = self._known, self._nodes
+        answer = known.get(index)
+        if answer is not None:
+            return answer
         pending = [index]
         while pending:  # depth first, iteratively: graphs are deeper than the recursion limit
             i = pending[-1]
