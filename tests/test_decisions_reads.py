@@ -135,6 +135,14 @@ def test_break_and_continue_are_read_from_the_statement_not_the_line_text():
     assert f"{HERE}:{line_of(ExitsBySyntax, ': continue')}  continue  went on ×3" in table
 
 
+def test_the_aten_level_reads_the_statements_the_same_way():
+    places = {}
+    for level in ("python", "aten"):
+        graph = torchatlas.trace(ExitsBySyntax(), torch.ones(2, 4), level=level)
+        places[level] = [(r.source.line, r.statement, r.value) for n in graph.ir.nodes for r in n.python_reads]
+    assert places["aten"] == places["python"] and len(places["aten"]) == 12
+
+
 def test_a_size_its_values_decided_is_a_count_and_a_size_fixed_by_shapes_stays_size_only():
     torch.manual_seed(0)
     model, x = CountedValues(), torch.randn(2, 4)
