@@ -1,7 +1,9 @@
-"""Where a tensor's value leaves into Python: ``if t:``, ``t.item()``, ``x.shape[0]``.
+"""Where a tensor's value leaves into Python: ``if t:``, ``v in t``, ``t.item()``,
+``t.numpy()``, ``x.shape[0]``.
 
-The mode sees these calls (``Tensor.__bool__``, ``Tensor.item``, the ``shape`` getter...)
-like any other; they make no tensor, so they are not ops. Each is noted on the node that
+The mode sees these calls (``Tensor.__bool__``, ``Tensor.__contains__``, ``Tensor.item``, the
+``shape`` getter...) like any other, so nothing is patched for them; they make no tensor, so
+they are not ops. Each is noted on the node that
 made the value read, with the user line that read it: the op decided which path Python
 took, or gave a size, so it is used even when no tensor of the graph reads it.
 """
