@@ -139,7 +139,9 @@ def _read(read: Any, source: Callable[[Any, int], Source | None], spans: dict[tu
     statement = None
     if where is not None and how != "size":
         read_at = _statements.read_span(code, lasti, spans) if lasti >= 0 else None
-        place = _statements.read_place(where.file, where.line, read_at, how == "bool")
+        # a comprehension's or lambda's own code starts mid-statement: no statement of its own
+        first_line = 1 if code.co_name == "<module>" else 0 if code.co_name.startswith("<") else code.co_firstlineno
+        place = _statements.read_place(where.file, first_line, where.line, read_at, how == "bool")
         if how == "bool" and type(value) is bool:
             statement, value = place.decide(value)
         else:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import ast
 import dis
+import inspect
 import linecache
+import textwrap
+import tokenize
 import types
 from dataclasses import dataclass
 from functools import lru_cache
@@ -89,15 +92,32 @@ class _File:
     """Line -> the innermost ``if``/``while``/``assert`` or conditional expression whose test covers it."""
 
 
-@lru_cache(maxsize=8)  # a big file's tree is megabytes
-def _parsed(filename: str) -> _File | None:
-    source = "".join(linecache.getlines(filename))
-    if not source:
+@lru_cache(maxsize=256)
+def _parsed(filename: str, first_line: int) -> _File | None:
+    """The function that starts at ``first_line`` (the whole file for module code), parsed: a
+    function is parsed in a millisecond, where transformers' 5,000-line files take a second."""
+    lines = linecache.getlines(filename)
+    if not lines or not 0 < first_line <= len(lines):
         return None
+    margin = 0
+    if first_line > 1:
+        try:
+            block = inspect.getblock(lines[first_line - 1 :])
+        except (SyntaxError, IndentationError, tokenize.TokenError):
+            return None
+        source = textwrap.dedent("".join(block))
+        margin = len(block[0]) - len(source.splitlines(True)[0])  # removed from every line alike
+    else:
+        source = "".join(lines)
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
+    shift = first_line - 1 if first_line > 1 else 0
+
+    def span(node: ast.expr) -> Span:
+        return (node.lineno + shift, node.col_offset + margin, node.end_lineno + shift, node.end_col_offset + margin)  # type: ignore[operator]
+
     expressions: dict[Span, ast.expr] = {}
     parents: dict[ast.AST, ast.AST] = {}
     tests: dict[int, ast.stmt | ast.IfExp] = {}
@@ -105,10 +125,10 @@ def _parsed(filename: str) -> _File | None:
         for child in ast.iter_child_nodes(node):
             parents[child] = node
         if isinstance(node, ast.expr) and node.end_lineno is not None and node.end_col_offset is not None:
-            expressions.setdefault((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset), node)
+            expressions.setdefault(span(node), node)
         if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)):
             for line in range(node.test.lineno, (node.test.end_lineno or node.test.lineno) + 1):
-                tests[line] = node
+                tests[line + shift] = node
     return _File(expressions, parents, tests)
 
 
@@ -121,12 +141,12 @@ def _statement_of(node: ast.AST) -> str:
 
 
 @lru_cache(maxsize=4096)
-def read_place(filename: str, line: int, read: tuple[Span, int] | None, truth: bool) -> Place:
-    """Where a read on ``line`` (of the expression at ``read``'s span, where known) sits in its
-    statement. ``truth``: a truth test (``if t:``), which the ``and``/``or``/``not`` around it
+def read_place(filename: str, first_line: int, line: int, read: tuple[Span, int] | None, truth: bool) -> Place:
+    """Where a read on ``line`` of the function starting at ``first_line`` (of the expression at
+    ``read``'s span, where known) sits in its statement. ``truth``: a truth test (``if t:``), which the ``and``/``or``/``not`` around it
     carry to the statement; other reads (``t.item() > 0``) are in a statement's test anywhere
     inside it."""
-    parsed = _parsed(filename)
+    parsed = _parsed(filename, first_line)
     if parsed is None:
         return Place((), None)
     node = parsed.expressions.get(read[0]) if read is not None else None
