@@ -199,3 +199,16 @@ class SizedCall(nn.Module):
         if self.gate(h[:1]):  # a call of one op, whose result decides an if
             return h
         return h[:, :n]
+
+
+class Nests:
+    class Decorated(nn.Module):
+        """A decorated method of a nested class: its test spans two lines after non-ASCII text."""
+
+        @torch.no_grad()
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            label = "é ü"  # two-byte letters before the test move its byte columns
+            if label and x.sum() > 0 and not (x.max() >
+                                              5):
+                return x + 1
+            return x

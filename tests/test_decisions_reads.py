@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from _decision_models import CountedValues, EveryRead, ExitsBySyntax, SizedCall, line_of
+from _decision_models import CountedValues, EveryRead, ExitsBySyntax, Nests, SizedCall, line_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -133,6 +133,15 @@ def test_break_and_continue_are_read_from_the_statement_not_the_line_text():
     }
     table = graph.decisions()
     assert f"{HERE}:{line_of(ExitsBySyntax, ': continue')}  continue  went on ×3" in table
+
+
+def test_a_decorated_nested_method_reads_its_multi_line_test():
+    graph = torchatlas.trace(Nests.Decorated(), torch.ones(3))
+    line = line_of(Nests.Decorated, "if label and")
+    assert [(r.source.line, r.statement, r.value) for n in graph.ir.ops() for r in n.python_reads] == [
+        (line, "and", True),  # x.sum() > 0: the next operand decides
+        (line, "if", True),  # not (x.max() > 5): the body ran
+    ]
 
 
 def test_the_aten_level_reads_the_statements_the_same_way():
