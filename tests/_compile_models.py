@@ -108,4 +108,4 @@ class BreakAtAnUnusedOp(_Base):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, int]:
         h = torch.relu(self.fc1(x))
         idx = torch.nonzero(h > 0)  # BREAK
-        return self.fc2(h), idx.shape[0]  # only its size is used: no op reads idx
+        return self.fc2(h), idx.shape[0]  # only its size (a count) is used: no op reads idx

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -126,3 +127,88 @@ class CountedLoop(nn.Module):
             if count >= stop:
                 break
         return x
+
+
+class EveryRead(nn.Module):
+    """A tensor's value reaches Python in every way Python has: each from its own op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.f = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.f(x).detach()  # .numpy() refuses a tensor that requires grad
+        found = 12345.0 in h.round()  # Tensor.__contains__
+        total = h.abs().numpy().sum()  # .numpy()
+        mean = np.asarray(h.exp()).mean()  # __array__
+        listed = h.sin().tolist()  # .tolist()
+        text = f"{h.cos().sum():.2f}"  # __format__
+        twisted = complex(h.tanh().sum())  # __complex__
+        pick = [0, 1, 2, 3][h.argmax(-1)[0]]  # __index__
+        signs = [bool(v > 0) for v in h.sigmoid()[0]]  # iteration, then each element's truth
+        return h * (float(total) + float(mean) + len(listed) + len(text) + twisted.real + pick + sum(signs) + found)
+
+
+class ExitsBySyntax(nn.Module):
+    """``break``/``continue`` ifs Python reads as such however their line is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.f = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(3):
+            x = self.f(x)
+            if x.abs().sum() < -1:  # never: a comment with a colon: and a ] bracket
+                break
+            if x[:, 0].abs().sum() < -1: continue
+            if (x.abs().sum() < -2 or
+                    x.abs().sum() > 1e9):
+                break
+        return x
+
+
+class CountedValues(nn.Module):
+    """Sizes decided by values (``nonzero``, a boolean mask) beside a size fixed by the shapes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.f = nn.Linear(4, 4)
+        self.g = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.f(x)
+        k = len(torch.nonzero(h > 0))
+        m = h[h.abs() > 0.5].shape[0]
+        rows = self.g(x).shape[0]
+        return h * (k + m + rows)
+
+
+class SizedCall(nn.Module):
+    """A module call (of several ops) only its result's size is read of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.aux = nn.Sequential(nn.Linear(8, 5), nn.ReLU())
+        self.gate = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.proj(x)
+        n = self.aux(h).shape[-1]
+        if self.gate(h[:1]):  # a call of one op, whose result decides an if
+            return h
+        return h[:, :n]
+
+
+class Nests:
+    class Decorated(nn.Module):
+        """A decorated method of a nested class: its test spans two lines after non-ASCII text."""
+
+        @torch.no_grad()
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            label = "é ü"  # two-byte letters before the test move its byte columns
+            if label and x.sum() > 0 and not (x.max() >
+                                              5):
+                return x + 1
+            return x

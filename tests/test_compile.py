@@ -299,11 +299,12 @@ def test_alignment_of_repeated_layers_with_ops_dropped_and_added() -> None:
     assert brk.node == "n1000" and brk.kind == "print/logging"
 
 
-def test_a_break_at_an_op_only_its_size_was_read_of_stays_in_the_tree() -> None:
+def test_a_break_at_an_op_no_op_reads_stays_in_the_tree() -> None:
     _, _, graph = _report(models.BreakAtAnUnusedOp)
     (brk,) = _breaks(graph)
-    node = graph.ir.node(brk.node)  # execution went on at nonzero, which no op reads: only its size
-    assert node.meta["size_only"] and not node.meta["dead"]
+    # execution went on at nonzero, which no op reads: Python read its size, a count of values
+    node = graph.ir.node(brk.node)
+    assert [r.how for r in node.python_reads] == ["count"] and not node.meta["dead"] and not node.meta["size_only"]
     lines = graph.tree(ascii=False).splitlines()
     cut = next(i for i, line in enumerate(lines) if "✂ graph break" in line)
-    assert "nonzero" in lines[cut + 1] and "(size only @ _compile_models.py:" in lines[cut + 1]  # just before its op
+    assert "nonzero" in lines[cut + 1] and "⇢ size @ _compile_models.py:" in lines[cut + 1]  # just before its op

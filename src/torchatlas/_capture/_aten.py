@@ -145,12 +145,13 @@ class AtenLevel:
         kw_template = {k: split_tensors(v, reads) for k, v in kwargs.items() if k not in write_only} or None
         return reads, template, kw_template, written
 
-    def _where(self) -> tuple[Any, int, int]:
-        """(code, line, the run of its function) of the user line running; none in backward."""
+    def _where(self) -> tuple[Any, int, int, int]:
+        """(code, line, the run of its function, offset of its instruction) of the user line
+        running; none in backward."""
         if self.phase == "backward":
-            return None, 0, 0
+            return None, 0, 0, -1
         user = self._calling if self._calling is not None else _source.user_frame(sys._getframe(3))
-        return (user.f_code, user.f_lineno, self.tracker.frames(user)) if user is not None else (None, 0, 0)
+        return (user.f_code, user.f_lineno, self.tracker.frames(user), user.f_lasti) if user is not None else (None, 0, 0, -1)
 
     def passed_on(self, func: Any, args: tuple, result: Any) -> bool:
         """A wrapping op (a wait, an autograd wrap of a collective's result) folded into its value."""
@@ -193,12 +194,12 @@ class AtenLevel:
             extra["returns"] = encode(result)
         # A written argument that is not returned (batch norm's running stats) is one more output.
         outs += [t for t in written if not any(t is o for o in outs)]
-        code, line, frame = self._where()
+        code, line, frame, lasti = self._where()
         reads = None
         if "returns" in extra and type(result) in (bool, int, float) and code is not None:
             # The scalar went into Python (``if t:``, ``t.item()``): the op itself is the read.
             how = "bool" if type(result) is bool else "item"
-            reads = [(how, 0, code, line, read_value(how, result))]
+            reads = [(how, 0, code, line, read_value(how, result), lasti)]
         index = len(self.nodes)
         target = str(func)
         if self.groups is not None and collective_kind(target) is not None:
@@ -225,7 +226,7 @@ class AtenLevel:
     def record_failure(self, func: Any, args: tuple, kwargs: dict, exc: BaseException) -> None:
         ins, template, kw_template, _ = self._split_call(func, args, kwargs)
         refs = [self.flow.ref(t) for t in ins]
-        code, line, frame = self._where()
+        code, line, frame, _ = self._where()
         self.nodes.append(
             NodeRecord(
                 "op", self.current_scope(), refs, target=str(func), args=template, kwargs=kw_template,

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from .._ir import GraphIR, Node, Ref, Scope, Source, TensorMeta
-from . import _source
+from . import _source, _statements
 from ._records import Recording, Slot
 from ._values import dtype_name, encode, encode_arguments
 
@@ -41,6 +41,7 @@ def build_graph(recording: Recording) -> GraphIR:
             hit = metas[raw] = _tensor_meta(*raw)
         return hit
 
+    spans: dict[tuple[int, int], Any] = {}  # (code id, instruction) -> the expression it read
     ids = [f"n{i}" for i in range(len(recording.nodes) + len(recording.outputs))]
     scope_ids = [f"s{i}" for i in range(len(recording.scopes))]
     nodes = []
@@ -50,7 +51,7 @@ def build_graph(recording: Recording) -> GraphIR:
         if r.error is not None:
             meta["error"] = r.error
         if r.reads:
-            meta["reads"] = [_read(read, source) for read in r.reads]
+            meta["reads"] = [_read(read, source, spans) for read in r.reads]
         code = r.code
         append(
             Node(
@@ -130,11 +131,21 @@ def _ref(node: str, slot: int) -> Ref:
 _new_tuple = tuple.__new__
 
 
-def _read(read: Any, source: Callable[[Any, int], Source | None]) -> dict[str, Any]:
-    """One read into Python as the graph document saves it (docs/format.md, ``reads``)."""
-    how, slot, code, line, value = read
+def _read(read: Any, source: Callable[[Any, int], Source | None], spans: dict[tuple[int, int], Any]) -> dict[str, Any]:
+    """One read into Python as the graph document saves it (docs/format.md, ``reads``): a truth
+    test's value is the statement's outcome where the read settled it (``_statements``)."""
+    how, slot, code, line, value, lasti = read
     where = source(code, line)
-    statement = _source.read_statement(where.file, where.line) if where is not None and how != "size" else None
+    statement = None
+    if where is not None and how != "size":
+        read_at = _statements.read_span(code, lasti, spans) if lasti >= 0 else None
+        # a comprehension's or lambda's own code starts mid-statement: no statement of its own
+        first_line = 1 if code.co_name == "<module>" else 0 if code.co_name.startswith("<") else code.co_firstlineno
+        place = _statements.read_place(where.file, first_line, where.line, read_at, how == "bool")
+        if how == "bool" and type(value) is bool:
+            statement, value = place.decide(value)
+        else:
+            statement = place.statement
     out = {
         "as": how, "slot": slot, "value": value, "statement": statement,
         "source": {"file": where.file, "line": where.line, "code": where.code} if where is not None else None,

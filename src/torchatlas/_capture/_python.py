@@ -27,6 +27,7 @@ from ._dataflow import DataFlow, raw_meta
 from ._reads import read_tensors, read_value
 from ._records import Failure, NodeRecord, Recording
 from ._scopes import ScopeTracker
+from ._sizes import ValueSizes
 from ._values import TENSOR_ARGS, ShapeArg, TensorArg, split_tensors, tensors_flat
 from ._writes import written_by
 
@@ -57,6 +58,7 @@ class PythonLevel(TorchFunctionMode):
         self._aliases: dict[int, dict[int, tuple[Any, tuple, dict]]] = {}
         self._opaque: dict[int, list[Tensor]] = {}  # scope index -> tensor arguments of a TorchScript call
         self._operators: dict[tuple[Any, int, Any], str | None] = {}  # (code, instruction, func) -> operator name
+        self._value_sizes = ValueSizes(self.nodes)
         self.groups = _distributed.Groups()
         """The process groups this trace's collectives ran over."""
         self.dtensors = False
@@ -331,17 +333,27 @@ class PythonLevel(TorchFunctionMode):
 
     def _note_read(self, how: str, args: tuple, result: Any, caller: Any) -> None:
         """Note on the node that made a tensor that Python read its value (or its size) here.
-        A size is noted once per node: library code reads sizes often, and one says enough."""
+        A size is noted once per node: library code reads sizes often, and one says enough. A
+        size its values decided (``len(torch.nonzero(m))``) is a ``count``, noted once per line."""
         for t in read_tensors(how, args):
             made = self.flow.lookup(t) if how == "size" else self.flow.known(t)
             if made is None:
                 continue
             record = self.nodes[made[0]]
             reads = record.reads
-            if how == "size" and reads is not None and any(r[0] == "size" for r in reads):
-                continue
+            kind = how
+            if how == "size":
+                if self._value_sizes.decided_by_values(made[0]):
+                    kind = "count"
+                elif reads is not None and any(r[0] == "size" for r in reads):
+                    continue
             user = _source.user_frame(caller)
-            read = (how, made[1], user.f_code if user else None, user.f_lineno if user else 0, read_value(how, result))
+            if kind == "count" and reads is not None:
+                here = (user.f_code, user.f_lineno) if user else (None, 0)
+                if any(r[0] == "count" and (r[2], r[3]) == here for r in reads):
+                    continue
+            value = read_value(kind, result)
+            read = (kind, made[1], user.f_code, user.f_lineno, value, user.f_lasti) if user else (kind, made[1], None, 0, value, -1)
             if reads is None:
                 record.reads = [read]
             else:

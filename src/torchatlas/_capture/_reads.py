@@ -1,7 +1,9 @@
-"""Where a tensor's value leaves into Python: ``if t:``, ``t.item()``, ``x.shape[0]``.
+"""Where a tensor's value leaves into Python: ``if t:``, ``v in t``, ``t.item()``,
+``t.numpy()``, ``x.shape[0]``.
 
-The mode sees these calls (``Tensor.__bool__``, ``Tensor.item``, the ``shape`` getter...)
-like any other; they make no tensor, so they are not ops. Each is noted on the node that
+The mode sees these calls (``Tensor.__bool__``, ``Tensor.__contains__``, ``Tensor.item``, the
+``shape`` getter...) like any other, so nothing is patched for them; they make no tensor, so
+they are not ops. Each is noted on the node that
 made the value read, with the user line that read it: the op decided which path Python
 took, or gave a size, so it is used even when no tensor of the graph reads it.
 """
@@ -23,6 +25,11 @@ _KINDS: dict[Any, str] = {
     Tensor.__int__: "int",
     Tensor.__float__: "float",
     Tensor.__index__: "index",
+    Tensor.__complex__: "complex",
+    Tensor.__contains__: "bool",  # ``v in t``: ``(t == v).any()``, run where no mode sees it
+    Tensor.numpy: "numpy",
+    Tensor.__array__: "numpy",
+    Tensor.__dlpack__: "numpy",
     Tensor.__repr__: "print",
     Tensor.__format__: "print",
     torch.is_nonzero: "bool",
@@ -51,7 +58,7 @@ def read_value(kind: str, result: Any) -> bool | int | float | None:
     direction, a scalar); None for lists, sizes and non-finite numbers."""
     if kind == "bool" and type(result) is bool:
         return result
-    if kind in ("item", "int", "float", "index") and type(result) in (bool, int, float):
+    if kind in ("item", "int", "float", "index", "count") and type(result) in (bool, int, float):
         return result if type(result) is not float or math.isfinite(result) else None
     return None
 

@@ -15,8 +15,9 @@ Slot = tuple[int, int]
 # (shape, dtype, device) as torch gives them, and a DTensor's (placements, mesh, local shape);
 # converted to TensorMeta at build time
 RawMeta = tuple[Any, ...]
-# (how, output slot, user code object, line, value given to Python): one read into Python
-Read = tuple[str, int, Any, int, Any]
+# (how, output slot, user code object, line, value given to Python, offset of the instruction
+# that read it or -1): one read into Python
+Read = tuple[str, int, Any, int, Any, int]
 
 
 @dataclass(slots=True)

@@ -194,37 +194,6 @@ def _statement_count(text: str) -> int:
         return 1
 
 
-_STATEMENT = re.compile(r"(?P<kind>if|elif|while|assert)\b")
-_LOOP_EXIT = re.compile(r"(?P<kind>break|continue|return)\b")
-_CONDITIONAL = re.compile(r"\bif\b.+\belse\b")
-
-
-@lru_cache(maxsize=4096)
-def read_statement(filename: str, lineno: int) -> str | None:
-    """Which statement a value read into Python on this line decided: ``if``, ``while``,
-    ``assert``, or ``break``/``continue``/``return`` for an ``if`` whose body is one of those
-    (on the line or the next); ``if`` for a conditional expression. None when the line
-    alone cannot say (the value went into a variable, a call, a size)."""
-    text = linecache.getline(filename, lineno)
-    stripped = text.strip()
-    match = _STATEMENT.match(stripped)
-    if match is None:
-        return "if" if _CONDITIONAL.search(stripped) else None
-    kind = match["kind"]
-    if kind in ("while", "assert"):
-        return kind
-    body = stripped.partition(":")[2].strip() if stripped.endswith(":") is False else ""
-    if not body:
-        indent = len(text) - len(text.lstrip())
-        for following in range(lineno + 1, lineno + 4):
-            line = linecache.getline(filename, following)
-            if line.strip() and not line.strip().startswith("#"):
-                body = line.strip() if len(line) - len(line.lstrip()) > indent else ""
-                break
-    exit_ = _LOOP_EXIT.match(body)
-    return exit_["kind"] if exit_ is not None and exit_["kind"] != "return" else "if"
-
-
 _LOOP = re.compile(r"(for|while)\b")
 
 

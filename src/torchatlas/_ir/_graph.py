@@ -106,11 +106,16 @@ class GraphBreak:
         return cls(d["kind"], d["reason"], source, d.get("scope"), d.get("node"), d.get("graph"), d.get("call", 0))
 
 
-READ_KINDS: tuple[str, ...] = ("bool", "item", "tolist", "int", "float", "index", "print", "size")
-"""How a value may be read into Python: ``bool()`` (an ``if``, ``while``, ``assert``, ``and``),
-``.item()``, ``.tolist()``, ``int()``, ``float()``, as an index, printed, or only its size."""
-READ_STATEMENTS: tuple[str, ...] = ("if", "while", "assert", "break", "continue")
-"""The statement a ``bool`` read decided, where its source line says (``break``: an ``if`` whose body breaks)."""
+READ_KINDS: tuple[str, ...] = (
+    "bool", "item", "tolist", "int", "float", "complex", "index", "print", "numpy", "count", "size",
+)
+"""How a value may be read into Python: ``bool()`` (an ``if``, ``while``, ``assert``, ``and``,
+``v in t``), ``.item()``, ``.tolist()``, ``int()``, ``float()``, ``complex()``, as an index, printed,
+as an array (``.numpy()``, ``np.asarray``, DLPack), a size its values decided (``count``:
+``len(torch.nonzero(m))``), or only its size (fixed by the shapes of the inputs)."""
+READ_STATEMENTS: tuple[str, ...] = ("if", "while", "assert", "break", "continue", "and", "or")
+"""The statement a read decided, where its syntax says (``break``: an ``if`` whose body ends in one);
+``and``/``or`` for an operand after which Python went on to the next one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +129,9 @@ class PythonRead:
     value: bool | int | float | None
     """What Python got, where it is one plain value: a branch's direction, a scalar."""
     statement: str | None
-    """One of :data:`READ_STATEMENTS`, or None where the line alone cannot say."""
+    """One of :data:`READ_STATEMENTS`, or None where its syntax does not say (a variable, a call).
+    A ``bool`` read that settled its statement has that statement's outcome as ``value`` (whether
+    the body ran: ``if not t:`` not taken when ``t`` was true)."""
     source: Source | None
     """The user line that read it."""
 

@@ -7,7 +7,10 @@ from torchatlas._ir import GraphIR
 from torchatlas._text import to_ascii, visible
 from torchatlas._view import LINE_LIMIT, decisions, op_display, read_outcome, short_source
 
-_WHAT = {"item": ".item()", "tolist": ".tolist()", "int": "int()", "float": "float()", "index": "index", "print": "print"}
+_WHAT = {
+    "item": ".item()", "tolist": ".tolist()", "int": "int()", "float": "float()", "complex": "complex()",
+    "index": "index", "print": "print", "numpy": "to numpy", "count": "size",
+}
 
 
 def decision_table(ir: GraphIR, ascii: bool = False) -> str:

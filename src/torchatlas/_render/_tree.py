@@ -23,6 +23,7 @@ from torchatlas._view import (
     break_label,
     collective_text,
     decision_text,
+    decisions,
     dominant_dtype,
     fold_runs,
     fold_totals,
@@ -36,6 +37,7 @@ from torchatlas._view import (
     run_label,
     shape_text,
     short_source,
+    size_only_text,
     variable_name,
 )
 
@@ -218,7 +220,9 @@ class _TreeBuilder:
         if ins or outs:
             io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(outs) if outs else '()'}"
         where = f"  @ {short_source(scope.source)}" if self.show_source and scope.source else ""
-        return visible(label + io + where, LINE_LIMIT)
+        # a call whose result only had its size read (``n = self.aux(h).shape[-1]``) says so, as an op does
+        sized = size_only_text([self.ir.node(r) for r in outs]) if outs else ""
+        return visible(label + io + sized + where, LINE_LIMIT)
 
     def names_operands(self, node: Node) -> list[str]:
         """``(a, b)`` after a join's op: its operands' variables, when every one has a name and no
@@ -372,7 +376,10 @@ class _TreeBuilder:
             level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
             and "error" not in self.ir.node(flow.items[0].id).meta
         ):
-            line.text += _nonfinite_mark(self.ir.node(flow.items[0].id))
+            op = self.ir.node(flow.items[0].id)
+            if decisions(op):  # the op's line is not drawn: its decisions go on the call's
+                line.text += decision_text(op, self.iterations.get(op.id))
+            line.text += _nonfinite_mark(op)
             return line  # a leaf module that is one op: its own line says it all
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
         dead = self.listed_apart(flow)

@@ -62,6 +62,7 @@ from ._labels import (
     shape_list,
     shape_text,
     short_source,
+    size_only_text,
     value_source_name,
     variable_name,
 )
@@ -192,6 +193,7 @@ __all__ = [
     "shape_words",
     "short_reason",
     "short_source",
+    "size_only_text",
     "stand_in_reads",
     "to_json",
     "value_source_name",

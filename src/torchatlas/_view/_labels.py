@@ -171,11 +171,16 @@ _OUTCOMES: dict[str | None, tuple[str, str]] = {
     "continue": ("continued", "went on"),
     "while": ("looped", "ended"),
     "assert": ("held", "failed"),
+    "and": ("True", "False"),
+    "or": ("True", "False"),
     None: ("True", "False"),
 }
 """A statement's words for the way a bool read went: (True, False)."""
 
-_READ_WORDS = {"item": ".item()", "tolist": ".tolist()", "int": "int()", "float": "float()", "index": "index", "print": "printed"}
+_READ_WORDS = {
+    "item": ".item()", "tolist": ".tolist()", "int": "int()", "float": "float()", "complex": "complex()",
+    "index": "index", "print": "printed", "numpy": "to numpy", "count": "size",
+}
 
 
 def short_source(src: Source) -> str:
@@ -261,9 +266,15 @@ def decision_text(node: Node, repeats: list[Node] | None = None) -> str:
     elif reads:
         shown = count_runs(read_label(r) for r in reads)
         return "  ⇢ " + ", ".join(shown)
-    if not node.meta.get("size_only"):
+    return size_only_text([node])
+
+
+def size_only_text(made: list[Node]) -> str:
+    """``(size only @ m.py:5)`` when only the size of the values ``made`` (an op's, or those a
+    module call returned) was read, at the first line that read one; empty otherwise."""
+    if not made or not all(n.meta.get("size_only") for n in made):
         return ""
-    sized = next((r for r in node.python_reads if r.how == "size" and r.source is not None), None)
+    sized = next((r for n in made for r in n.python_reads if r.how == "size" and r.source is not None), None)
     return f"  (size only @ {short_source(sized.source)})" if sized is not None else "  (size only)"
 
 
