@@ -150,7 +150,7 @@ def test_tensor_parallel_mlp_all_reduces_after_the_row_wise_matmul(world: int) -
     facts = reduce.meta["collective"]
     assert facts["group"] == "tp" and facts["group_size"] == world and facts["ranks"] == list(range(world))
     assert facts["bytes"] == 2 * 16 * 4
-    assert facts["redistribute"] == "Partial(sum) → Replicate"
+    assert facts["redistribute"] == "P(sum) → R"
     assert dead(ir) == []
     # w1's result is a DTensor: 2×64 globally, split over the ranks on its last dim
     out = ir.value_meta(scope_by_path(ir, "w1").outputs[0])
@@ -175,7 +175,7 @@ def test_an_explicit_redistribute_is_the_collective_it_runs(world: int) -> None:
     # distribute_tensor scatters the rows from rank 0; the redistribution gathers them back
     assert kinds(ir) == {"scatter": 1, "all_gather": 1} == debug_mode_kinds(Gather(), x)
     gather = next(n for n in collectives(ir) if collective_kind(n.target) == "all_gather")
-    assert gather.meta["collective"]["redistribute"] == "Shard(0) → Replicate"
+    assert gather.meta["collective"]["redistribute"] == "S(0) → R"
     mul = next(n for n in ir.ops() if n.target == "torch.Tensor.__mul__")
     add = next(n for n in ir.ops() if n.target == "torch.Tensor.__add__")
     assert reaches(ir, mul.id, gather.id) and reaches(ir, gather.id, add.id)
@@ -370,7 +370,7 @@ def test_the_tree_marks_collectives_and_placements(world: int) -> None:
     parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
     tree = torchatlas.trace(model, torch.randn(2, 16)).tree()
     assert f"w1 (Linear)  2×16 → 2×64 [Shard(1) over tp:{world}, local 2×{64 // world}]" in tree
-    assert f"⇄ all_reduce over tp:{world}, 128 B (Partial(sum) → Replicate) → 2×16" in tree
+    assert f"⇄ all_reduce over tp:{world}, 128 B (P(sum) → R) → 2×16" in tree
     assert "unused" not in tree and "view_as" not in tree and "default" not in tree
 
 
@@ -588,7 +588,7 @@ def test_the_diagram_draws_collectives_in_their_colour_with_dashed_edges(world: 
     dot = torchatlas.trace(model, torch.randn(2, 16)).to_dot(depth=5, expand_leaf_modules=True)
     colour = PALETTES["light"].border["communication"]
     (box,) = [line for line in dot.splitlines() if "<B>all_reduce</B>" in line]
-    assert f"over tp:{world}, 128 B (Partial(sum) → Replicate)" in box and f'color="{colour}"' in box
+    assert f"over tp:{world}, 128 B (P(sum) → R)" in box and f'color="{colour}"' in box
     dashed = [line for line in dot.splitlines() if "->" in line and f'style=dashed, color="{colour}"' in line]
     assert len(dashed) == 2  # into the all-reduce, and out of it to the output
 

@@ -253,7 +253,7 @@ class _Writer:
                 label += f"<BR/>{_font('in-place', p.muted, 9)}"
             tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
             marked = collective_text(n)
-            if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)
+            if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (P(sum) → R)
                 label += f"<BR/>{_font(html_text(marked.split(' ', 2)[2]), p.muted, 9)}"
                 tip = tooltip(marked, n.target or "?", _source_line(n.source))
         elif n.kind == "input":

@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from torchatlas._ir import GraphIR, Node, Ref
+from torchatlas._ir import GraphIR, Node, Ref, TensorMeta, read_locally
 from torchatlas._ops import collective_kind, op_name
 from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
@@ -197,11 +197,11 @@ class _TreeBuilder:
 
     # -- labels -----------------------------------------------------------------
 
-    def shapes(self, refs: list[Ref]) -> str:
+    def shapes(self, metas: list[TensorMeta | None]) -> str:
         """``1×8×64``; several: ``(1×8×100, 1×2×8×16 ×4)``, a run of equal shapes counted once
         (a cache's keys and values per layer)."""
-        parts = count_runs(shape_text(self.ir.value_meta(r), self.dtype) for r in refs)
-        return parts[0] if len(refs) == 1 else "(" + ", ".join(parts) + ")"
+        parts = count_runs(shape_text(m, self.dtype) for m in metas)
+        return parts[0] if len(metas) == 1 else "(" + ", ".join(parts) + ")"
 
     def scope_label(self, scope_id: str) -> str:
         scope = self.ir.scope(scope_id)
@@ -213,10 +213,11 @@ class _TreeBuilder:
             last = self.ir.scope(run[-1])
             label = run_label(self.ir, scope, last, len(run))
             outs = last.outputs
-        ins = self.ir.call_inputs(scope, flow.inputs)
+        out_metas = [self.ir.value_meta(r) for r in outs]
+        ins = read_locally([self.ir.value_meta(r) for r in self.ir.call_inputs(scope, flow.inputs)], out_metas)
         io = ""
         if ins or outs:
-            io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(outs) if outs else '()'}"
+            io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(out_metas) if outs else '()'}"
         where = f"  @ {short_source(scope.source)}" if self.show_source and scope.source else ""
         return visible(label + io + where, LINE_LIMIT)
 
@@ -240,8 +241,7 @@ class _TreeBuilder:
         operands = self.names_operands(node)
         if operands:
             text += " (" + ", ".join(operands) + ")"
-        outs = [Ref(node.id, i) for i in range(len(node.outputs))]
-        text += f" → {self.shapes(outs)}" if outs else ""
+        text += f" → {self.shapes(list(node.outputs))}" if node.outputs else ""
         if node.inplace:
             text += "  [in-place]"
         if node.name:

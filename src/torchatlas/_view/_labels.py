@@ -49,7 +49,7 @@ def placement_text(meta: TensorMeta) -> str:
 
 
 def collective_text(node: Node) -> str | None:
-    """``⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)``: a collective as the tree marks
+    """``⇄ all_reduce over tp:4, 128 B (P(sum) → R)``: a collective as the tree marks
     it; None for other nodes."""
     kind = collective_kind(node.target)
     facts = node.meta.get("collective")
