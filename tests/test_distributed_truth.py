@@ -33,6 +33,7 @@ from torch import nn
 
 import torchatlas
 from torchatlas._render._summary import SummaryOptions
+from torchatlas._view import page_document
 from torchatlas._render._summary import summary as render_summary
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
@@ -217,3 +218,41 @@ def test_a_real_two_process_gloo_group_traces_as_the_fake_one(tmp_path) -> None:
         assert real == fake
         for name in GLOO_CASES:
             assert real[name]["sequence"] == real[name]["debug_mode"]  # DebugMode on the real group too
+
+
+# -- every collective visible ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fake_group", [4], indirect=True)
+def test_a_closed_box_says_which_collectives_it_holds(fake_group: int) -> None:
+    pytest.importorskip("transformers")
+    model, args, kwargs = CASES["tp_llama"](fake_group)
+    graph = torchatlas.trace(model, args, kwargs=kwargs)
+    folded = [line for line in graph.to_dot(depth=2).splitlines() if "LlamaDecoderLayer" in line and "<B>×2</B>" in line]
+    assert len(folded) == 1 and "⇄ all_reduce ×2 4.00 KiB" in folded[0]  # per layer, as its other numbers
+    boxes = [line for line in graph.to_dot(depth=3).splitlines() if "⇄ all_reduce 2.00 KiB" in line]
+    assert {("self_attn" in b, "mlp" in b) for b in boxes} == {(True, False), (False, True)}
+    # a row-wise Linear runs its all-reduce: it opens at any depth, so the collective shows
+    open_dot = graph.to_dot(depth=6)
+    assert sum("<B>all_reduce</B>" in line for line in open_dot.splitlines()) == 2  # the first layer; the second folds
+    assert "(P(sum) → R)" in open_dot
+    page = page_document(graph.ir)
+    held = {s.path: s.cw for s in page.scopes if s.cw}
+    assert held["model.layers.0"] == "⇄ all_reduce ×2 4.00 KiB" and held["model.layers.0.mlp"] == "⇄ all_reduce 2.00 KiB"
+
+
+@pytest.mark.parametrize("fake_group", [4], indirect=True)
+def test_the_page_shows_the_all_reduces_closed_and_open(fake_group: int, browser, tmp_path) -> None:
+    from _viewer import Viewer
+
+    pytest.importorskip("transformers")
+    model, args, kwargs = CASES["tp_llama"](fake_group)
+    v = Viewer(browser, torchatlas.trace(model, args, kwargs=kwargs).ir, tmp_path, "tensor-parallel")
+    subtitles = lambda: v.page.eval_on_selector_all(".unit text.subtitle", "els => els.map(e => e.textContent)")  # noqa: E731
+    assert "LlamaDecoderLayer · ⇄ all_reduce ×2 4.00 KiB" in subtitles()  # the first view: the folded layers
+    v.search("all_reduce")  # opens the first layer down to o_proj (depth 5, as the README shows it)
+    assert v.page.input_value("select[aria-label='Collapse to depth']") == "5"
+    assert v.count('.unit[data-category="communication"]') == 1  # o_proj's, opened as a row-wise Linear
+    assert "LlamaMLP · ⇄ all_reduce 2.00 KiB" in subtitles()  # the closed mlp says it holds down_proj's
+    v.screenshot("viewer-tensor-parallel")  # the README's docs/img/viewer-tensor-parallel.png (docs/pictures.py)
+    v.close()

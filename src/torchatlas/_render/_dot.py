@@ -38,10 +38,12 @@ from torchatlas._view import (
     build_layout,
     call_name,
     collective_text,
+    collectives_under,
     decisions,
     dominant_dtype,
     fold_name,
     fold_totals,
+    held_collectives_text,
     input_label,
     leaf_module_category,
     legend_graphs,
@@ -122,6 +124,7 @@ class _Writer:
         self.linked_tensors: set[str] = set()
         # Module calls holding the op a partial trace failed at: marked even when drawn as one box.
         self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
+        self.collectives = collectives_under(ir)  # a closed box says what it communicates
         self.lines: list[str] = []
         self.in_values: dict[str, list[tuple[str, int]]] = {}
         self.out_values: dict[str, list[tuple[str, int]]] = {}
@@ -310,6 +313,9 @@ class _Writer:
         label = title
         if facts:
             label += "<BR/>" + _font(html_text(" · ".join(facts), 120), p.muted, 9)
+        held = held_collectives_text(self.collectives.get(scope.id, []))
+        if held:  # ⇄ all_reduce 2.00 KiB: no collective hidden in a closed box
+            label += "<BR/>" + _font(html_text(held, 120), p.border["communication"], 9)
         note = loop_note(self.ir, scope).removeprefix(" ").removeprefix(", ") if unit.kind == "fold" else ""
         if note:  # a loop a break ended: where, and over what
             label += "<BR/>" + _font(html_text(note, 120), DECISION_BORDER, 9)

@@ -65,6 +65,37 @@ def collective_text(node: Node) -> str | None:
     return text
 
 
+def collectives_under(ir: GraphIR) -> dict[str, list[Node]]:
+    """Module call id -> the collectives it runs, its callees' included, in order."""
+    found: dict[str, list[Node]] = {}
+    for n in ir.ops():
+        if collective_kind(n.target) is None:
+            continue
+        scope: str | None = n.scope
+        while scope is not None:
+            found.setdefault(scope, []).append(n)
+            scope = ir.scope(scope).parent
+    return found
+
+
+def held_collectives_text(nodes: list[Node]) -> str | None:
+    """``⇄ all_reduce 2.00 KiB``: what a closed box says of the collectives inside it, so none
+    is hidden (``⇄ all_reduce ×2 4.00 KiB, all_gather 512 B``); None for none. A folded run's
+    box says it of one member, as its other numbers."""
+    sizes: dict[str, list[int]] = {}
+    for n in nodes:
+        kind = collective_kind(n.target)
+        if kind is None:
+            continue
+        facts = n.meta.get("collective")
+        size = facts.get("bytes") if isinstance(facts, dict) else None
+        sizes.setdefault(kind, []).append(size if isinstance(size, int) else 0)
+    if not sizes:
+        return None
+    parts = [f"{kind}{f' ×{len(each)}' if len(each) > 1 else ''} {format_bytes(sum(each))}" for kind, each in sizes.items()]
+    return "⇄ " + ", ".join(parts)
+
+
 def shape_list(metas: list[TensorMeta | None], dominant: str | None = None, most: int | None = None) -> list[str]:
     """Every tensor's shape, in order (``2×10×96, 4×2×48, 4×2×48``), three or more alike in a
     row counted once (``1×8×32 ×3``); past ``most`` entries, ``…``."""
