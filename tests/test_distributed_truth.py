@@ -33,8 +33,8 @@ from torch import nn
 
 import torchatlas
 from torchatlas._render._summary import SummaryOptions
-from torchatlas._view import page_document
 from torchatlas._render._summary import summary as render_summary
+from torchatlas._view import page_document
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
 
@@ -256,3 +256,44 @@ def test_the_page_shows_the_all_reduces_closed_and_open(fake_group: int, browser
     assert "LlamaMLP · ⇄ all_reduce 2.00 KiB" in subtitles()  # the closed mlp says it holds down_proj's
     v.screenshot("viewer-tensor-parallel")  # the README's docs/img/viewer-tensor-parallel.png (docs/pictures.py)
     v.close()
+
+
+# -- FSDP2: one line per parameter all-gather -------------------------------------------------
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first-forward", "later-forward"])
+@pytest.mark.parametrize("case", ["fsdp", "2d"])
+def test_fsdp_trees_fold_the_storage_steps_into_each_all_gather(case: str, warm: bool) -> None:
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=4)
+    try:
+        model, args, kwargs = CASES[case](4)
+        if warm:  # the first pass lays the unsharded parameters out; later ones write into them
+            model(*args, **kwargs).sum().item()
+            model.reshard()
+        graph = torchatlas.trace(model, args, kwargs=kwargs)
+    finally:
+        dist.destroy_process_group()
+    ir, tree = graph.ir, graph.tree()
+    gathers = [line for line in tree.splitlines() if "⇄ all_gather" in line]
+    assert len(gathers) == 2 and all(": 2 params → (" in line for line in gathers), tree
+    for step in ("empty", "as_strided", "split_with_sizes_copy", "all_gather_copy_in", "updated", "unused"):
+        assert step not in tree, tree
+    # on the graph itself, every all-gather feeds its unit's matmul, on every pass, 1-D or 2-D
+    for gather in (n for n in ir.ops() if n.meta.get("collective", {}).get("op") == "all_gather_single"):
+        linear = next(n for n in ir.ops() if n.target == "torch.nn.functional.linear" and n.scope == gather.scope)
+        assert not gather.meta.get("dead")
+        assert reaches_output(ir, gather.id) and linear.id in _downstream(ir, gather.id)
+
+
+def _downstream(ir, start: str) -> set[str]:
+    readers: dict[str, list[str]] = {}
+    for n in ir.nodes:
+        for r in n.inputs:
+            readers.setdefault(r.node, []).append(n.id)
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in readers.get(todo.pop(), []):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen

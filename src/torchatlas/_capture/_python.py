@@ -197,6 +197,8 @@ class PythonLevel(TorchFunctionMode):
                 if info.python_read is not None:
                     self._quietly(self._note_read, info.python_read, args, result, caller)
                 return
+            if _naming.is_metadata_query(func):  # x._base (FSDP2 asks it): a tensor that exists already
+                return
             if len(outs) == 1:
                 for a in args:
                     if a is result:

@@ -15,6 +15,7 @@ from torchatlas._ir import GraphIR, Node, Ref, TensorMeta, read_locally
 from torchatlas._ops import collective_kind, op_name
 from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
+    GATHERED_PARAMS,
     LINE_LIMIT,
     ReadingNames,
     ViewOptions,
@@ -28,6 +29,7 @@ from torchatlas._view import (
     fold_totals,
     forward_part,
     forward_reads,
+    gathered_parameters,
     input_label,
     loop_iterations,
     of_the_loss,
@@ -82,7 +84,8 @@ class TreeOptions(ViewOptions):
 def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:
     """The whole tree as text."""
     options = options or TreeOptions()
-    root = _TreeBuilder(ir, options.depth, options.source, options.fold_repeats).build()
+    # FSDP2's storage steps before each all-gather of parameters are one line with it
+    root = _TreeBuilder(gathered_parameters(ir), options.depth, options.source, options.fold_repeats).build()
     _close_trailing_forks(root)
     text = "\n".join(_draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
     return to_ascii(text) if options.ascii else text
@@ -236,7 +239,10 @@ class _TreeBuilder:
     def op_label(self, node: Node) -> str:
         text = op_display(node)
         collective = collective_text(node)
-        if collective is not None:
+        gathered = node.meta.get(GATHERED_PARAMS)
+        if collective is not None and gathered:  # ⇄ all_gather over dp:4, 4.25 KiB: 2 params
+            text = f"{collective}: {gathered} param{'s' if gathered > 1 else ''}"
+        elif collective is not None:
             text = f"{collective}: {text}" if op_name(node.target) != collective_kind(node.target) else collective
         operands = self.names_operands(node)
         if operands:

@@ -36,6 +36,7 @@ from ._document import (
     PageView,
     to_json,
 )
+from ._gathers import GATHERED_PARAMS, gathered_parameters
 from ._far import BROADCAST_CALLS, FAR_CALLS, CallDistance, call_holding, stand_in_reads
 from ._labels import (
     LINE_LIMIT,
@@ -118,6 +119,7 @@ __all__ = [
     "DOCUMENT_TYPES",
     "EAGER_REGION",
     "FAR_CALLS",
+    "GATHERED_PARAMS",
     "GRAPH_BREAK",
     "LINE_LIMIT",
     "LOCAL_KINDS",
@@ -166,6 +168,7 @@ __all__ = [
     "fold_totals",
     "forward_part",
     "forward_reads",
+    "gathered_parameters",
     "graph_counts",
     "input_label",
     "loop_iterations",
