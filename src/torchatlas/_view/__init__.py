@@ -36,20 +36,20 @@ from ._document import (
     PageView,
     to_json,
 )
-from ._gathers import GATHERED_PARAMS, gathered_parameters
 from ._far import BROADCAST_CALLS, FAR_CALLS, CallDistance, call_holding, stand_in_reads
+from ._gathers import GATHERED_PARAMS, gathered_parameters
 from ._labels import (
     LINE_LIMIT,
     arguments_text,
     collective_text,
     collectives_under,
-    held_collectives_text,
     counted_reads,
     decision_text,
     decisions,
     dominant_dtype,
     fold_label,
     fold_name,
+    held_collectives_text,
     input_label,
     loop_iterations,
     loop_note,
