@@ -97,8 +97,36 @@ def two_d_mlp(world: int) -> tuple[nn.Module, tuple, dict]:
     return model, (torch.randn(2, 16),), {}
 
 
+class LossModel(nn.Module):
+    """A vocab-sharded head and its cross-entropy under ``loss_parallel()``: three all-reduces
+    inside the loss op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(16, 32, bias=False)
+
+    def forward(self, x, target):
+        import torch.nn.functional as F
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        logits = self.head(x)
+        with loss_parallel():
+            return F.cross_entropy(logits.flatten(0, 1), target.flatten())
+
+
+def loss_parallel_head(world: int) -> tuple[nn.Module, tuple, dict]:
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    torch.manual_seed(0)
+    model = LossModel()
+    plan = {"head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
+    parallelize_module(model, _mesh((world,), ("tp",)), plan)
+    return model, (torch.randn(2, 4, 16), torch.randint(0, 32, (2, 4))), {}
+
+
 CASES: dict[str, Callable[[int], tuple[nn.Module, tuple, dict]]] = {
-    "tp_mlp": tp_mlp, "tp_llama": tp_llama, "fsdp": fsdp_mlp, "2d": two_d_mlp,
+    "tp_mlp": tp_mlp, "tp_llama": tp_llama, "fsdp": fsdp_mlp, "2d": two_d_mlp, "loss_parallel": loss_parallel_head,
 }
 
 
@@ -176,7 +204,7 @@ def trace_facts(graph) -> dict[str, Any]:
     return {"ops": ops, "graph": {k: ir.meta.get(k) for k in keys}, "tree": graph.tree()}
 
 
-GLOO_CASES = ("tp_mlp", "fsdp")
+GLOO_CASES = ("tp_mlp", "fsdp", "loss_parallel")
 
 
 def gloo_rank(rank: int, world: int, store: str, out: str) -> None:

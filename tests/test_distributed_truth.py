@@ -17,7 +17,6 @@ import json
 import pytest
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from _distributed_models import (
     CASES,
     GLOO_CASES,
@@ -40,8 +39,7 @@ pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distribut
 
 if dist.is_available():
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Shard
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, loss_parallel, parallelize_module
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
 
@@ -101,26 +99,10 @@ def test_a_redistribution_is_drawn_as_debug_mode_names_it(fake_group: int) -> No
 # -- loss parallel ----------------------------------------------------------------------------
 
 
-class LossModel(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.head = nn.Linear(16, 32, bias=False)
-
-    def forward(self, x, target):
-        logits = self.head(x)
-        with loss_parallel():
-            return F.cross_entropy(logits.flatten(0, 1), target.flatten())
-
-
 @pytest.mark.parametrize("level", ["python", "aten"])
 @pytest.mark.parametrize("fake_group", [2, 4], indirect=True)
 def test_loss_parallel_all_reduces_are_on_the_loss_path(fake_group: int, level: str) -> None:
-    model = LossModel()
-    parallelize_module(
-        model, init_device_mesh("cpu", (fake_group,), mesh_dim_names=("tp",)),
-        {"head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)},
-    )
-    args = (torch.randn(2, 4, 16), torch.randint(0, 32, (2, 4)))
+    model, args, _ = CASES["loss_parallel"](fake_group)
     counts = comm_debug_counts(model, args, {})
     graph = torchatlas.trace(model, args, level=level)
     ir = graph.ir
