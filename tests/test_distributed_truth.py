@@ -149,6 +149,8 @@ def test_an_op_on_the_local_tensor_is_counted_once_per_rank(fake_group: int) -> 
     assert ir.meta["flops"] == plain.meta["flops"]
     assert f"relu (ReLU)  2×{64 // fake_group} → 2×{64 // fake_group}" in graph.tree()
     assert next(s for s in ir.scopes if s.path == "relu").meta["input_shapes"] == [[2, 64 // fake_group]]
+    (box,) = [line for line in graph.to_dot().splitlines() if line.lstrip().startswith('"') and "(ReLU)" in line]
+    assert f"2×{64 // fake_group} → 2×{64 // fake_group}</FONT>" in box
 
 
 @pytest.mark.parametrize("fake_group", [2, 4], indirect=True)

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta, read_locally
 from torchatlas._ops import LEGEND, category, collective_kind
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._text import format_compact, format_duration
@@ -75,6 +75,13 @@ _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int = 3) -> list[str]:
     """One shape per tensor, in the tree's spelling (``2×10×96, 4×2×48, 4×2×48``; three alike ``×3``)."""
     return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
+
+
+def _call_shapes(ir: GraphIR, ins: list[Ref], outs: list[Ref], dominant: str | None) -> tuple[list[str], list[str]]:
+    """A box's input and output shapes, its inputs as it read them (``read_locally``: ReLU after
+    ColwiseParallel was given this rank's part)."""
+    in_metas, out_metas = [ir.value_meta(v) for v in dict.fromkeys(ins)], [ir.value_meta(v) for v in dict.fromkeys(outs)]
+    return shape_list(read_locally(in_metas, out_metas), dominant, 3), shape_list(out_metas, dominant, 3)
 
 
 def _time_facts(numbers: Mapping[str, Any]) -> list[str]:
@@ -298,8 +305,7 @@ class _Writer:
             cat = self._box_category(unit)
         full_name = name
         name = relative_name(name, self.ir.scope(unit.container).path if unit.container else "")
-        ins = _shapes_text(self.ir, self.in_values.get(unit.id, []), self.dominant)
-        outs = _shapes_text(self.ir, self.out_values.get(unit.id, []), self.dominant)
+        ins, outs = _call_shapes(self.ir, self.in_values.get(unit.id, []), self.out_values.get(unit.id, []), self.dominant)
         facts = []
         if ins or outs:
             facts.append(f"{', '.join(ins) or '–'} → {', '.join(outs) or '–'}")
