@@ -180,6 +180,7 @@ def test_a_narrow_summary_keeps_the_per_rank_columns_and_names_what_it_hid(fake_
         assert max(len(line) for line in text.splitlines()) <= 80
     wide = render_summary(ir, SummaryOptions(format="text"))
     assert "FLOPs (global)" in wide.splitlines()[0] and "Hidden" not in wide
+    assert "| FLOPs (global) | MACs (global) |" in render_summary(ir, SummaryOptions(format="markdown"))
 
 
 # -- a real gloo group ------------------------------------------------------------------------

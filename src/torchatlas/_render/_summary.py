@@ -522,7 +522,7 @@ def _text_table(columns: tuple[str, ...], rows: list[Row], totals: Row, width: i
 
 def _markdown_table(columns: tuple[str, ...], rows: list[Row], totals: Row) -> str:
     out = [
-        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join(_titles(columns)) + " |",
         "|" + "|".join("---:" if name in _NUMERIC else "---" for name in columns) + "|",
     ]
     for row in rows:
