@@ -11,9 +11,11 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator
 
+import _distributed_models as _models
 import pytest
 import torch
 import torch.distributed as dist
+from _distributed_models import LLAMA_PLAN, MLP
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -27,7 +29,6 @@ if dist.is_available():
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-    from torch.distributed.tensor.debug import CommDebugMode
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -47,30 +48,9 @@ def mesh(size: int, name: str):
     return init_device_mesh("cpu", (size,), mesh_dim_names=(name,))
 
 
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(16, 64)
-        self.w2 = nn.Linear(64, 16)
-
-    def forward(self, x):
-        return self.w2(torch.relu(self.w1(x)))
-
-
 def tiny_llama():
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, vocab_size=100,
-    )
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config).eval()
-
-
-LLAMA_PLAN = {
-    "self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col", "self_attn.o_proj": "row",
-    "mlp.gate_proj": "col", "mlp.up_proj": "col", "mlp.down_proj": "row",
-}
+    pytest.importorskip("transformers")
+    return _models.tiny_llama()
 
 
 def tensor_parallel_llama(size: int):
@@ -92,14 +72,7 @@ def kinds(ir) -> collections.Counter:
 
 def debug_mode_kinds(model, *args, **kwargs) -> collections.Counter:
     """The collectives torch's own CommDebugMode counts on an untraced forward pass."""
-    with torch.no_grad(), CommDebugMode() as comm:
-        out = model(*args, **kwargs)
-    if hasattr(out, "wait"):  # an AsyncCollectiveTensor nothing read yet
-        out.wait()
-    counts: collections.Counter = collections.Counter()
-    for op, n in comm.get_comm_counts().items():
-        counts[collective_kind(f"c10d.{op._qualified_op_name.split('::')[1]}")] += n
-    return counts
+    return _models.comm_debug_counts(model, args, kwargs)
 
 
 def reaches(ir, start: str, end: str) -> bool:
