@@ -30,6 +30,10 @@ SCREENSHOTS = {
         "viewer-backward.png",
         "tests/test_browser_view.py::test_the_backward_part_is_drawn_apart_and_dashed",
     ),
+    "viewer-tensor-parallel.png": (
+        "viewer-tensor-parallel.png",
+        "tests/test_distributed_truth.py::test_the_page_shows_the_all_reduces_closed_and_open",
+    ),
 }
 """docs/img name -> (the screenshot a browser test writes into test-artifacts/, that test)."""
 

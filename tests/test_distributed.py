@@ -11,9 +11,11 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator
 
+import _distributed_models as _models
 import pytest
 import torch
 import torch.distributed as dist
+from _distributed_models import LLAMA_PLAN, MLP
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -27,7 +29,6 @@ if dist.is_available():
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
-    from torch.distributed.tensor.debug import CommDebugMode
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -47,30 +48,9 @@ def mesh(size: int, name: str):
     return init_device_mesh("cpu", (size,), mesh_dim_names=(name,))
 
 
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(16, 64)
-        self.w2 = nn.Linear(64, 16)
-
-    def forward(self, x):
-        return self.w2(torch.relu(self.w1(x)))
-
-
 def tiny_llama():
-    transformers = pytest.importorskip("transformers")
-    config = transformers.LlamaConfig(
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, vocab_size=100,
-    )
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config).eval()
-
-
-LLAMA_PLAN = {
-    "self_attn.q_proj": "col", "self_attn.k_proj": "col", "self_attn.v_proj": "col", "self_attn.o_proj": "row",
-    "mlp.gate_proj": "col", "mlp.up_proj": "col", "mlp.down_proj": "row",
-}
+    pytest.importorskip("transformers")
+    return _models.tiny_llama()
 
 
 def tensor_parallel_llama(size: int):
@@ -92,14 +72,7 @@ def kinds(ir) -> collections.Counter:
 
 def debug_mode_kinds(model, *args, **kwargs) -> collections.Counter:
     """The collectives torch's own CommDebugMode counts on an untraced forward pass."""
-    with torch.no_grad(), CommDebugMode() as comm:
-        out = model(*args, **kwargs)
-    if hasattr(out, "wait"):  # an AsyncCollectiveTensor nothing read yet
-        out.wait()
-    counts: collections.Counter = collections.Counter()
-    for op, n in comm.get_comm_counts().items():
-        counts[collective_kind(f"c10d.{op._qualified_op_name.split('::')[1]}")] += n
-    return counts
+    return _models.comm_debug_counts(model, args, kwargs)
 
 
 def reaches(ir, start: str, end: str) -> bool:
@@ -150,7 +123,7 @@ def test_tensor_parallel_mlp_all_reduces_after_the_row_wise_matmul(world: int) -
     facts = reduce.meta["collective"]
     assert facts["group"] == "tp" and facts["group_size"] == world and facts["ranks"] == list(range(world))
     assert facts["bytes"] == 2 * 16 * 4
-    assert facts["redistribute"] == "Partial(sum) → Replicate"
+    assert facts["redistribute"] == "P(sum) → R"
     assert dead(ir) == []
     # w1's result is a DTensor: 2×64 globally, split over the ranks on its last dim
     out = ir.value_meta(scope_by_path(ir, "w1").outputs[0])
@@ -175,7 +148,7 @@ def test_an_explicit_redistribute_is_the_collective_it_runs(world: int) -> None:
     # distribute_tensor scatters the rows from rank 0; the redistribution gathers them back
     assert kinds(ir) == {"scatter": 1, "all_gather": 1} == debug_mode_kinds(Gather(), x)
     gather = next(n for n in collectives(ir) if collective_kind(n.target) == "all_gather")
-    assert gather.meta["collective"]["redistribute"] == "Shard(0) → Replicate"
+    assert gather.meta["collective"]["redistribute"] == "S(0) → R"
     mul = next(n for n in ir.ops() if n.target == "torch.Tensor.__mul__")
     add = next(n for n in ir.ops() if n.target == "torch.Tensor.__add__")
     assert reaches(ir, mul.id, gather.id) and reaches(ir, gather.id, add.id)
@@ -370,7 +343,7 @@ def test_the_tree_marks_collectives_and_placements(world: int) -> None:
     parallelize_module(model, mesh(world, "tp"), {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
     tree = torchatlas.trace(model, torch.randn(2, 16)).tree()
     assert f"w1 (Linear)  2×16 → 2×64 [Shard(1) over tp:{world}, local 2×{64 // world}]" in tree
-    assert f"⇄ all_reduce over tp:{world}, 128 B (Partial(sum) → Replicate) → 2×16" in tree
+    assert f"⇄ all_reduce over tp:{world}, 128 B (P(sum) → R) → 2×16" in tree
     assert "unused" not in tree and "view_as" not in tree and "default" not in tree
 
 
@@ -588,7 +561,7 @@ def test_the_diagram_draws_collectives_in_their_colour_with_dashed_edges(world: 
     dot = torchatlas.trace(model, torch.randn(2, 16)).to_dot(depth=5, expand_leaf_modules=True)
     colour = PALETTES["light"].border["communication"]
     (box,) = [line for line in dot.splitlines() if "<B>all_reduce</B>" in line]
-    assert f"over tp:{world}, 128 B (Partial(sum) → Replicate)" in box and f'color="{colour}"' in box
+    assert f"over tp:{world}, 128 B (P(sum) → R)" in box and f'color="{colour}"' in box
     dashed = [line for line in dot.splitlines() if "->" in line and f'style=dashed, color="{colour}"' in line]
     assert len(dashed) == 2  # into the all-reduce, and out of it to the output
 

@@ -43,6 +43,10 @@ def test_every_line_fits_and_no_row_wraps(graphs, name: str, fmt: str, width: in
     text = render_summary(graph.ir, SummaryOptions(format=fmt, width=width))
     lines = [line for line in text.splitlines() if line.strip()]
     assert max(len(line) for line in lines) <= width
+    text, _, hidden = text.partition("\nHidden at width")  # below the table: the columns it left out
+    lines = [line for line in text.splitlines() if line.strip()]
+    names = " ".join(hidden.split()).partition(": ")[2].partition(" (a wider")[0].split(", ") if hidden else []
+    assert not set(names) & set(_header(text, fmt)) and len(names) == len(set(names))
     rows = len(torchatlas._render._summary.summary_rows(graph.ir)[0])
     # header, one line per row, the totals (rules and section lines aside): a wrapped cell adds lines
     content = [line for line in lines if not set(line.strip()) <= set("-━─ ") and not line.startswith("Params: ")]

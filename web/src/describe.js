@@ -146,11 +146,13 @@ export class Describer {
     if (id[0] === "g") {
       const members = m.groups.get(s.rep[0]);
       const nonfinite = members.some((i) => m.scopes[i].nf > 0);
-      return { title: this.fold(s).name, subtitle: cls, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err, nonfinite };
+      // a closed box names the collectives inside it (page data: the scope's "cw"), as the diagram's does
+      const subtitle = s.cw ? `${cls} · ${s.cw}` : cls;
+      return { title: this.fold(s).name, subtitle, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err, nonfinite };
     }
     // A module holding no other module has the colour of its ops (page data: the scope's "c").
     const category = s.c != null ? m.doc.categories[s.c] : "module";
-    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${s.w.nf} NaN/Inf op${s.nf === 1 ? "" : "s"}` : cls;
+    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${s.w.nf} NaN/Inf op${s.nf === 1 ? "" : "s"}` : s.cw ? `${cls} · ${s.cw}` : cls;
     return { title: s.nm, subtitle, category, module: true, failed: !!s.err, nonfinite: s.nf > 0 };
   }
 

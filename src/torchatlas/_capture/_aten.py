@@ -96,6 +96,8 @@ class AtenLevel:
         """A Python call that passes its argument on runs (DTensor's ``x.view_as(x)``): its ops do too."""
         self._redirects: dict[tuple[int, int], tuple[int, int]] | None = None
         """While an op on DTensors runs: value -> the collective that redistributed it inside the op."""
+        self._operands: list[Tensor] = []
+        """The tensors that op was given."""
         self.groups: _distributed.Groups | None = None
         """The process groups this trace's collectives ran over (under a process group)."""
 
@@ -165,16 +167,18 @@ class AtenLevel:
         """An op on DTensors: the collectives its redistributions run inside it (this mode off the
         stack there) become nodes before it, and it reads their results."""
         self._redirects = {}
+        self._operands = []
+        tensors_flat([*args, *kwargs.values()], self._operands)
         try:
             return func(*args, **kwargs)
         finally:
-            self._pending, self._redirects = self._redirects, None
+            self._pending, self._redirects, self._operands = self._redirects, None, []
 
     def run_inner_collective(self, packet: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
         result = packet(*args, **kwargs)
         redirects = self._redirects
         if redirects is not None:
-            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller)
+            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller, self._operands)
             overload = getattr(packet, "default", packet)
             _distributed.redirect(redirects, before, (self.record(overload, args, kwargs, result), 0))
         return result

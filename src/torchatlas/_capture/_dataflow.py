@@ -171,9 +171,11 @@ class DataFlow:
             self.register(t, *found)
             return found
         leaf = self.new_leaf(kind, path, t)
-        if inner is None and self.views is not None and self._writes:
-            write = self._writes.get(storage_key(t))
-            if write is not None:  # FSDP2's unsharded parameter, all-gathered into in place
+        if self.views is not None and self._writes:
+            # FSDP2's unsharded parameter, all-gathered into in place (on a 2-D mesh a DTensor
+            # whose local part holds the gathered storage)
+            write = self._writes.get(storage_key(t if inner is None else inner))
+            if write is not None:
                 return self._updated(t, leaf, write[0], None)
         return leaf
 

@@ -242,13 +242,19 @@ def redirected(redirects: dict[Slot, Slot], slot: Slot) -> Slot:
     return slot
 
 
-def inner_reads(flow: Any, redirects: dict[Slot, Slot], args: tuple, kwargs: dict, caller: Any) -> list[Slot | None]:
+def inner_reads(
+    flow: Any, redirects: dict[Slot, Slot], args: tuple, kwargs: dict, caller: Any, operands: list[Tensor]
+) -> list[Slot | None]:
     """The values a collective inside an op on DTensors reads; a local copy made on the way
-    (contiguous, movedim) is the value the redistribution started from."""
+    (contiguous, movedim) is the value the redistribution started from. A tensor the op computed
+    inside itself (loss parallel's local max of the logits) stands for the op's first operand,
+    so the collective lies on the op's path, as it does when it runs."""
     reads: list[Tensor] = []
     _flat_into([*args, *kwargs.values()], reads)
     local = redistributed_tensor(caller)
     given = flow.lookup(local) if local is not None else None
+    if given is None:
+        given = next((slot for slot in map(flow.lookup, operands) if slot is not None), None)
     before: list[Slot | None] = []
     for t in reads:
         slot = flow.lookup(t)
@@ -282,8 +288,9 @@ def redistributed_tensor(caller: Any) -> Tensor | None:
 
 
 def _redistribution(caller: Any, groups: Groups) -> str | None:
-    """``Shard(1) → Replicate``: the placement change a DTensor redistribution runs this collective
-    for (read from torch's frame that runs it, whose mesh also names the group)."""
+    """``S(1) → R``: the placement change a DTensor redistribution runs this collective for, as
+    ``torch.utils._debug_mode.DebugMode`` names it (``trace: S(1)->R``); read from torch's frame
+    that runs it, whose mesh also names the group."""
     frame, depth = caller, 0
     while frame is not None and depth < 24:
         if frame.f_code.co_name == "redistribute_local_tensor":
@@ -297,10 +304,10 @@ def _redistribution(caller: Any, groups: Groups) -> str | None:
                 spec, goal = local.get("current_spec"), local.get("target_spec")
                 if spec is None or goal is None:
                     return None
-                before = ", ".join(placement_text(p) for p in spec.placements)
-                after = ", ".join(placement_text(p) for p in goal.placements)
+                before = "".join(str(p) for p in spec.placements)
+                after = "".join(str(p) for p in goal.placements)
                 return f"{before} → {after}"
-            return f"{placement_text(current)} → {placement_text(target)}"
+            return f"{current} → {target}"
         frame, depth = frame.f_back, depth + 1
     return None
 

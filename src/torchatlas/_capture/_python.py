@@ -65,6 +65,8 @@ class PythonLevel(TorchFunctionMode):
         """A process group exists: ops on DTensors are watched for the collectives they run."""
         self._redirects: dict[tuple[int, int], tuple[int, int]] | None = None
         """While an op on DTensors is recorded: value -> the collective that redistributed it."""
+        self._operands: list[Tensor] = []
+        """The tensors that op was given."""
         self.observer: Any = None
         """The ATen level, when it runs alongside: told where each Python call starts and ends."""
         self.watchers: list[Any] = []
@@ -122,6 +124,8 @@ class PythonLevel(TorchFunctionMode):
         """An op on DTensors: the collectives its redistributions run inside it become nodes
         before it, and it reads their results instead of the values they redistributed."""
         self._redirects = {}
+        self._operands = []
+        tensors_flat([*args, *kwargs.values()], self._operands)
         try:
             try:
                 result = func(*args, **kwargs)
@@ -130,7 +134,7 @@ class PythonLevel(TorchFunctionMode):
                 raise
             self.record_call(func, args, kwargs, result, caller)
         finally:
-            self._redirects = None
+            self._redirects, self._operands = None, []
         return result
 
     def run_inner_collective(self, packet: Any, args: tuple, kwargs: dict, caller: Any) -> Any:
@@ -141,7 +145,7 @@ class PythonLevel(TorchFunctionMode):
         if redirects is None:
             return result
         with torch._C.DisableTorchFunction():
-            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller)
+            before = _distributed.inner_reads(self.flow, redirects, args, kwargs, caller, self._operands)
         if self._distributed_call(call_info(packet), args, kwargs, result, caller):
             _distributed.redirect(redirects, before, (len(self.nodes) - 1, 0))
         return result
@@ -194,6 +198,8 @@ class PythonLevel(TorchFunctionMode):
             if not outs:
                 if info.python_read is not None:
                     self._quietly(self._note_read, info.python_read, args, result, caller)
+                return
+            if _naming.is_metadata_query(func):  # x._base (FSDP2 asks it): a tensor that exists already
                 return
             if len(outs) == 1:
                 for a in args:

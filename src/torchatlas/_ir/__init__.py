@@ -19,6 +19,7 @@ from ._graph import (
     Scope,
     Source,
     TensorMeta,
+    read_locally,
 )
 
 __all__ = [
@@ -41,4 +42,5 @@ __all__ = [
     "Source",
     "TensorMeta",
     "graph_from_json",
+    "read_locally",
 ]

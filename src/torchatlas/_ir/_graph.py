@@ -64,6 +64,22 @@ class TensorMeta:
             n *= s if isinstance(s, int) else 1
         return n
 
+    def as_local(self) -> TensorMeta:
+        """This rank's part of a DTensor as a plain tensor (what ``to_local`` hands on); itself
+        for a plain tensor."""
+        if not self.placements or self.local_shape is None:
+            return self
+        return TensorMeta(self.local_shape, self.dtype, self.device)
+
+
+def read_locally(inputs: list[TensorMeta | None], outputs: list[TensorMeta | None]) -> list[TensorMeta | None]:
+    """What a call or op was given, as it read it. A DTensor and the plain tensor ``to_local``
+    makes of it are one value in the graph, so a call given DTensor values that returns only
+    plain tensors (ReLU after ColwiseParallel) was given their local parts."""
+    if any(m is not None and m.placements for m in outputs) or not any(m is not None and m.placements for m in inputs):
+        return inputs
+    return [m.as_local() if m is not None else None for m in inputs]
+
 
 @dataclass(frozen=True, slots=True)
 class Source:

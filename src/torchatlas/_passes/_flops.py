@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node
-from torchatlas._ops import is_reflected, op_info, op_name
+from torchatlas._ir import GraphIR, Node, Ref, TensorMeta
+from torchatlas._ops import collective_kind, is_reflected, op_info, op_name
 from torchatlas._passes._common import MetaUpdate, Pass, operand, raw_arg, roll_up, tensor_of, tensor_operands
 
 CONTRACTION_CATEGORIES = frozenset({"conv", "matmul", "attention"})
@@ -56,20 +56,26 @@ def flops(ir: GraphIR) -> GraphIR:
 
 
 def flops_update(ir: GraphIR) -> MetaUpdate:
-    """The meta :func:`flops` adds, not yet applied."""
+    """The meta :func:`flops` adds, not yet applied. In a sharded graph ``flops`` counts each op
+    at its global size (what the unsharded model computes) and ``flops_per_rank`` what this
+    rank computes (:class:`_RankShares`)."""
     node_meta: dict[str, dict[str, Any]] = {}
     own_flops: dict[str, float] = {}
     own_macs: dict[str, float] = {}
     own_unknown: dict[str, float] = {}
     unknown_targets: dict[str, int] = {}
     sharded = any(m.placements for n in ir.nodes for m in n.outputs)
+    shares = _RankShares(ir) if sharded else None
     own_per_rank: dict[str, float] = {}
     for node in ir.ops():
-        category, f, m = op_cost(ir, node)
-        node_meta[node.id] = {"flops": f, "macs": m, "flop_category": category}
-        if sharded and f is not None:
-            node_meta[node.id]["flops_per_rank"] = per_rank = f // _shards(ir, node)
-            own_per_rank[node.scope] = own_per_rank.get(node.scope, 0) + per_rank
+        if shares is None:
+            category, f, m = op_cost(ir, node)
+        else:
+            category, f, m, per_rank = shares.cost(node)
+            if per_rank is not None:
+                node_meta[node.id] = {"flops_per_rank": per_rank}
+                own_per_rank[node.scope] = own_per_rank.get(node.scope, 0) + per_rank
+        node_meta.setdefault(node.id, {}).update({"flops": f, "macs": m, "flop_category": category})
         if f is None:
             own_unknown[node.scope] = own_unknown.get(node.scope, 0) + 1
             key = node.target or "?"
@@ -97,10 +103,70 @@ def flops_update(ir: GraphIR) -> MetaUpdate:
     return MetaUpdate(node_meta, scope_meta, graph)
 
 
+class _RankShares:
+    """Global and per-rank counts of the ops of a sharded graph, walked in order.
+
+    * An op **on DTensors** (its results are DTensors) is recorded at global shapes: its count
+      is global, and this rank's share is it over the most any of its values is split (a
+      row-wise matmul's inputs are split though its partial result is not).
+    * An op **on a plain tensor** (what ``to_local`` handed on: ColwiseParallel's default
+      output, FSDP2's gathered parameters) runs on this rank's part: it is counted at the
+      local shapes of what it reads, and its global count is that times how many ranks hold a
+      part of its input (a shard's readers inherit the split; a collective's result is whole,
+      a reduce-scatter's a shard of its group).
+    """
+
+    def __init__(self, ir: GraphIR) -> None:
+        self.ir = ir
+        self.local = _LocalShapes(ir)
+        self.parts: dict[Ref, int] = {}  # plain value -> how many ranks hold a part like it
+
+    def cost(self, node: Node) -> tuple[str | None, int | None, int | None, int | None]:
+        """(category, global FLOPs, global MACs, this rank's FLOPs) of one op."""
+        if any(m.placements for m in node.outputs):
+            category, f, m = op_cost(self.ir, node)
+            return category, f, m, (f // _shards(self.ir, node) if f is not None else None)
+        parts = self._parts(node)
+        for slot in range(len(node.outputs)):
+            self.parts[Ref(node.id, slot)] = parts
+        category, f, m = op_cost(self.local, node)  # type: ignore[arg-type]  # a GraphIR as this rank sees it
+        if f is None:
+            return category, None, None, None
+        return category, f * parts, (m or 0) * parts, f
+
+    def _parts(self, node: Node) -> int:
+        kind = collective_kind(node.target)
+        facts = node.meta.get("collective")
+        if kind is not None:
+            size = facts.get("group_size") if isinstance(facts, dict) else None
+            return size if kind == "reduce_scatter" and isinstance(size, int) and size > 0 else 1
+        parts = 1
+        for ref in node.inputs:
+            meta = self.ir.value_meta(ref)
+            if meta is not None and meta.placements and meta.local_numel():
+                parts = max(parts, -(-meta.numel() // meta.local_numel()))
+            else:
+                parts = max(parts, self.parts.get(ref, 1))
+        return parts
+
+
+class _LocalShapes:
+    """A graph whose DTensor values read as this rank's local part: what an op on the plain
+    tensor ``to_local`` handed on actually read."""
+
+    def __init__(self, ir: GraphIR) -> None:
+        self._ir = ir
+
+    def value_meta(self, ref: Ref) -> TensorMeta | None:
+        meta = self._ir.value_meta(ref)
+        return meta.as_local() if meta is not None else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ir, name)
+
+
 def _shards(ir: GraphIR, node: Node) -> int:
-    """How many ranks share an op on DTensors: the most any of its values is split (a row-wise
-    matmul's inputs are split though its partial result is not); 1 for an op on local tensors,
-    whose shapes are this rank's already."""
+    """How many ranks share an op on DTensors: the most any of its values is split."""
     metas = [m for ref in node.inputs if (m := ir.value_meta(ref)) is not None] + list(node.outputs)
     shards = 1
     for m in metas:

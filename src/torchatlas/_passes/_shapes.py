@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torchatlas._ir import GraphIR, Ref
+from torchatlas._ir import GraphIR, Ref, read_locally
 from torchatlas._passes._common import MetaUpdate, Pass, subtree_ends
 
 _STATE_KINDS = frozenset({"param", "buffer"})
@@ -49,8 +49,8 @@ def io_shapes_update(ir: GraphIR) -> MetaUpdate:
     inputs = scope_inputs(ir)
     scope_meta: dict[str, dict[str, Any]] = {}
     for s in ir.scopes:
-        ins = [ir.value_meta(ref) for ref in inputs[s.id]]
         outs = [ir.value_meta(ref) for ref in s.outputs]
+        ins = read_locally([ir.value_meta(ref) for ref in inputs[s.id]], outs)
         scope_meta[s.id] = {
             "input_shapes": [list(m.shape) for m in ins if m is not None],
             "output_shapes": [list(m.shape) for m in outs if m is not None],

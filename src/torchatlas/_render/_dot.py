@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta
+from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta, read_locally
 from torchatlas._ops import LEGEND, category, collective_kind
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
 from torchatlas._text import format_compact, format_duration
@@ -38,10 +38,12 @@ from torchatlas._view import (
     build_layout,
     call_name,
     collective_text,
+    collectives_under,
     decisions,
     dominant_dtype,
     fold_name,
     fold_totals,
+    held_collectives_text,
     input_label,
     leaf_module_category,
     legend_graphs,
@@ -73,6 +75,13 @@ _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int = 3) -> list[str]:
     """One shape per tensor, in the tree's spelling (``2×10×96, 4×2×48, 4×2×48``; three alike ``×3``)."""
     return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
+
+
+def _call_shapes(ir: GraphIR, ins: list[Ref], outs: list[Ref], dominant: str | None) -> tuple[list[str], list[str]]:
+    """A box's input and output shapes, its inputs as it read them (``read_locally``: ReLU after
+    ColwiseParallel was given this rank's part)."""
+    in_metas, out_metas = [ir.value_meta(v) for v in dict.fromkeys(ins)], [ir.value_meta(v) for v in dict.fromkeys(outs)]
+    return shape_list(read_locally(in_metas, out_metas), dominant, 3), shape_list(out_metas, dominant, 3)
 
 
 def _time_facts(numbers: Mapping[str, Any]) -> list[str]:
@@ -122,6 +131,7 @@ class _Writer:
         self.linked_tensors: set[str] = set()
         # Module calls holding the op a partial trace failed at: marked even when drawn as one box.
         self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
+        self.collectives = collectives_under(ir)  # a closed box says what it communicates
         self.lines: list[str] = []
         self.in_values: dict[str, list[tuple[str, int]]] = {}
         self.out_values: dict[str, list[tuple[str, int]]] = {}
@@ -253,7 +263,7 @@ class _Writer:
                 label += f"<BR/>{_font('in-place', p.muted, 9)}"
             tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
             marked = collective_text(n)
-            if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)
+            if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (P(sum) → R)
                 label += f"<BR/>{_font(html_text(marked.split(' ', 2)[2]), p.muted, 9)}"
                 tip = tooltip(marked, n.target or "?", _source_line(n.source))
         elif n.kind == "input":
@@ -295,8 +305,7 @@ class _Writer:
             cat = self._box_category(unit)
         full_name = name
         name = relative_name(name, self.ir.scope(unit.container).path if unit.container else "")
-        ins = _shapes_text(self.ir, self.in_values.get(unit.id, []), self.dominant)
-        outs = _shapes_text(self.ir, self.out_values.get(unit.id, []), self.dominant)
+        ins, outs = _call_shapes(self.ir, self.in_values.get(unit.id, []), self.out_values.get(unit.id, []), self.dominant)
         facts = []
         if ins or outs:
             facts.append(f"{', '.join(ins) or '–'} → {', '.join(outs) or '–'}")
@@ -310,6 +319,9 @@ class _Writer:
         label = title
         if facts:
             label += "<BR/>" + _font(html_text(" · ".join(facts), 120), p.muted, 9)
+        held = held_collectives_text(self.collectives.get(scope.id, []))
+        if held:  # ⇄ all_reduce 2.00 KiB: no collective hidden in a closed box
+            label += "<BR/>" + _font(html_text(held, 120), p.border["communication"], 9)
         note = loop_note(self.ir, scope).removeprefix(" ").removeprefix(", ") if unit.kind == "fold" else ""
         if note:  # a loop a break ended: where, and over what
             label += "<BR/>" + _font(html_text(note, 120), DECISION_BORDER, 9)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -72,11 +73,14 @@ _NUMERIC = frozenset(
     (*COLUMNS[3:], BREAKS_COLUMN, *TIME_COLUMNS, *DEVICE_TIME_COLUMNS, NUMERICS_COLUMNS[1], *DISTRIBUTED_COLUMNS)
 )
 # Which columns a narrow terminal keeps, most wanted first; the first group before longer names.
-_FIRST = ("Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "CUDA time", "Time", "NaN/Inf ops", "Comm")
+# The per-rank columns a distributed trace exists for go last of all.
+_FIRST = (*DISTRIBUTED_COLUMNS, "Output shapes", "Params", "FLOPs", BREAKS_COLUMN, "CUDA time", "Time", "NaN/Inf ops")
 _THEN = (
-    "Input shapes", "% FLOPs", "% CUDA", "% Time", "Output range", "Params/rank", "FLOPs/rank", "Collectives",
-    "Activations", "MACs", "Trainable", "Param bytes",
+    "Input shapes", "% FLOPs", "% CUDA", "% Time", "Output range", "Activations", "MACs", "Trainable", "Param bytes",
 )
+GLOBAL_COUNTS = ("FLOPs", "MACs")
+"""Columns titled ``(global)`` beside ``FLOPs/rank``: each op at its global size, what the
+unsharded model computes, where ``FLOPs/rank`` counts what this rank computes."""
 _MIN_MODULE = 24
 _WANT_MODULE = 40
 _CLASS_PART = re.compile(r"(.*\()([^()]*)(\)[^()]*)")
@@ -314,19 +318,26 @@ def _output_range(members: list[Scope]) -> str:
     return f"{'≈' if sampled else ''}[{min(lows):.3g}, {max(highs):.3g}]" if lows else "-"
 
 
+def _titles(columns: tuple[str, ...]) -> list[str]:
+    """The header: beside ``FLOPs/rank``, the FLOPs and MACs columns say they count globally."""
+    per_rank = DISTRIBUTED_COLUMNS[1] in columns
+    return [f"{name} (global)" if per_rank and name in GLOBAL_COUNTS else name for name in columns]
+
+
 def _cells(columns: tuple[str, ...], rows: list[Row], totals: Row) -> list[list[str]]:
     """Header, rows and totals as escaped text, the module cell indented."""
-    lines = [list(columns)]
+    lines = [_titles(columns)]
     for row in [*rows, totals]:
         cells = [visible(c, LINE_LIMIT) for c in row.cells]
         lines.append(["  " * row.depth + cells[0], *cells[1:]])
     return lines
 
 
-def fit_columns(lines: list[list[str]], width: int | None, gap: int = 2) -> tuple[list[int], int]:
+def fit_columns(
+    columns: tuple[str, ...], lines: list[list[str]], width: int | None, gap: int = 2
+) -> tuple[list[int], int]:
     """The column indexes to show (table order) and the module column's width, so that each
     line fits in ``width`` characters; None: every column, nothing cut."""
-    columns = lines[0]
     widths = [max(len(line[i]) for line in lines) for i in range(len(columns))]
     if width is None:
         return list(range(len(columns))), widths[0]
@@ -360,13 +371,14 @@ def summary_table(ir: GraphIR, options: SummaryOptions) -> Table:
     """The summary as a rich renderable, for ``Console.print``: the columns that fit ``options.width``."""
     width = options.width
     rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort, narrow=width is not None)
-    lines = _cells(summary_columns(ir), rows, totals)
+    columns = summary_columns(ir)
+    lines = _cells(columns, rows, totals)
     # rich draws a space at each edge and pads each cell by one on both sides
-    shown, module_width = fit_columns(lines, None if width is None else width - 2, gap=3)
+    shown, module_width = fit_columns(columns, lines, None if width is None else width - 2, gap=3)
     table = Table(box=box.SIMPLE_HEAD, show_footer=False, pad_edge=False)
     for i in shown:
-        name = lines[0][i]
-        table.add_column(name, justify="right" if name in _NUMERIC else "left", no_wrap=True, overflow="ellipsis")
+        justify = "right" if columns[i] in _NUMERIC else "left"
+        table.add_column(lines[0][i], justify=justify, no_wrap=True, overflow="ellipsis")
     for line in lines[1:-1]:
         table.add_row(*(Text(_cut(line[i], module_width) if i == 0 else line[i]) for i in shown))
     table.add_section()
@@ -426,17 +438,34 @@ def summary(ir: GraphIR, options: SummaryOptions | None = None) -> str:
         text = buffer.getvalue()
         if width is None:  # rich pads to the console width: trim what it added
             text = "\n".join(line.rstrip() for line in text.splitlines()) + "\n"
-        return text + _notes(ir)
+        return text + _hidden_line(ir, options) + _notes(ir)
     narrow = width is not None and fmt == "text"  # markdown has every column whatever the width
     rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort, narrow)
     columns = summary_columns(ir)
     if fmt == "text":
-        return _text_table(columns, rows, totals, width) + (_shared_line(ir) if narrow else "") + _notes(ir)
+        text = _text_table(columns, rows, totals, width)
+        return text + (_shared_line(ir) + _hidden_line(ir, options) if narrow else "") + _notes(ir)
     return _markdown_table(columns, rows, totals) + _notes(ir)
 
 
 def _notes(ir: GraphIR) -> str:
     return _unregistered_line(ir) + _failure_line(ir)
+
+
+def _hidden_line(ir: GraphIR, options: SummaryOptions) -> str:
+    """Below a narrow table: the columns it left out, so none is dropped silently."""
+    if options.width is None:
+        return ""
+    rows, totals = summary_rows(ir, options.depth, options.fold_repeats, options.sort, narrow=True)
+    columns = summary_columns(ir)
+    lines = _cells(columns, rows, totals)
+    rich = options.format == "rich"
+    shown = set(fit_columns(columns, lines, options.width - 2 if rich else options.width, gap=3 if rich else 2)[0])
+    hidden = [title for i, title in enumerate(lines[0]) if i not in shown]
+    if not hidden:
+        return ""
+    text = f"Hidden at width {options.width}: {', '.join(hidden)} (a wider terminal, wide=True or --wide shows them)"
+    return "\n" + textwrap.fill(visible(text, LINE_LIMIT), options.width, break_on_hyphens=False) + "\n"
 
 
 def _shared_line(ir: GraphIR) -> str:
@@ -478,7 +507,7 @@ def _failure_line(ir: GraphIR) -> str:
 
 def _text_table(columns: tuple[str, ...], rows: list[Row], totals: Row, width: int | None) -> str:
     lines = _cells(columns, rows, totals)
-    shown, module_width = fit_columns(lines, width)
+    shown, module_width = fit_columns(columns, lines, width)
     lines = [[_cut(line[0], module_width), *line[1:]] for line in lines]
     widths = {i: max(len(line[i]) for line in lines) for i in shown}
 
@@ -493,7 +522,7 @@ def _text_table(columns: tuple[str, ...], rows: list[Row], totals: Row, width: i
 
 def _markdown_table(columns: tuple[str, ...], rows: list[Row], totals: Row) -> str:
     out = [
-        "| " + " | ".join(columns) + " |",
+        "| " + " | ".join(_titles(columns)) + " |",
         "|" + "|".join("---:" if name in _NUMERIC else "---" for name in columns) + "|",
     ]
     for row in rows:

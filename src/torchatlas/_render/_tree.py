@@ -11,10 +11,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from torchatlas._ir import GraphIR, Node, Ref
+from torchatlas._ir import GraphIR, Node, Ref, TensorMeta, read_locally
 from torchatlas._ops import collective_kind, op_name
 from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
+    GATHERED_PARAMS,
     LINE_LIMIT,
     ReadingNames,
     ViewOptions,
@@ -29,6 +30,7 @@ from torchatlas._view import (
     fold_totals,
     forward_part,
     forward_reads,
+    gathered_parameters,
     input_label,
     loop_iterations,
     of_the_loss,
@@ -84,7 +86,8 @@ class TreeOptions(ViewOptions):
 def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:
     """The whole tree as text."""
     options = options or TreeOptions()
-    root = _TreeBuilder(ir, options.depth, options.source, options.fold_repeats).build()
+    # FSDP2's storage steps before each all-gather of parameters are one line with it
+    root = _TreeBuilder(gathered_parameters(ir), options.depth, options.source, options.fold_repeats).build()
     _close_trailing_forks(root)
     text = "\n".join(_draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
     return to_ascii(text) if options.ascii else text
@@ -199,11 +202,11 @@ class _TreeBuilder:
 
     # -- labels -----------------------------------------------------------------
 
-    def shapes(self, refs: list[Ref]) -> str:
+    def shapes(self, metas: list[TensorMeta | None]) -> str:
         """``1×8×64``; several: ``(1×8×100, 1×2×8×16 ×4)``, a run of equal shapes counted once
         (a cache's keys and values per layer)."""
-        parts = count_runs(shape_text(self.ir.value_meta(r), self.dtype) for r in refs)
-        return parts[0] if len(refs) == 1 else "(" + ", ".join(parts) + ")"
+        parts = count_runs(shape_text(m, self.dtype) for m in metas)
+        return parts[0] if len(metas) == 1 else "(" + ", ".join(parts) + ")"
 
     def scope_label(self, scope_id: str) -> str:
         scope = self.ir.scope(scope_id)
@@ -215,10 +218,11 @@ class _TreeBuilder:
             last = self.ir.scope(run[-1])
             label = run_label(self.ir, scope, last, len(run))
             outs = last.outputs
-        ins = self.ir.call_inputs(scope, flow.inputs)
+        out_metas = [self.ir.value_meta(r) for r in outs]
+        ins = read_locally([self.ir.value_meta(r) for r in self.ir.call_inputs(scope, flow.inputs)], out_metas)
         io = ""
         if ins or outs:
-            io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(outs) if outs else '()'}"
+            io = f"  {self.shapes(ins) if ins else '()'} → {self.shapes(out_metas) if outs else '()'}"
         where = f"  @ {short_source(scope.source)}" if self.show_source and scope.source else ""
         # a call whose result only had its size read (``n = self.aux(h).shape[-1]``) says so, as an op does
         sized = size_only_text([self.ir.node(r) for r in outs]) if outs else ""
@@ -239,13 +243,15 @@ class _TreeBuilder:
     def op_label(self, node: Node) -> str:
         text = op_display(node)
         collective = collective_text(node)
-        if collective is not None:
+        gathered = node.meta.get(GATHERED_PARAMS)
+        if collective is not None and gathered:  # ⇄ all_gather over dp:4, 4.25 KiB: 2 params
+            text = f"{collective}: {gathered} param{'s' if gathered > 1 else ''}"
+        elif collective is not None:
             text = f"{collective}: {text}" if op_name(node.target) != collective_kind(node.target) else collective
         operands = self.names_operands(node)
         if operands:
             text += " (" + ", ".join(operands) + ")"
-        outs = [Ref(node.id, i) for i in range(len(node.outputs))]
-        text += f" → {self.shapes(outs)}" if outs else ""
+        text += f" → {self.shapes(list(node.outputs))}" if node.outputs else ""
         if node.inplace:
             text += "  [in-place]"
         if node.name:

@@ -146,6 +146,9 @@ class PageScope(_Facts):
     """1: the failing op of a partial trace is inside; shown even while closed."""
     gb: int | None = None
     """``compile_report``: graph breaks inside it."""
+    cw: str | None = None
+    """The collectives it runs, its callees' included, as its closed box says them:
+    ``⇄ all_reduce ×2 4.00 KiB``."""
     bw: Flag | None = None
     """1: the backward part of a ``backward=True`` graph; drawn dashed, as in the diagram."""
 

@@ -49,7 +49,7 @@ def placement_text(meta: TensorMeta) -> str:
 
 
 def collective_text(node: Node) -> str | None:
-    """``⇄ all_reduce over tp:4, 128 B (Partial(sum) → Replicate)``: a collective as the tree marks
+    """``⇄ all_reduce over tp:4, 128 B (P(sum) → R)``: a collective as the tree marks
     it; None for other nodes."""
     kind = collective_kind(node.target)
     facts = node.meta.get("collective")
@@ -63,6 +63,37 @@ def collective_text(node: Node) -> str | None:
     if facts.get("redistribute"):
         text += f" ({facts['redistribute']})"
     return text
+
+
+def collectives_under(ir: GraphIR) -> dict[str, list[Node]]:
+    """Module call id -> the collectives it runs, its callees' included, in order."""
+    found: dict[str, list[Node]] = {}
+    for n in ir.ops():
+        if collective_kind(n.target) is None:
+            continue
+        scope: str | None = n.scope
+        while scope is not None:
+            found.setdefault(scope, []).append(n)
+            scope = ir.scope(scope).parent
+    return found
+
+
+def held_collectives_text(nodes: list[Node]) -> str | None:
+    """``⇄ all_reduce 2.00 KiB``: what a closed box says of the collectives inside it, so none
+    is hidden (``⇄ all_reduce ×2 4.00 KiB, all_gather 512 B``); None for none. A folded run's
+    box says it of one member, as its other numbers."""
+    sizes: dict[str, list[int]] = {}
+    for n in nodes:
+        kind = collective_kind(n.target)
+        if kind is None:
+            continue
+        facts = n.meta.get("collective")
+        size = facts.get("bytes") if isinstance(facts, dict) else None
+        sizes.setdefault(kind, []).append(size if isinstance(size, int) else 0)
+    if not sizes:
+        return None
+    parts = [f"{kind}{f' ×{len(each)}' if len(each) > 1 else ''} {format_bytes(sum(each))}" for kind, each in sizes.items()]
+    return "⇄ " + ", ".join(parts)
 
 
 def shape_list(metas: list[TensorMeta | None], dominant: str | None = None, most: int | None = None) -> list[str]:

@@ -34,10 +34,12 @@ from torchatlas._view._far import stand_in_reads
 from torchatlas._view._labels import (
     arguments_text,
     collective_text,
+    collectives_under,
     counted_reads,
     decisions,
     dominant_dtype,
     fold_name,
+    held_collectives_text,
     loop_iterations,
     model_title,
     op_display,
@@ -388,6 +390,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             op_categories.setdefault(n.scope, set()).add(category(n.target, n.kind))
     # Module calls holding the failing op show it even while collapsed.
     failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
+    collectives = collectives_under(ir)
     out_scopes = []
     for s in scopes:
         d = {"p": -1 if s.parent is None else scope_index[s.parent], "path": visible(s.path), "cls": visible(s.cls), "call": s.call}
@@ -418,6 +421,9 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["err"] = 1
         if s.meta.get("graph_breaks"):
             d["gb"] = s.meta["graph_breaks"]
+        held = held_collectives_text(collectives.get(s.id, []))
+        if held:
+            d["cw"] = visible(held)
         if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
             d["bw"] = 1
         d["w"] = words_entry(d, ("params", "f", "ab", "tu", "ctu", "nf"))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
+from torchatlas._ops import collective_kind
 from torchatlas._view._backward import backward_apart
 from torchatlas._view._far import stand_in_reads
 from torchatlas._view._options import STATE_KINDS, ViewOptions
@@ -130,12 +131,17 @@ def fold_totals(ir: GraphIR, first: str) -> dict[str, int | float]:
 
 def standard_leaves(ir: GraphIR, options: ViewOptions) -> set[str]:
     """Module calls drawn as one box at any depth: standard ``torch.nn`` layers that call no
-    other module (Conv2d, Linear, LSTM), unless ``expand_leaf_modules``; the diagram's and
-    the page's first view alike."""
+    other module (Conv2d, Linear, LSTM) and run no collective, unless ``expand_leaf_modules``;
+    the diagram's and the page's first view alike."""
     if options.expand_leaf_modules:
         return set()
     children = ir.children()
-    return {s.id for s in ir.scopes if s.parent is not None and s.cls.startswith(_LEAF_PREFIX) and not children.get(s.id)}
+    # one that runs a collective (tensor parallelism's row-wise Linear) is open: the collective shows
+    talking = {n.scope for n in ir.ops() if collective_kind(n.target) is not None}
+    return {
+        s.id for s in ir.scopes
+        if s.parent is not None and s.cls.startswith(_LEAF_PREFIX) and not children.get(s.id) and s.id not in talking
+    }
 
 
 def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
