@@ -240,6 +240,8 @@ class _TreeBuilder:
         operands = self.names_operands(node)
         if operands:
             text += " (" + ", ".join(operands) + ")"
+        if node.id in self.iterations:  # a folded loop's body op ran once per iteration, as its calls did
+            text += f" ×{len(self.iterations[node.id]) + 1}"
         outs = [Ref(node.id, i) for i in range(len(node.outputs))]
         text += f" → {self.shapes(outs)}" if outs else ""
         if node.inplace:
