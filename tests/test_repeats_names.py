@@ -126,6 +126,9 @@ def test_a_folded_loops_body_ops_carry_the_loops_count() -> None:
     relus = [n for n in graph.ir.ops() if n.target.endswith("relu")]
     assert len(relus) == 5  # eager ground truth: relu ran once per iteration
     assert graph.tree() == "ForRange  2×8 → 2×8\n├── block#0–4 (Linear) ×5  2×8 → 2×8\n└── relu ×5 → 2×8"
+    # the diagram's fold box holds the loop's relu too, and says so
+    box = next(line for line in graph.to_dot().splitlines() if "×5" in line)
+    assert "block#0–4" in box and "then relu each time" in box
     # unfolded, five of each, interleaved as they ran
     lines = graph.tree(fold_repeats=False).splitlines()[1:]
     assert [re.search(r"block(#\d)?|relu", line)[0] for line in lines] == ["block", "relu", "block#1", "relu", "block#2", "relu", "block#3", "relu", "block#4", "relu"]

@@ -45,6 +45,7 @@ from torchatlas._view import (
     input_label,
     leaf_module_category,
     legend_graphs,
+    loop_body_note,
     loop_note,
     model_title,
     op_display,
@@ -310,6 +311,9 @@ class _Writer:
         label = title
         if facts:
             label += "<BR/>" + _font(html_text(" · ".join(facts), 120), p.muted, 9)
+        body = loop_body_note(self.ir, scope) if unit.kind == "fold" else ""
+        if body:  # the caller's ops of every iteration are inside the box too
+            label += "<BR/>" + _font(html_text(body, 120), p.muted, 9)
         note = loop_note(self.ir, scope).removeprefix(" ").removeprefix(", ") if unit.kind == "fold" else ""
         if note:  # a loop a break ended: where, and over what
             label += "<BR/>" + _font(html_text(note, 120), DECISION_BORDER, 9)

@@ -277,6 +277,19 @@ def run_label(ir: GraphIR, first: Scope, last: Scope, count: int) -> str:
     return visible(f"{fold_name([first, last])} ({first.class_name}) ×{count}{loop_note(ir, first)}")
 
 
+def loop_body_note(ir: GraphIR, scope: Scope) -> str:
+    """``then relu, add each time`` for the first call of a folded loop whose caller runs ops
+    between the calls (its body: drawn inside the fold's box, so the box says so); empty otherwise."""
+    repeat = scope.meta.get("repeat")
+    group = repeat.get("group") if isinstance(repeat, dict) else None
+    entry = next((g for g in ir.meta.get("repeat_groups") or () if isinstance(g, dict) and g.get("group") == group), None)
+    body = entry.get("body") if entry is not None else None
+    if not body or not body[0]:
+        return ""
+    names = count_runs(op_display(ir.node(node_id)) for node_id in body[0] if ir.has_node(node_id))
+    return f"then {', '.join(names[:4])}{', …' if len(names) > 4 else ''} each time" if names else ""
+
+
 def loop_note(ir: GraphIR, scope: Scope) -> str:
     """`` of range(10), broke at refiner.py:16`` for the first call of a folded loop that a
     ``break`` ended (the loop's iterable where its header line says it); empty otherwise."""
