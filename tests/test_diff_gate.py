@@ -129,6 +129,15 @@ def test_from_export_counts_a_tied_weight_once_and_equals_the_eager_trace() -> N
     assert {n.status for n in d.nodes} <= {"same", "pass-through", "unread"}
 
 
+def test_a_saved_pt2_read_as_data_counts_a_tied_weight_once(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model, ids = LM().eval(), torch.randint(0, 50, (2, 5))
+    torch.export.save(torch.export.export(model, (ids,)), tmp_path / "lm.pt2")
+    saved = torchatlas.from_export(tmp_path / "lm.pt2")  # the weights config says emb and head share one file
+    assert saved.ir.meta["param_count"] == sum(p.numel() for p in model.parameters()) == 1072
+    assert torchatlas.diff(torchatlas.trace(model, (ids,)), saved).equal
+
+
 def test_untied_against_tied_says_what_is_tied_not_that_a_weight_is_gone() -> None:
     ids = torch.randint(0, 50, (2, 5))
     torch.manual_seed(0)
