@@ -1,5 +1,6 @@
 """compile_report tells the truth: a forward dynamo compiled whole is one region over every
-op, however the ops' source lines read; the region count is ``torch._dynamo.explain``'s
+op, however the ops' source lines read, but for the ops only eager code ran, which no compiled
+graph holds (torch._dynamo.explain's graphs are the ground truth); the region count is ``torch._dynamo.explain``'s
 graph count; break reasons come in plain words first, dynamo's after, cut at a word."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from torch import nn
 import torchatlas
 from torchatlas._capture._regions import CompiledGraph, CompileFacts, annotate
 from torchatlas._ir import GraphBreak, GraphIR, Node, Scope, Source
+from torchatlas._ops import op_name
 from torchatlas._view._breaks import break_label, dynamo_words, plain_reason
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -91,6 +93,62 @@ def test_ops_with_torchs_source_line_up_by_name_and_order() -> None:
     )
     out = annotate(ir, facts)
     assert [n.meta["compile_region"] for n in out.ops()] == [0, 0, 0, None, 1, 1]
+
+
+class EagerOnlyAround(nn.Module):
+    """Ops that run only eagerly, before the first compiled op and between two of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.compiler.is_compiling():
+            x = x - 1
+        x = self.a(x)
+        if not torch.compiler.is_compiling():
+            x = x * 2 + 1
+        return self.b(x).relu()
+
+
+def _explained_op_names(model: nn.Module, args: tuple = (), kwargs: dict | None = None) -> tuple[int, list[str]]:
+    from torchatlas._capture._compile import _op_name
+
+    explained = dynamo.explain(model)(*args, **(kwargs or {}))
+    dynamo.reset()
+    ops = [n for gm in explained.graphs for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    return explained.graph_count, [_op_name(n) for n in ops]
+
+
+def test_ops_only_eager_code_ran_are_in_no_region_of_a_break_free_forward() -> None:
+    torch.manual_seed(0)
+    model, x = EagerOnlyAround().eval(), torch.randn(2, 8)
+    count, compiled = _explained_op_names(model, (x,))
+    graph = torchatlas.compile_report(model, x)
+    placed = [(op_name(n.target), n.meta["compile_region"]) for n in graph.ir.ops()]
+    assert count == 1 and compiled == ["linear", "linear", "relu"]
+    assert placed == [("sub", None), ("linear", 0), ("mul", None), ("add", None), ("linear", 0), ("relu", 0)]
+    assert [name for name, region in placed if region is not None] == compiled  # exactly what the graph holds
+
+
+def test_llamas_eager_padding_mask_check_is_in_no_region() -> None:
+    """transformers checks the mask for padding only when not tracing (masking_utils.py); the
+    compiled graph builds the mask instead. The check's ops ran in no compiled graph."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                                      num_key_value_heads=2, vocab_size=100)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    kwargs = {"input_ids": torch.randint(0, 100, (1, 8)), "attention_mask": torch.ones(1, 8, dtype=torch.long)}
+    with torch.no_grad():
+        count, compiled = _explained_op_names(model, (), kwargs)
+        graph = torchatlas.compile_report(model, (), kwargs)
+    eager = [n for n in graph.ir.ops() if n.meta["compile_region"] is None]
+    assert count == 1 and eager, "the padding check ran eagerly"
+    assert all(n.source is not None and n.source.file.endswith("masking_utils.py") for n in eager)
+    assert {op_name(n.target) for n in eager} - set(compiled), "an eager-only op dynamo's graph has no op of"
+    assert {n.meta["compile_region"] for n in graph.ir.ops()} == {0, None}
 
 
 def _break(kind: str, reason: str, code: str = "", line: int = 12) -> GraphBreak:

@@ -264,10 +264,10 @@ def test_the_early_exit_tree_folds_the_loop_golden():
         "│   ├── step.0 (Linear)  2×8 → 2×8\n"
         "│   └── step.1 (Tanh)  2×8 → 2×8\n"
         "├── ┬ lt (<)\n"
-        "│   ├── delta = sub (-) → 2×8\n"
-        "│   ├── abs → 2×8\n"
-        "│   ├── mean → scalar\n"
-        "│   └── lt (<) → scalar bool  ⇢ break @ {file}:{brk} (went on ×{on}, broke)\n"
+        "│   ├── delta = sub (-) ×{n} → 2×8\n"
+        "│   ├── abs ×{n} → 2×8\n"
+        "│   ├── mean ×{n} → scalar\n"
+        "│   └── lt (<) ×{n} → scalar bool  ⇢ break @ {file}:{brk} (went on ×{on}, broke)\n"
         "└── ┬ gt (>)\n"
         "    ├── norm → scalar\n"
         "    └── gt (>) → scalar bool  ⇢ if @ {file}:{cond} ({outcome})",
@@ -305,11 +305,11 @@ def test_nested_loops_fold_the_inner_runs_and_keep_the_outer_steps():
     graph = torchatlas.trace(Nested(), (torch.randn(2, 4),))
     assert graph.tree() == (
         "Nested  2×4 → 2×4\n"
-        "├── block (Sequential) ×3  2×4 → 2×4\n"
+        "├── block#0–2 (Sequential) ×3  2×4 → 2×4\n"
         "│   ├── block.0 (Linear)  2×4 → 2×4\n"
         "│   └── block.1 (ReLU)  2×4 → 2×4\n"
         "├── x = mul (*) → 2×4\n"
-        "├── block (Sequential) ×3  2×4 → 2×4\n"
+        "├── block#3–5 (Sequential) ×3  2×4 → 2×4\n"
         "│   ├── block.0#3 (Linear)  2×4 → 2×4\n"
         "│   └── block.1#3 (ReLU)  2×4 → 2×4\n"
         "└── x = mul (*) → 2×4"

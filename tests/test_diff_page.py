@@ -132,7 +132,7 @@ def test_cli_writes_the_diff_page(tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     _llama(2).save(a)
     _llama(3).save(b)
-    assert main(["diff", str(a), str(b), "-o", str(tmp_path / "diff.html")]) == 0
+    assert main(["diff", str(a), str(b), "-o", str(tmp_path / "diff.html")]) == 1  # they differ
     page = (tmp_path / "diff.html").read_text()
     assert "a.json → b.json" in page and re.search(r'class="call added"', page)  # the merged graph, the list beside it
 

@@ -324,7 +324,7 @@ def test_cli_diffs_two_model_specs_and_prints_the_tree(capsys, tmp_path) -> None
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     torchatlas.trace(_net(), X).save(a)
     torchatlas.trace(_net(act="tanh"), X).save(b)
-    assert main(["diff", str(a), str(b), "-f", "summary"]) == 0
+    assert main(["diff", str(a), str(b), "-f", "summary"]) == 1  # they differ
     summary = capsys.readouterr().out
     assert "~    blocks.0–1 (Block) ×2" in summary and "op" in summary
 

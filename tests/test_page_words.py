@@ -136,7 +136,7 @@ def test_a_loop_over_one_module_is_named_alike_and_params_are_spelled_alike() ->
     graph = torchatlas.trace(Loop(), torch.randn(2, 8))
     page = viewer_document(graph.ir)
     [fold] = page["folds"].values()
-    assert fold["name"] == "block" and "block (Sequential) ×3" in graph.tree()
+    assert fold["name"] == "block#0–2" and "block#0–2 (Sequential) ×3" in graph.tree()  # which calls
     assert fold["w"]["params"] == "72" and fold["v"]["params"] == 72  # one module: its parameters once
     root = page["scopes"][0]
     assert page["words"][root["w"]]["params"] == "72" and root["pw"] == "72 (72)"

@@ -68,12 +68,15 @@ def markdown_text(text: str) -> str:
 
 
 def fold_name(first_path: str, last_path: str) -> str:
-    """``layers.0–11`` for a run of numbered siblings; the path alone for a loop calling one module."""
+    """``layers.0–11`` for a run of numbered siblings (``encoder_layer_0–11`` where they share a
+    stem); the path alone for a loop calling one module."""
     if first_path == last_path:
         return first_path
     a, b = first_path.split("."), last_path.split(".")
     if len(a) == len(b) and a[:-1] == b[:-1]:
-        return ".".join([*a[:-1], f"{a[-1]}–{b[-1]}"])
+        stem = a[-1].rstrip("0123456789")
+        last = b[-1][len(stem):] if stem and b[-1].startswith(stem) and b[-1][len(stem):].isdigit() and a[-1] != stem else b[-1]
+        return ".".join([*a[:-1], f"{a[-1]}–{last}"])
     return f"{first_path} … {last_path}"
 
 

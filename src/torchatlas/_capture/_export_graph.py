@@ -61,6 +61,8 @@ class ExportProgram:
     ops: list[ExportOp] = field(default_factory=list)
     outputs: list[tuple[str | None, str]] = field(default_factory=list)
     """(value name, or None for a constant, path) of each value the program returns."""
+    tied: list[list[str]] = field(default_factory=list)
+    """The parameter names that are one tensor (a tied embedding and head), where known."""
 
 
 def graph_of(program: ExportProgram, imported: str, torch_version: str) -> GraphIR:
@@ -103,7 +105,26 @@ def graph_of(program: ExportProgram, imported: str, torch_version: str) -> Graph
     meta: dict[str, Any] = {"level": program.level, "torch": torch_version, "imported": imported}
     if program.model is not None:
         meta["model"] = program.model
+    if program.tied:
+        meta["parameters"] = _parameter_table(program)
     return GraphIR(scopes=tracker.scopes, nodes=nodes, meta=meta)
+
+
+def _parameter_table(program: ExportProgram) -> list[dict[str, Any]]:
+    """Every parameter once, a tied tensor under its first name with the others in
+    ``shared_with``, as a trace lists them (``_values.tensor_table``)."""
+    first_of = {name: group[0] for group in program.tied for name in group}
+    table: dict[str, dict[str, Any]] = {}
+    for leaf in program.leaves:
+        if leaf.kind != "param" or not leaf.outputs:
+            continue
+        head = first_of.get(leaf.path, leaf.path)
+        if head in table:
+            table[head]["shared_with"].append(leaf.path)
+            continue
+        meta = leaf.outputs[0]
+        table[head] = {"path": leaf.path, "shape": list(meta.shape), "dtype": meta.dtype, "requires_grad": True, "shared_with": []}
+    return list(table.values())
 
 
 def _uses(value: Any) -> list[Use]:

@@ -62,7 +62,19 @@ def program_of(ep: Any) -> ExportProgram:
             op = _op(fx_node, gm)
             owner[fx_node] = op
             program.ops.append(op)
+    program.tied = _tied(ep, [leaf.path for leaf in program.leaves if leaf.kind == "param"])
     return program
+
+
+def _tied(ep: Any, names: list[str]) -> list[list[str]]:
+    """Groups of parameter names that are one tensor in the program's state dict (export keeps
+    a placeholder per name, and reads the tensor through one of them)."""
+    groups: dict[int, list[str]] = {}
+    for name in names:
+        tensor = ep.state_dict.get(name)
+        if tensor is not None:
+            groups.setdefault(id(tensor), []).append(name)
+    return [group for group in groups.values() if len(group) > 1]
 
 
 def _picks_slot(fx_node: torch.fx.Node, owner: dict[torch.fx.Node, ExportOp]) -> bool:

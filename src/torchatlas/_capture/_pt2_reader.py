@@ -62,8 +62,10 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
                     f"{where}: not a torch.export program of the current layout: no {root}archive_format saying pt2 "
                     "(an older layout is read only by torch.export.load, with trust=True)"
                 )
-            member = root + "models/" + _program_name(infos, root, where) + ".json"
+            name = _program_name(infos, root, where)
+            member = root + "models/" + name + ".json"
             data = _read(archive, infos, member, MAX_PROGRAM_BYTES, where)
+            weights = _weights_config(archive, infos, f"{root}data/weights/{name}_weights_config.json", where)
     if data is None:
         raise UnsafeArchiveError(f"{where}: member {member!r} is missing")
     values = data.count(b",") + data.count(b"[") + data.count(b"{")
@@ -74,13 +76,42 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
     except (ValueError, RecursionError) as e:  # bad JSON, an int too long to convert, nesting too deep
         raise UnsafeArchiveError(f"{where}: member {member!r} is not JSON: {str(e)[:120]}") from None
     try:
-        return _ProgramReader(document).program()
+        program = _ProgramReader(document).program()
     except SizeExpressionError as e:
         raise UnsafeArchiveError(f"{where}: member {member!r} has {e}; it is read as text, never evaluated") from None
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError, RuntimeError) as e:
         raise UnsafeArchiveError(
             f"{where}: member {member!r} is not a torch.export program: {type(e).__name__}: {str(e)[:120]}"
         ) from None
+    program.tied = _tied(weights, [leaf.path for leaf in program.leaves if leaf.kind == "param"])
+    return program
+
+
+def _weights_config(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], member: str, where: str) -> bytes | None:
+    """The weights config, for which parameters are one tensor: only a hint, so one that would
+    be refused (spelled two ways, too large) is left unread rather than refusing the program."""
+    try:
+        return _read(archive, infos, member, MAX_PROGRAM_BYTES, where)
+    except UnsafeArchiveError:
+        return None
+
+
+def _tied(config: bytes | None, names: list[str]) -> list[list[str]]:
+    """Groups of parameter names saved as one tensor: the same weights file, sizes, strides and
+    offset in the weights config ``torch.export.save`` writes. Only a hint: a config that
+    cannot be read, or that says otherwise, ties nothing."""
+    try:
+        entries = json.loads(config)["config"] if config is not None and config.count(b"{") < MAX_JSON_VALUES else {}
+        groups: dict[str, list[str]] = {}
+        for name in names:
+            entry = entries.get(name) if isinstance(entries, dict) else None
+            if isinstance(entry, dict) and entry.get("is_param") and isinstance(entry.get("path_name"), str):
+                meta = entry.get("tensor_meta") or {}
+                key = json.dumps([entry["path_name"], meta.get("sizes"), meta.get("strides"), meta.get("storage_offset")], sort_keys=True)
+                groups.setdefault(key, []).append(name)
+    except (ValueError, RecursionError, TypeError, AttributeError):
+        return []
+    return [group for group in groups.values() if len(group) > 1]
 
 
 def _open_archive(file: Any, where: str) -> zipfile.ZipFile:

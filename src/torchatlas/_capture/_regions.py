@@ -2,10 +2,11 @@
 where each graph break falls.
 
 A pure function of the eager graph and plain records of what dynamo compiled
-(:class:`CompileFacts`). The two runs execute the same code in the same order, so the
-ops of the compiled graphs, in the order they ran, line up with the eager ops by op
-order and name first, and their user source line second (:func:`_pairs`): ops inside
-``torch.nn`` modules have torch's source, which neither side keeps.
+(:class:`CompileFacts`). The two runs execute the same code in the same order (but for
+code only eager runs, behind ``torch.compiler.is_compiling()``), so the ops of the compiled
+graphs, in the order they ran, line up with the eager ops by op order and name first, and
+their user source line second (:func:`_pairs`): ops inside ``torch.nn`` modules have
+torch's source, which neither side keeps. An op no compiled graph holds has no region.
 """
 
 from __future__ import annotations
@@ -133,12 +134,12 @@ def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[
     """The run (index into ``runs``) each op ran in, or None where it ran eagerly between
     runs; and where each run ends in ``ops``.
 
-    A forward pass dynamo compiled whole (one run, no break) ran every op in that run. Else
-    ops line up by name and line, and an op between two ops of one run ran in it (see
-    :func:`_widen` for the ops just outside a run's matched ones).
+    Ops line up by name and line, whether or not dynamo broke the forward: a forward compiled
+    whole may still have run ops only eagerly (code behind ``torch.compiler.is_compiling()``).
+    An unmatched op between two ops of one run ran in it, as dynamo may fold or respell an op,
+    unless it is on a user line no compiled graph holds, with no compiled op of unknown line
+    opposite it: that op ran only eagerly (see :func:`_widen` for the ops just outside a run's matched ones).
     """
-    if len(runs) == 1 and not facts.graphs[runs[0]].graph_break:
-        return [0] * len(ops), [len(ops)]
     ours = [(op_name(n.target), _key(n)) for n in ops]
     theirs = [
         (r, step)
@@ -149,6 +150,12 @@ def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[
     pairs = _pairs(ours, [step for _, step in theirs])
     for a, b in pairs:
         matched[a] = theirs[b][0]
+    compiled_lines = {key for g in runs for key in facts.graphs[g].keys if key is not None}
+    opposite = [False] * len(ops)  # a compiled op of no known line lies between the same two matched ops
+    for (a1, b1), (a2, b2) in zip(pairs, pairs[1:]):
+        if any(theirs[b][1][1] is None for b in range(b1 + 1, b2)):
+            opposite[a1 + 1:a2] = [True] * (a2 - a1 - 1)
+    eager_only = [not opposite[i] and ours[i][1] is not None and ours[i][1] not in compiled_lines for i in range(len(ops))]
     # An op dynamo folded or spelled differently, between two ops of one run, ran in that run.
     following: list[int | None] = [None] * len(ops)
     nxt: int | None = None
@@ -159,8 +166,8 @@ def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[
     previous: int | None = None
     for i, run in enumerate(matched):
         previous = run if run is not None else previous
-        filled.append(run if run is not None else (previous if previous == following[i] else None))
-    _widen(filled, pairs, [r for r, _ in theirs])
+        filled.append(run if run is not None else (previous if previous == following[i] and not eager_only[i] else None))
+    _widen(filled, pairs, [r for r, _ in theirs], eager_only)
     last: dict[int, int] = {}
     for i, run in enumerate(filled):
         if run is not None:
@@ -172,7 +179,7 @@ def _align(ops: list[Node], facts: CompileFacts, runs: list[int]) -> tuple[list[
     return filled, ends
 
 
-def _widen(filled: list[int | None], pairs: list[tuple[int, int]], run_of_theirs: list[int]) -> None:
+def _widen(filled: list[int | None], pairs: list[tuple[int, int]], run_of_theirs: list[int], eager_only: list[bool]) -> None:
     """Where the first run's graph has ops before its first matched op that no eager op
     matched, as many unplaced eager ops just before it ran in that run (the forward's first
     ops, with torch's source on both sides); the same after the last run's last matched op.
@@ -183,11 +190,11 @@ def _widen(filled: list[int | None], pairs: list[tuple[int, int]], run_of_theirs
     first, last = run_of_theirs[b], run_of_theirs[y]
     lead = sum(1 for j in range(b) if run_of_theirs[j] == first)
     i = a - 1
-    while lead > 0 and i >= 0 and filled[i] is None:
+    while lead > 0 and i >= 0 and filled[i] is None and not eager_only[i]:
         filled[i], lead, i = first, lead - 1, i - 1
     trail = sum(1 for j in range(y + 1, len(run_of_theirs)) if run_of_theirs[j] == last)
     i = z + 1
-    while trail > 0 and i < len(filled) and filled[i] is None:
+    while trail > 0 and i < len(filled) and filled[i] is None and not eager_only[i]:
         filled[i], trail, i = last, trail - 1, i + 1
 
 

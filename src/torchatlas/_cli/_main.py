@@ -37,6 +37,8 @@ DEFAULT_SPEC = "torchatlas._example:CoolCNN"
 
 EXIT_MODEL_FAILED = 1
 EXIT_USAGE = 2
+EXIT_SAME, EXIT_DIFFERENT = 0, 1
+"""``torchatlas diff``'s answer, as diff(1)'s: A and B compute the same (up to naming), or not."""
 EXIT_NONFINITE = 3
 """--find-nan found a NaN or Inf: scripts and CI can stop on it."""
 
@@ -210,6 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    # `diff` answers 0 (same) or 1 (different), as diff(1) does: any trouble is 2 there
+    failed = EXIT_USAGE if argv[:1] == ["diff"] else EXIT_MODEL_FAILED
     try:
         if argv[:1] == ["diff"]:
             return _diff(build_diff_parser().parse_args(argv[1:]))
@@ -217,17 +221,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SpecError as e:
         return _report(e, EXIT_USAGE, debug)
     except (ModelError, GraphvizNotFoundError, ViewerBundleMissing) as e:
-        return _report(e, EXIT_MODEL_FAILED, debug)
+        return _report(e, failed, debug)
     except _ForwardFailed as e:
-        return _report(e, EXIT_MODEL_FAILED, debug, notes=e.notes)
+        return _report(e, failed, debug, notes=e.notes)
     except OSError as e:  # reading a saved graph or writing output; the model's own are caught above
-        return _report(e, EXIT_MODEL_FAILED, debug)
+        return _report(e, failed, debug)
     except KeyboardInterrupt:
         return 130
     except Exception as e:
         # TraceError lives with capture (torch): it can only have been raised once capture was imported.
         if "torchatlas._capture" in sys.modules and isinstance(e, torchatlas.TraceError):
-            return _report(e, EXIT_MODEL_FAILED, debug)
+            return _report(e, failed, debug)
         raise
 
 
@@ -546,7 +550,7 @@ def _diff(opts: argparse.Namespace) -> int:
         _wrote(write_atomic(opts.output, _with_newline(text)))
     else:
         _print(sys.stdout, _with_newline(text))
-    return 0
+    return EXIT_SAME if result.equal else EXIT_DIFFERENT
 
 
 def _diff_side(spec: str, opts: argparse.Namespace) -> Graph:

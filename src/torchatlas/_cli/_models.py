@@ -186,12 +186,25 @@ def _resolve_target(spec: str) -> tuple[Any, Any]:
     return target, module
 
 
+_FILE_MODULES: dict[str, tuple[Path, int, int]] = {}
+"""Module name -> (file, mtime, size) of each module this imported from a model file."""
+
+
 def _import_file(location: str, spec: str) -> Any:
+    """The model file as a module named after it (``pair.Net`` in both sides of ``diff pair.py:Net
+    pair.py:Net2``, and of ``diff old/model.py:Net new/model.py:Net``): a file imported before and
+    unchanged since is that module; another file of that name replaces the one this imported.
+    A name an ordinary import holds (``json.py``) gets a private one."""
     path = Path(location)
     if not path.is_file():
         raise SpecError(f"model file not found: {location} (spec {spec!r})")
     stem = re.sub(r"\W", "_", path.stem)
-    name = stem if stem.isidentifier() and stem not in sys.modules else f"_torchatlas_model_{stem}_{len(sys.modules)}"
+    stat = path.stat()
+    key = (path.resolve(), stat.st_mtime_ns, stat.st_size)
+    if _FILE_MODULES.get(stem) == key and stem in sys.modules:
+        return sys.modules[stem]
+    ours = stem in _FILE_MODULES or stem not in sys.modules
+    name = stem if stem.isidentifier() and ours else f"_torchatlas_model_{stem}_{len(sys.modules)}"
     module_spec = importlib.util.spec_from_file_location(name, path.resolve())
     if module_spec is None or module_spec.loader is None:
         raise SpecError(f"cannot import {location} as Python (spec {spec!r})")
@@ -204,9 +217,11 @@ def _import_file(location: str, spec: str) -> Any:
         module_spec.loader.exec_module(module)
     except Exception as e:
         del sys.modules[name]
+        _FILE_MODULES.pop(name, None)
         raise ModelError(f"importing {location} failed: {error_text(e)}{user_location(e)}") from e
     finally:
         sys.path.remove(folder)
+    _FILE_MODULES[name] = key
     return module
 
 

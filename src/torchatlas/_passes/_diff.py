@@ -88,7 +88,7 @@ class GraphDiff:
             return "no differences"
         lines = [f"- {visible(label)}" for label in self.removed]
         lines += [f"+ {visible(label)}" for label in self.added]
-        lines += [f"~ {visible(c.scope)}: {c.field} {visible(c.before)} -> {visible(c.after)}" for c in self.changed]
+        lines += [f"~ {visible(c.scope)}: {visible(c.text('->'))}" for c in self.changed]
         lines += [f"= total {c.field}: {c.before} -> {c.after}" for c in self.totals]
         return "\n".join(lines)
 
@@ -133,6 +133,11 @@ class _Differ:
         self.node_changes: dict[str, list[str]] = {}
         """``b``'s node id -> its changes, for the merged graph's badges."""
         self.state_a, self.state_b = _own_state(a), _own_state(b)
+        tensors = _tied_names(a, b)
+        self.tied_a = _tied_stand_ins(a, tensors, set(m.nodes))
+        self.tied_b = _tied_stand_ins(b, tensors, m.matched_b)
+        """Per side, an unmatched node of a tied parameter -> the matched node of the same tensor
+        (export reads a tied weight under one name, a trace under another)."""
         self._computing: dict[str, set[str]] = {}
         self._children: dict[str, dict[str | None, list[str]]] = {}
         """Per side, the calls running an op of their own that is not a pass-through copy."""
@@ -273,6 +278,7 @@ class _Differ:
         """Where each input comes from (read through copies), both sides, when the sources differ (and are matched)."""
         mapped, own = [], []
         for ra, rb in zip(src_a, src_b):
+            ra, rb = Ref(self.tied_a.get(ra.node, ra.node), ra.slot), Ref(self.tied_b.get(rb.node, rb.node), rb.slot)
             other = self.m.nodes.get(ra.node)
             if other is None or rb.node not in self.m.matched_b:
                 continue  # an unmatched source is reported as removed or added already
@@ -328,6 +334,8 @@ class _Differ:
                 out.append(NodeMatch(n.id, other, "changed" if n.id in self.changed_nodes else "same"))
             elif n.id in self.m.pass_through["a"]:
                 out.append(NodeMatch(n.id, None, "pass-through", self.m.node_reasons.get(n.id, "")))
+            elif n.id in self.tied_a:
+                out.append(NodeMatch(n.id, None, "pass-through", _tied_reason(self.a, self.tied_a[n.id])))
             elif n.id in unread["a"]:
                 out.append(NodeMatch(n.id, None, "unread", _UNREAD))
             else:
@@ -337,11 +345,17 @@ class _Differ:
                 continue
             if n.id in self.m.pass_through["b"]:
                 out.append(NodeMatch(None, n.id, "pass-through", "passes its input through, read through"))
+            elif n.id in self.tied_b:
+                out.append(NodeMatch(None, n.id, "pass-through", _tied_reason(self.b, self.tied_b[n.id])))
             elif n.id in unread["b"]:
                 out.append(NodeMatch(None, n.id, "unread", _UNREAD))
             else:
                 out.append(NodeMatch(None, n.id, "added", "nothing in A lines up with it"))
         return out
+
+
+def _tied_reason(ir: GraphIR, stand_in: str) -> str:
+    return f"a tied weight: the same tensor as {ir.node(stand_in).path}, read through"
 
 
 _UNREAD = "a parameter or buffer no op reads (an export lists every one, a trace the ones read)"
@@ -383,7 +397,8 @@ def _subtree(children: dict[str | None, list[str]], scope_id: str) -> list[str]:
 
 
 def _own_state(ir: GraphIR) -> dict[str, dict[str, tuple[Any, ...]]]:
-    """Module path -> name -> shape of the parameters that module holds itself (not its children's)."""
+    """Module path -> name -> (shape, the other names it is tied to) of the parameters that
+    module holds itself (not its children's)."""
     listed = ir.meta.get("parameters")
     entries = listed if isinstance(listed, list) else [
         {"path": n.path, "shape": list(n.outputs[0].shape)} for n in ir.nodes if n.kind == "param" and n.path and n.outputs
@@ -391,13 +406,38 @@ def _own_state(ir: GraphIR) -> dict[str, dict[str, tuple[Any, ...]]]:
     out: dict[str, dict[str, tuple[Any, ...]]] = {}
     for e in entries:
         if isinstance(e, dict) and "path" in e:
-            owner, _, name = str(e["path"]).rpartition(".")
-            out.setdefault(owner, {})[name] = tuple(e.get("shape", ()))
+            names = [str(p) for p in [e["path"], *e.get("shared_with", ())]]
+            for path in names:  # a tied weight is every module's it is in, and says what it is tied to
+                owner, _, name = path.rpartition(".")
+                out.setdefault(owner, {})[name] = (tuple(e.get("shape", ())), tuple(sorted(set(names) - {path})))
     return out
 
 
+def _tied_stand_ins(ir: GraphIR, tensors: dict[str, str], matched: set[str]) -> dict[str, str]:
+    """Parameter nodes nothing matched -> a matched parameter node of the same tied tensor."""
+    params = [n for n in ir.nodes if n.kind == "param" and n.path in tensors]
+    found = {tensors[str(n.path)]: n.id for n in params if n.id in matched}
+    return {n.id: found[tensors[str(n.path)]] for n in params if n.id not in matched and tensors[str(n.path)] in found}
+
+
+def _tied_names(*irs: GraphIR) -> dict[str, str]:
+    """Each name of a parameter tied to others (``shared_with`` in ``meta["parameters"]``) ->
+    the first name of its group, groups joined across ``irs`` (names as the first side has them)."""
+    groups: list[set[str]] = []
+    for ir in irs:
+        for e in ir.meta.get("parameters") or ():
+            if isinstance(e, dict) and e.get("shared_with"):
+                names = {str(e["path"]), *map(str, e["shared_with"])}
+                joined = [g for g in groups if g & names]
+                groups = [g for g in groups if not g & names] + [names.union(*joined)]
+    return {name: min(group) for group in groups for name in group}
+
+
 def _state_text(state: dict[str, tuple[Any, ...]]) -> str:
-    return ", ".join(f"{name} {format_shape(shape)}" for name, shape in state.items()) or "-"
+    """``weight 50×16 tied to emb.weight, bias 50``; ``-`` for none."""
+    return ", ".join(
+        f"{name} {format_shape(shape)}" + (f" tied to {', '.join(tied)}" if tied else "") for name, (shape, tied) in state.items()
+    ) or "-"
 
 
 def _constants(n: Node) -> Any:

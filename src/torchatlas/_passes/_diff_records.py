@@ -21,6 +21,13 @@ class ScopeChange:
     before: str
     after: str
 
+    def text(self, arrow: str = "→") -> str:
+        """The change as a phrase: ``FLOPs 1,024 → 2,048``; an op one side lacks, ``added op
+        mul(2×8, 2×8): 2×8`` (its ``before`` or ``after`` is ``—``)."""
+        if self.field in ("op added", "op removed"):
+            return f"{self.field.removeprefix('op ')} op {self.after if self.field == 'op added' else self.before}"
+        return f"{self.field} {self.before} {arrow} {self.after}"
+
 
 @dataclass(frozen=True)
 class NodeMatch:
@@ -31,7 +38,8 @@ class NodeMatch:
     b: str | None
     """Its id in ``b`` (None: only in ``a``)."""
     status: str
-    """``same``, ``changed``, ``removed``, ``added``, ``pass-through`` (a copy read through) or ``unread``
+    """``same``, ``changed``, ``removed``, ``added``, ``pass-through`` (a copy, or a tied weight's
+    other name, read through) or ``unread``
     (a parameter or buffer no op reads: an export lists every one)."""
     reason: str = ""
     """Why a node has no match."""

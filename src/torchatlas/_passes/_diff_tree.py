@@ -81,7 +81,7 @@ def _walk(key: Any, depth: int, children: dict, out: list[DiffCall], keys: list[
                 before = _facts(a.scope(other))
             after = _facts(s)
         fields = tuple(dict.fromkeys(c.field for c in own))
-        notes = tuple(f"{c.field} {c.before} → {c.after}" for c in own)
+        notes = tuple(c.text() for c in own)
         out.append(DiffCall(depth, s.label, status, before, after, fields, s.path, s.class_name, notes))
         keys.append((side, sid))
         stack.extend((depth + 1, k) for k in reversed(children.get((side, sid), [])))

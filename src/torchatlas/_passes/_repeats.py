@@ -8,8 +8,9 @@ its child calls' classes and hashes. Module paths and node ids stay out of it, s
 ``layers.3`` and ``layers.4`` hash alike, and so do two calls of one shared layer.
 
 A group is a run of two or more consecutive siblings with the same class and hash
-whose paths are either equal (a loop calling one module) or ``prefix.<int>`` with a
-common prefix (a ``ModuleList``/``Sequential`` of layers), and that form a chain:
+whose paths are equal (a loop calling one module), or entries of one parent named with a
+common stem and a number (``layers.0``, torchvision's ``encoder_layer_0``), or entries of one
+``Sequential``/``ModuleList``/``ModuleDict`` (any names), and that form a chain:
 each call reads what the one before it made, and the caller runs no op in between.
 Siblings that merely look alike (``q_proj``/``k_proj``) are not folded, and neither
 are calls side by side (one encoder run on two inputs): folded, they would read as
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -100,17 +102,29 @@ def structural_hashes(ir: GraphIR) -> dict[str, str]:
     return hashes
 
 
-def _indexed(path: str) -> tuple[str, int] | None:
-    prefix, _, last = path.rpartition(".")
-    return (prefix, int(last)) if last.isdigit() else None
+_NUMBERED = re.compile(r"^(.*?)(\d+)$")
+_CONTAINERS = frozenset(f"torch.nn.modules.container.{name}" for name in ("Sequential", "ModuleList", "ModuleDict"))
 
 
-def _same_slot(a: Scope, b: Scope) -> bool:
-    """Two calls of one module, or two entries of one numbered container."""
+def _containers(ir: GraphIR) -> set[str]:
+    """Paths whose entries are one container's: a called ``Sequential``, and any module path
+    that holds called modules but is never called itself (a ``ModuleList`` or ``ModuleDict``)."""
+    called = {s.path for s in ir.scopes}
+    held = {s.path.rpartition(".")[0] for s in ir.scopes if s.path}
+    return {s.path for s in ir.scopes if s.cls in _CONTAINERS} | (held - called)
+
+
+def _same_slot(a: Scope, b: Scope, containers: set[str]) -> bool:
+    """Two calls of one module, or two entries of one parent numbered alike (``layers.0``,
+    ``layers.1``; torchvision's ``encoder_layer_0``, ``encoder_layer_1``), or two entries of one
+    ``Sequential``/``ModuleList``/``ModuleDict`` whatever their names."""
     if a.path == b.path:
         return True
-    ia, ib = _indexed(a.path), _indexed(b.path)
-    return ia is not None and ib is not None and ia[0] == ib[0]
+    (prefix_a, _, name_a), (prefix_b, _, name_b) = a.path.rpartition("."), b.path.rpartition(".")
+    if prefix_a != prefix_b:
+        return False
+    numbered_a, numbered_b = _NUMBERED.match(name_a), _NUMBERED.match(name_b)
+    return (numbered_a is not None and numbered_b is not None and numbered_a[1] == numbered_b[1]) or prefix_a in containers
 
 
 class _Chains:
@@ -157,12 +171,13 @@ def _runs(ir: GraphIR, hashes: dict[str, str]) -> list[list[Scope]]:
     """Runs of two or more foldable consecutive siblings, in call order of their first member."""
     runs: list[list[Scope]] = []
     chains = _Chains(ir)
+    containers = _containers(ir)
     for siblings in ir.children().values():
         run: list[Scope] = []
         for s in [ir.scope(sid) for sid in siblings]:
             prev = run[-1] if run else None
             if (
-                prev is not None and s.cls == prev.cls and hashes[s.id] == hashes[prev.id] and _same_slot(prev, s)
+                prev is not None and s.cls == prev.cls and hashes[s.id] == hashes[prev.id] and _same_slot(prev, s, containers)
                 and chains.follows(prev, s)
             ):
                 run.append(s)

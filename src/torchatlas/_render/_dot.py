@@ -47,6 +47,7 @@ from torchatlas._view import (
     input_label,
     leaf_module_category,
     legend_graphs,
+    loop_body_note,
     loop_note,
     model_title,
     op_display,
@@ -322,6 +323,9 @@ class _Writer:
         held = held_collectives_text(self.collectives.get(scope.id, []))
         if held:  # ⇄ all_reduce 2.00 KiB: no collective hidden in a closed box
             label += "<BR/>" + _font(html_text(held, 120), p.border["communication"], 9)
+        body = loop_body_note(self.ir, scope) if unit.kind == "fold" else ""
+        if body:  # the caller's ops of every iteration are inside the box too
+            label += "<BR/>" + _font(html_text(body, 120), p.muted, 9)
         note = loop_note(self.ir, scope).removeprefix(" ").removeprefix(", ") if unit.kind == "fold" else ""
         if note:  # a loop a break ended: where, and over what
             label += "<BR/>" + _font(html_text(note, 120), DECISION_BORDER, 9)

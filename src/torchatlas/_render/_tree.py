@@ -251,6 +251,8 @@ class _TreeBuilder:
         operands = self.names_operands(node)
         if operands:
             text += " (" + ", ".join(operands) + ")"
+        if node.id in self.iterations:  # a folded loop's body op ran once per iteration, as its calls did
+            text += f" ×{len(self.iterations[node.id]) + 1}"
         text += f" → {self.shapes(list(node.outputs))}" if node.outputs else ""
         if node.inplace:
             text += "  [in-place]"

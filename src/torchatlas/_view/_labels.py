@@ -11,7 +11,6 @@ from typing import Any
 from torchatlas._ir import GraphIR, Node, PythonRead, Ref, Scope, Source, TensorMeta
 from torchatlas._ops import collective_kind, op_title
 from torchatlas._text import count_runs, format_bytes, format_shape, visible
-from torchatlas._text import fold_label as _fold_label
 from torchatlas._text import fold_name as _fold_name
 
 LINE_LIMIT = 2_000
@@ -127,13 +126,17 @@ def scope_name(scope: Scope, model: str) -> str:
 
 
 def fold_name(members: list[Scope]) -> str:
-    """``layers.0–11`` for a run of numbered siblings; the path alone for a loop calling one module."""
-    return _fold_name(members[0].path, members[-1].path)
+    """``layers.0–11`` for a run of numbered siblings; ``block#0–2`` for a run of one module's
+    calls (a loop, or ``fc(fc(x))``): which calls, as its other calls are named (``fc``, ``fc#1``)."""
+    first, last = members[0], members[-1]
+    if first.path == last.path:
+        return f"{first.path or '<root>'}#{first.call}–{last.call}"
+    return _fold_name(first.path, last.path)
 
 
 def fold_label(members: list[Scope]) -> str:
     """``layers.0–79 (LlamaDecoderLayer) ×80``."""
-    return _fold_label(members[0].path, members[-1].path, members[0].class_name, len(members))
+    return f"{fold_name(members)} ({members[0].class_name}) ×{len(members)}"
 
 
 def variable_name(node: Node, slot: int) -> str | None:
@@ -310,16 +313,23 @@ def size_only_text(made: list[Node]) -> str:
 
 
 def run_label(ir: GraphIR, first: Scope, last: Scope, count: int) -> str:
-    """A folded run's line: ``layers.0–79 (LlamaDecoderLayer) ×80``; a loop calling one module
-    numbers its calls and says where it stopped: ``step#0–3 (Sequential) ×4 of range(10), broke
-    at refiner.py:22``."""
-    note = loop_note(ir, first)
-    repeat = first.meta.get("repeat")
+    """A folded run's line: ``layers.0–79 (LlamaDecoderLayer) ×80``; a run of one module's calls
+    numbers them (:func:`fold_name`), and a loop says where it stopped: ``step#0–3 (Sequential)
+    ×4 of range(10), broke at refiner.py:22``."""
+    return visible(f"{fold_name([first, last])} ({first.class_name}) ×{count}{loop_note(ir, first)}")
+
+
+def loop_body_note(ir: GraphIR, scope: Scope) -> str:
+    """``then relu, add each time`` for the first call of a folded loop whose caller runs ops
+    between the calls (its body: drawn inside the fold's box, so the box says so); empty otherwise."""
+    repeat = scope.meta.get("repeat")
     group = repeat.get("group") if isinstance(repeat, dict) else None
-    loop = any(isinstance(g, dict) and g.get("group") == group and g.get("body") for g in ir.meta.get("repeat_groups") or ())
-    if loop and first.path == last.path:
-        return visible(f"{first.path or '<root>'}#{first.call}–{last.call} ({first.class_name}) ×{count}{note}")
-    return _fold_label(first.path, last.path, first.class_name, count) + note
+    entry = next((g for g in ir.meta.get("repeat_groups") or () if isinstance(g, dict) and g.get("group") == group), None)
+    body = entry.get("body") if entry is not None else None
+    if not body or not body[0]:
+        return ""
+    names = count_runs(op_display(ir.node(node_id)) for node_id in body[0] if ir.has_node(node_id))
+    return f"then {', '.join(names[:4])}{', …' if len(names) > 4 else ''} each time" if names else ""
 
 
 def loop_note(ir: GraphIR, scope: Scope) -> str:
