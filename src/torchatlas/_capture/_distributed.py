@@ -24,6 +24,7 @@ Nothing here imports ``torch.distributed`` unless the model already did.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -306,9 +307,10 @@ def _redistribution(caller: Any, groups: Groups) -> str | None:
 
 
 def collective_facts(
-    groups: Groups, name: str, group: Any, reads: list[Tensor], writes: list[Tensor], caller: Any
+    groups: Groups, name: str, group: Any, reads: list[Tensor], writes: list[Tensor], caller: Any, peer: int | None = None
 ) -> dict[str, Any]:
-    """``node.meta["collective"]``: what a collective moved, over which group, and why."""
+    """``node.meta["collective"]``: what a collective moved, over which group, and why (a send's
+    or receive's ``peer``: the global rank at the other end)."""
     for t in (*reads, *writes):
         if is_dtensor(t):
             groups.saw_mesh(t.device_mesh)
@@ -316,6 +318,8 @@ def collective_facts(
     facts: dict[str, Any] = {"op": name, **groups.facts(group), "bytes": max(_nbytes(reads), _nbytes(writes))}
     if change is not None:
         facts["redistribute"] = change
+    if peer is not None:
+        facts["peer"] = peer
     return facts
 
 
@@ -381,6 +385,19 @@ class C10dCall:
         reads = [t for name in self.reads for t in _flat(bound.get(name))]
         writes = [t for name in self.writes for t in _flat(bound.get(name))]
         return reads, writes, bound.get("group")
+
+    def peer(self, args: tuple, kwargs: dict) -> int | None:
+        """The global rank a send goes to or a receive comes from (None: any, or no send/receive)."""
+        if self.name not in ("send", "isend", "recv", "irecv"):
+            return None
+        bound = self.signature.bind(*args, **kwargs).arguments
+        end = "dst" if "send" in self.name else "src"
+        if isinstance(bound.get(end), int):
+            return bound[end]
+        local = bound.get(f"group_{end}")
+        if not isinstance(local, int):
+            return None
+        return int(sys.modules[_C10D_MODULE].get_global_rank(bound.get("group") or None, local))
 
 
 _CALLS: dict[Any, C10dCall] = {}
@@ -455,3 +472,37 @@ def _stand_in(call: C10dCall, active: Callable[[], Any]) -> Callable[..., Any]:
         return level.run_collective(call, args, kwargs, sys._getframe(1))
 
     return stand_in
+
+
+# -- one rank of a fake job ------------------------------------------------------------------
+
+
+def _forget_sharding_caches() -> None:
+    """DTensor caches sharding plans by mesh *equality* (the same ranks and names on every rank),
+    and a cached plan keeps the mesh object of the rank that made it, whose process groups
+    another rank does not have: each rank of a fake job starts with none cached."""
+    if _DTENSOR_MODULE not in sys.modules:
+        return
+    from torch.distributed.tensor._redistribute import _gen_transform_infos
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    _clear_sharding_prop_cache()
+    _gen_transform_infos.cache_clear()
+
+
+@contextlib.contextmanager
+def fake_rank(world_size: int, rank: int) -> Iterator[None]:
+    """A fake process group of ``world_size`` in which this process is ``rank``; destroyed after,
+    with torch's rank-prefixing ``sys.excepthook`` put back and no sharding plan left cached."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    hook = sys.excepthook
+    _forget_sharding_caches()
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+        sys.excepthook = hook
+        _forget_sharding_caches()

@@ -20,6 +20,7 @@ from ._graph import (
     Source,
     TensorMeta,
 )
+from ._ranks_document import RANKS_FORMAT, ranks_from_json, ranks_to_json
 
 __all__ = [
     "FORMAT",
@@ -36,9 +37,12 @@ __all__ = [
     "Node",
     "NodeKind",
     "PythonRead",
+    "RANKS_FORMAT",
     "Ref",
     "Scope",
     "Source",
     "TensorMeta",
     "graph_from_json",
+    "ranks_from_json",
+    "ranks_to_json",
 ]

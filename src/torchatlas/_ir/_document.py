@@ -471,7 +471,7 @@ def _collective(value: Any, where: str) -> None:
     for key in ("op", "group", "redistribute"):
         if key in facts:
             _string(facts[key], f"{where}.{key}")
-    for key in ("group_size", "bytes"):
+    for key in ("group_size", "bytes", "peer"):
         if key in facts:
             _count(facts[key], f"{where}.{key}")
     if facts.get("ranks") is not None:

@@ -1,0 +1,365 @@
+"""Every rank of a job: ``trace_ranks`` on the fake process group, the hang check on planted
+bugs, the multi-rank document, ``--ranks`` and ``torchatlas merge`` on the command line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.distributed as dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import torchatlas
+from torchatlas._cli import main
+
+pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not built")
+
+if dist.is_available():
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+
+class Linear8(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+
+class SkipsOnRank1(Linear8):
+    """Planted bug: rank 1 skips the all-reduce."""
+
+    def forward(self, x):
+        y = self.fc(x)
+        if dist.get_rank() != 1:
+            dist.all_reduce(y)
+        return y
+
+
+class BranchesOnData(Linear8):
+    """Planted bug: whether the all-reduce runs depends on each rank's data."""
+
+    def forward(self, x):
+        y = self.fc(x)
+        if x.sum() > 0:
+            dist.all_reduce(y)
+        return y
+
+
+class OtherCollective(Linear8):
+    """Planted bug: rank 1 all-gathers where rank 0 all-reduces."""
+
+    def forward(self, x):
+        y = self.fc(x)
+        if dist.get_rank() == 1:
+            out = y.new_empty(2 * y.shape[0], y.shape[1])
+            dist.all_gather_into_tensor(out, y)
+            return out
+        dist.all_reduce(y)
+        return y
+
+
+class UnequalShards(nn.Module):
+    """Planted bug: rank 0 gives 3 rows to the all-gather, rank 1 gives 2."""
+
+    def forward(self, x):
+        shard = x[: 3 - dist.get_rank()]
+        out = x.new_empty(2 * shard.shape[0], x.shape[1])
+        dist.all_gather_into_tensor(out, shard)
+        return out
+
+
+class Pipeline(Linear8):
+    """Rank 0 sends its activations to rank 1, which receives ``rows`` rows (2 is right)."""
+
+    def __init__(self, rows: int = 2) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def forward(self, x):
+        if dist.get_rank() == 0:
+            y = self.fc(x)
+            dist.send(y, dst=1)
+            return y
+        got = torch.empty(self.rows, 8)
+        dist.recv(got, src=0)
+        return self.fc(got)
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(16, 64)
+        self.w2 = nn.Linear(64, 16)
+
+    def forward(self, x):
+        return self.w2(torch.relu(self.w1(x)))
+
+
+def built(cls, *args):
+    def build(mesh=None):
+        torch.manual_seed(0)
+        return cls(*args)
+
+    return build
+
+
+def tensor_parallel_mlp(mesh):
+    torch.manual_seed(0)
+    return parallelize_module(MLP(), mesh, {"w1": ColwiseParallel(), "w2": RowwiseParallel()})
+
+
+def fully_sharded_mlp(mesh):
+    torch.manual_seed(0)
+    model = MLP()
+    fully_shard(model.w1, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def two_dimensional_mlp(mesh):
+    model = tensor_parallel_mlp(mesh["tp"])
+    fully_shard(model, mesh=mesh["dp"])
+    return model
+
+
+def signs(rank: int) -> tuple[torch.Tensor]:
+    """Rank 0 gets positive data, rank 1 negative."""
+    return (torch.ones(2, 8) * (1 if rank == 0 else -1),)
+
+
+# -- the hang check on planted bugs -----------------------------------------------------------
+
+
+def test_a_rank_that_skips_an_all_reduce_is_a_predicted_hang() -> None:
+    ranks = torchatlas.trace_ranks(built(SkipsOnRank1), 2, args=torch.randn(2, 8))
+    [problem] = ranks.problems
+    assert (problem["kind"], problem["why"], problem["step"], problem["ranks"]) == ("hang", "missing", 0, [1])
+    assert problem["group"] == "world" and problem["members"] == [0, 1]
+    assert problem["at"][1] is None
+    waiting = problem["at"][0]
+    assert waiting["op"] == "all_reduce" and waiting["module"] == "<root> (SkipsOnRank1)"
+    assert waiting["source"].endswith(f"test_ranks.py:{SkipsOnRank1.forward.__code__.co_firstlineno + 3}")
+    assert problem["decision"] is None  # the rank decided, not a tensor
+    report = ranks.report(ascii=False)
+    assert "PREDICTED HANG on group world (ranks 0, 1) at collective #0: rank(s) 1 issue no collective" in report
+    assert "`dist.all_reduce(y)`" in report and "the rank, a flag" in report
+
+
+def test_a_data_dependent_branch_names_the_decision_that_parted_the_ranks() -> None:
+    ranks = torchatlas.trace_ranks(built(BranchesOnData), 2, args=signs)
+    [problem] = ranks.problems
+    assert (problem["kind"], problem["step"], problem["ranks"]) == ("hang", 0, [1])
+    decision = problem["decision"]
+    assert decision["code"] == "if x.sum() > 0:" and decision["statement"] == "if"
+    assert decision["values"] == {0: True, 1: False}
+    assert "parted by: if @ test_ranks.py:" in ranks.report() and "(rank 0: taken; rank 1: not taken)" in ranks.report()
+
+
+def test_ranks_issuing_different_collectives_at_one_step_hang() -> None:
+    [problem] = torchatlas.trace_ranks(built(OtherCollective), 2, args=torch.randn(2, 8)).problems
+    assert (problem["kind"], problem["why"], problem["ranks"]) == ("hang", "collective", [0, 1])
+    assert [problem["at"][r]["op"] for r in (0, 1)] == ["all_reduce", "all_gather"]
+
+
+def test_an_all_gather_with_unequal_shards_is_flagged_with_each_ranks_bytes() -> None:
+    ranks = torchatlas.trace_ranks(built(UnequalShards), 2, args=torch.randn(4, 8))
+    [problem] = ranks.problems
+    assert (problem["kind"], problem["why"], problem["ranks"]) == ("unequal shards", "bytes", [0, 1])
+    assert [problem["at"][r]["sent_bytes"] for r in (0, 1)] == [3 * 8 * 4, 2 * 8 * 4]
+    assert "UNEQUAL SHARDS" in ranks.report() and "96 B sent" in ranks.report()
+
+
+def test_a_receive_of_the_wrong_shape_does_not_match_its_send() -> None:
+    assert torchatlas.trace_ranks(built(Pipeline, 2), 2, args=torch.randn(2, 8)).problems == []
+    [problem] = torchatlas.trace_ranks(built(Pipeline, 3), 2, args=torch.randn(2, 8)).problems
+    assert (problem["why"], problem["group"], problem["ranks"]) == ("p2p shape", "0→1", [0, 1])
+    assert problem["at"][0]["peer"] == 1 and problem["at"][1]["peer"] == 0
+    assert problem["at"][0]["sent"] == [[2, 8]] and problem["at"][1]["received"] == [[3, 8]]
+
+
+@pytest.mark.parametrize(
+    ("build", "mesh"),
+    [(tensor_parallel_mlp, {"tp": 2}), (fully_sharded_mlp, {"dp": 2}), (two_dimensional_mlp, {"dp": 2, "tp": 2})],
+    ids=["tp", "fsdp2", "2d"],
+)
+def test_correct_sharded_models_pass(build, mesh) -> None:
+    size = 1
+    for s in mesh.values():
+        size *= s
+    ranks = torchatlas.trace_ranks(build, size, mesh=mesh, args=torch.randn(2, 16))
+    assert ranks.problems == [] and "no predicted hang" in ranks.report()
+    assert [g.ir.meta["distributed"] for g in ranks.graphs] == [{"rank": r, "world_size": size} for r in range(size)]
+    assert all(any("collective" in n.meta for n in g.ir.ops()) for g in ranks.graphs)
+    assert ranks.differences() == []
+
+
+def test_each_ranks_graph_is_what_tracing_that_rank_alone_gives() -> None:
+    """Ranks one after another in one process leave nothing behind for the next (DTensor caches
+    a sharding plan with the mesh of the rank that made it)."""
+    ranks = torchatlas.trace_ranks(two_dimensional_mlp, 4, mesh={"dp": 2, "tp": 2}, args=torch.randn(2, 16))
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dist.init_process_group("fake", store=FakeStore(), rank=3, world_size=4)
+    try:
+        model = two_dimensional_mlp(init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp")))
+        alone = torchatlas.trace(model, torch.randn(2, 16))
+    finally:
+        dist.destroy_process_group()
+    assert _structure(alone.ir) == _structure(ranks.graphs[3].ir)
+    assert _structure(ranks.graphs[0].ir) != _structure(ranks.graphs[3].ir)  # other groups
+
+
+def _structure(ir) -> list:
+    """Each op with its shapes and collective facts (groups named by rank)."""
+    return [(n.target, [m.shape for m in n.outputs], n.meta.get("collective")) for n in ir.ops()]
+
+
+def test_the_tree_shows_one_rank_and_where_the_others_differ() -> None:
+    ranks = torchatlas.trace_ranks(built(SkipsOnRank1), 2, args=torch.randn(2, 8))
+    tree = ranks.tree(1, ascii=False)
+    assert tree.startswith("rank 1 of 2\nSkipsOnRank1")
+    assert "all_reduce" not in tree.split("other ranks")[0]
+    assert "<root> (SkipsOnRank1): collectives differ — rank 0: all_reduce world 64 B; rank 1: nothing" in tree
+
+
+def test_the_summary_gives_each_per_rank_number_its_smallest_and_largest_rank() -> None:
+    text = torchatlas.trace_ranks(built(UnequalShards), 2, args=torch.randn(4, 8)).summary(ascii=False)
+    header, root = text.splitlines()[1:3]
+    assert "Comm min" in header and "Comm max" in header
+    assert root.startswith("≠ <root> (UnequalShards)") and "128 B" in root and "192 B" in root
+
+
+def test_the_multi_rank_document_round_trips(tmp_path) -> None:
+    ranks = torchatlas.trace_ranks(built(BranchesOnData), 2, args=signs)
+    path = ranks.save(tmp_path / "ranks.json")
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "torchatlas-ranks" and doc["world_size"] == 2 and len(doc["graphs"]) == 2
+    again = torchatlas.load_ranks(path)
+    assert again.problems == json.loads(json.dumps(ranks.problems), object_hook=_int_keys)
+    assert [g.to_json() for g in again.graphs] == [g.to_json() for g in ranks.graphs]
+
+
+def _int_keys(d: dict) -> dict:
+    return {int(k) if k.isdigit() else k: v for k, v in d.items()}
+
+
+def test_merge_of_per_rank_files_is_trace_ranks(tmp_path) -> None:
+    ranks = torchatlas.trace_ranks(built(SkipsOnRank1), 2, args=torch.randn(2, 8))
+    paths = [g.save(tmp_path / f"graph-rank{r}.json") for r, g in enumerate(ranks.graphs)]
+    merged = torchatlas.merge(reversed(paths))
+    assert merged.problems == ranks.problems and merged.report() == ranks.report()
+
+
+def test_merge_refuses_a_missing_or_doubled_rank_in_one_line(tmp_path) -> None:
+    ranks = torchatlas.trace_ranks(built(SkipsOnRank1), 2, args=torch.randn(2, 8))
+    path = ranks.graphs[1].save(tmp_path / "graph-rank1.json")
+    with pytest.raises(ValueError, match="missing rank\\(s\\) 0"):
+        torchatlas.merge([path])
+    with pytest.raises(ValueError, match="two graphs of rank 1"):
+        torchatlas.merge([path, path])
+    plain = torchatlas.trace(nn.Linear(2, 2), torch.randn(1, 2)).save(tmp_path / "plain.json")
+    with pytest.raises(ValueError, match="not traced under a process group"):
+        torchatlas.merge([plain])
+
+
+def test_trace_ranks_refuses_bad_arguments_and_leaves_no_process_group() -> None:
+    with pytest.raises(ValueError, match="mesh \\{'tp': 2\\} has 2 ranks, not world_size=4"):
+        torchatlas.trace_ranks(tensor_parallel_mlp, 4, mesh={"tp": 2})
+    with pytest.raises(ValueError, match="world_size must be a positive int"):
+        torchatlas.trace_ranks(tensor_parallel_mlp, 0)
+    hook = __import__("sys").excepthook
+    with pytest.raises(RuntimeError, match="boom"):
+        torchatlas.trace_ranks(lambda: (_ for _ in ()).throw(RuntimeError("boom")), 2)
+    assert not dist.is_initialized() and __import__("sys").excepthook is hook
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(["all_reduce", "all_gather", "broadcast"]), max_size=5), st.data())
+def test_the_check_finds_a_hang_exactly_when_sequences_differ(plan, data) -> None:
+    """Rank 1 runs ``plan`` with one step possibly changed or dropped; the check reports the first
+    step where the two sequences differ, and nothing when they are the same."""
+    other = list(plan)
+    if plan and data.draw(st.booleans()):
+        step = data.draw(st.integers(0, len(plan) - 1))
+        if data.draw(st.booleans()):
+            del other[step]
+        else:
+            other[step] = data.draw(st.sampled_from(["all_reduce", "all_gather", "broadcast"]))
+    problems = torchatlas.trace_ranks(_planned, 2, args=lambda rank: (torch.ones(2, 4), plan if rank == 0 else other)).problems
+    first = next((k for k, (a, b) in enumerate(zip(plan, other)) if a != b), None)
+    if first is None and len(plan) != len(other):
+        first = min(len(plan), len(other))
+    assert [p["step"] for p in problems] == ([] if first is None else [first])
+
+
+def _planned():
+    return _Planned()
+
+
+class _Planned(nn.Module):
+    def forward(self, x, plan):
+        for kind in plan:
+            if kind == "all_reduce":
+                dist.all_reduce(x)
+            elif kind == "all_gather":
+                out = x.new_empty(2 * x.shape[0], x.shape[1])
+                dist.all_gather_into_tensor(out, x)
+            else:
+                dist.broadcast(x, src=0)
+        return x
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+MODEL_FILE = '''
+import torch, torch.distributed as dist
+from torch import nn
+
+class Skip(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.fc(x)
+        if dist.get_rank() != 1:
+            dist.all_reduce(y)
+        return y
+'''
+
+
+def test_cli_ranks_reports_a_predicted_hang_and_exits_1(tmp_path, capsys) -> None:
+    (tmp_path / "skip.py").write_text(MODEL_FILE)
+    code = main([f"{tmp_path / 'skip.py'}:Skip", "--input", "2,8", "--ranks", "2", "--rank", "1"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "PREDICTED HANG on group world (ranks 0, 1) at collective #0" in out
+    assert "skip.py:13" in out and "rank 1 of 2\nSkip" in out
+
+
+def test_cli_merge_builds_the_document_from_per_rank_files(tmp_path, capsys) -> None:
+    ranks = torchatlas.trace_ranks(tensor_parallel_mlp, 2, mesh={"tp": 2}, args=torch.randn(2, 16))
+    paths = [str(g.save(tmp_path / f"graph-rank{r}.json")) for r, g in enumerate(ranks.graphs)]
+    assert main(["merge", *paths, "-o", str(tmp_path / "job.json")]) == 0
+    assert "no predicted hang" in capsys.readouterr().out
+    assert len(torchatlas.load_ranks(tmp_path / "job.json").graphs) == 2
+    assert main(["merge", paths[0]]) == 2
+    assert "missing rank(s) 1" in capsys.readouterr().err
+
+
+def test_cli_ranks_of_tensor_parallel_llama_pass(capsys) -> None:
+    pytest.importorskip("transformers")
+    argv = [
+        "hf:llama", "--set", "num_hidden_layers=1", "--set", "hidden_size=64", "--set", "intermediate_size=128",
+        "--set", "num_attention_heads=4", "--set", "num_key_value_heads=4", "--set", "vocab_size=100",
+        "--tokens", "1,8", "--tp", "2", "--ranks", "-f", "summary",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ranks: 2 ranks, collectives line up on every group: no predicted hang")
+    assert "Comm min" in out
