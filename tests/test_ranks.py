@@ -402,3 +402,41 @@ def test_a_real_gloo_job_saves_per_rank_graphs_that_merge_into_what_trace_ranks_
             assert _structure(real.ir) == _structure(fake.ir), name
             assert real.ir.meta["distributed"] == fake.ir.meta["distributed"]
         assert merged.report() == faked.report() and merged.summary() == faked.summary()
+
+
+# -- the page ---------------------------------------------------------------------------------
+
+
+def test_the_page_picks_a_rank_and_fills_where_ranks_differ(browser, tmp_path) -> None:
+    from _viewer import ARTIFACTS, VIEWPORT, open_viewer
+
+    ranks = torchatlas.trace_ranks(built(SkipsOnRank1), 2, args=torch.randn(2, 8))
+    path = ranks.to_html(tmp_path / "ranks.html")
+    context = browser.new_context(viewport=VIEWPORT)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        open_viewer(page, path, timeout_ms=60_000)
+        assert page.evaluate("window.__atlas.rank") == 0
+        assert page.eval_on_selector_all(".rank-picker option", "os => os.map(o => o.textContent)") == ["rank 0", "rank 1"]
+        communication = '.unit[data-category="communication"]'
+        assert page.locator(communication).count() == 1  # rank 0's all-reduce
+        page.select_option(".toolbar select[aria-label='Colour boxes by']", "drk")
+        page.wait_for_timeout(300)
+        # the fill colours darkest the ops of the call whose ranks differ: the root's all-reduce, not fc
+        filled = "us => Object.fromEntries(us.map(u => [u.dataset.category, u.style.getPropertyValue('--unit-overlay')]))"
+        darkest = f"var(--overlay-{page.evaluate('window.__atlas.app.model.doc.overlaySteps') - 1})"
+        assert page.eval_on_selector_all(".unit", filled) == {"io": "", "compute": "var(--overlay-0)", "communication": darkest}
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "ranks-picker-rank0.png"))
+        page.select_option(".rank-picker", "1")
+        page.wait_for_function("() => window.__atlas.rank === 1 && window.__atlas.app.result")
+        page.wait_for_timeout(700)
+        assert page.locator(communication).count() == 0  # rank 1 skips it
+        assert page.locator(".rank-picker").input_value() == "1"
+        assert page.locator(".toolbar select[aria-label='Colour boxes by']").input_value() == "drk"  # kept
+        page.screenshot(path=str(ARTIFACTS / "ranks-picker-rank1.png"))
+        assert errors == []
+    finally:
+        context.close()

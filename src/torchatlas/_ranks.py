@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ._api import Graph, PathLike, _can_encode, load, trace
-from ._capture import fake_rank
+from ._capture import collection_paused, fake_rank
 from ._io import write_atomic
 from ._ir import GraphFormatError, graph_from_json, ranks_from_json, ranks_to_json
 from ._passes import check_ranks, rank_differences, rank_of, strip_analyses
-from ._render import differences_text, hang_report, ranks_summary
+from ._render import HtmlOptions, differences_text, hang_report, ranks_page, ranks_summary
 
 
 class Ranks:
@@ -85,6 +85,26 @@ class Ranks:
         """Per module call, the smallest and largest over the ranks of parameters, FLOPs,
         communication bytes and collectives per rank (``≠`` marks calls where ranks differ)."""
         return ranks_summary([g.ir for g in self.graphs], depth, _ascii(ascii))
+
+    def to_html(self, path: PathLike | None = None, rank: int = 0, title: str | None = None, **options: Any) -> str | Path:
+        """The interactive page of every rank: rank ``rank`` first, the others behind the rank
+        picker, and the fill menu's "differs across ranks" marking the calls (and their ops)
+        where the ranks run different ops, shapes or collectives. Options: ``HtmlOptions``'."""
+        self._graph(rank)
+        differing = {(d["path"], d["call"]) for d in self.differences()}
+        marked = []
+        for graph in self.graphs:
+            ir = graph.ir
+            scopes = {s.id for s in ir.scopes if (s.path, s.call) in differing}
+            marked.append(
+                ir.with_meta(
+                    nodes={n.id: {"ranks_differ": n.scope in scopes} for n in ir.ops()},
+                    scopes={s.id: {"ranks_differ": s.id in scopes} for s in ir.scopes},
+                )
+            )
+        with collection_paused():
+            page = ranks_page(marked, rank, HtmlOptions(title=title, **options))
+        return page if path is None else write_atomic(path, page)
 
     def to_json(self) -> str:
         """The multi-rank document (``docs/format.md``): every rank's graph document and the problems."""
