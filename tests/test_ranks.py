@@ -99,6 +99,47 @@ class MLP(nn.Module):
         return self.w2(torch.relu(self.w1(x)))
 
 
+class MoE(nn.Module):
+    """Expert parallelism in the style of Mixtral (top-1): one expert per rank of the ``ep`` mesh
+    dimension. Every rank routes every rank's tokens (the batch is replicated, each rank owns
+    its slice), so it knows how many rows it sends to and receives from each expert without
+    exchanging counts; the tokens go to their experts and come back with ``all_to_all_single``.
+    ``swapped=True`` plants a bug: the combine sends each rank's rows back in the wrong rank
+    order (its splits reversed: right in sum, so no rank can tell on its own)."""
+
+    def __init__(self, mesh=None, swapped: bool = False) -> None:
+        super().__init__()
+        self.router = nn.Linear(8, 2)
+        self.expert = nn.Linear(8, 8)  # this rank's expert
+        self.group = mesh.get_group("ep") if mesh is not None else None
+        self.swapped = swapped
+
+    def forward(self, batch):
+        rank, experts = dist.get_rank(self.group), dist.get_world_size(self.group)
+        choice = self.router(batch).argmax(-1)  # the expert of each token of each rank
+        counts = torch.stack([torch.bincount(c, minlength=experts) for c in choice])  # [from rank, to expert]
+        send, receive = counts[rank].tolist(), counts[:, rank].tolist()
+        mine = batch[rank]
+        order = choice[rank].argsort()
+        dispatched = mine.new_empty(sum(receive), mine.shape[-1])
+        dist.all_to_all_single(dispatched, mine[order], receive, send, group=self.group)
+        done = self.expert(dispatched)
+        combined = torch.empty_like(mine)
+        returned = receive[::-1] if self.swapped else receive
+        dist.all_to_all_single(combined, done, send, returned, group=self.group)
+        return combined[order.argsort()]
+
+
+def expert_parallel(mesh, swapped: bool = False):
+    torch.manual_seed(0)
+    return MoE(mesh, swapped)
+
+
+def routed_batch(rank: int = 0) -> tuple[torch.Tensor]:
+    """Every rank's 6 tokens (the same on every rank); seeded so the routing is uneven."""
+    return (torch.randn(2, 6, 8, generator=torch.Generator().manual_seed(1)),)
+
+
 def built(cls, *args):
     def build(mesh=None):
         torch.manual_seed(0)
@@ -181,9 +222,26 @@ def test_a_receive_of_the_wrong_shape_does_not_match_its_send() -> None:
     assert problem["at"][0]["sent"] == [[2, 8]] and problem["at"][1]["received"] == [[3, 8]]
 
 
+def test_expert_parallel_all_to_alls_carry_each_ranks_splits_and_a_swapped_combine_is_flagged() -> None:
+    ranks = torchatlas.trace_ranks(expert_parallel, 2, mesh={"ep": 2}, args=routed_batch)
+    assert ranks.problems == []
+    splits = [[n.meta["collective"]["splits"] for n in g.ir.ops() if "collective" in n.meta] for g in ranks.graphs]
+    (dispatch0, combine0), (dispatch1, combine1) = splits
+    assert dispatch0["sent"] != [3, 3]  # uneven routing: the data decided
+    assert dispatch0["sent"][1] == dispatch1["received"][0] and dispatch1["sent"][0] == dispatch0["received"][1]
+    assert combine0 == {"sent": dispatch0["received"], "received": dispatch0["sent"]}
+    bad = torchatlas.trace_ranks(lambda mesh: expert_parallel(mesh, swapped=True), 2, mesh={"ep": 2}, args=routed_batch)
+    [problem] = bad.problems
+    # a 1-D mesh over every rank is the default group: "world" (no DTensor names it "ep")
+    assert (problem["kind"], problem["why"], problem["group"], problem["step"]) == ("unequal splits", "splits", "world", 1)
+    assert "an all-to-all's split sizes disagree" in bad.report() and "splits sent [" in bad.report()
+
+
 @pytest.mark.parametrize(
     ("build", "mesh"),
-    [(tensor_parallel_mlp, {"tp": 2}), (fully_sharded_mlp, {"dp": 2}), (two_dimensional_mlp, {"dp": 2, "tp": 2})],
+    [
+        (tensor_parallel_mlp, {"tp": 2}), (fully_sharded_mlp, {"dp": 2}), (two_dimensional_mlp, {"dp": 2, "tp": 2}),
+    ],
     ids=["tp", "fsdp2", "2d"],
 )
 def test_correct_sharded_models_pass(build, mesh) -> None:
@@ -372,6 +430,7 @@ REAL_CASES = {
     "tp": (tensor_parallel_mlp, {"tp": 2}, lambda: torch.randn(2, 16)),
     "fsdp2": (fully_sharded_mlp, {"dp": 2}, lambda: torch.randn(2, 16)),
     "pipeline": (built(Pipeline, 2), None, lambda: torch.randn(2, 8)),
+    "ep": (expert_parallel, {"ep": 2}, lambda: routed_batch()[0]),
 }
 
 

@@ -307,10 +307,11 @@ def _redistribution(caller: Any, groups: Groups) -> str | None:
 
 
 def collective_facts(
-    groups: Groups, name: str, group: Any, reads: list[Tensor], writes: list[Tensor], caller: Any, peer: int | None = None
+    groups: Groups, name: str, group: Any, reads: list[Tensor], writes: list[Tensor], caller: Any,
+    details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``node.meta["collective"]``: what a collective moved, over which group, and why (a send's
-    or receive's ``peer``: the global rank at the other end)."""
+    """``node.meta["collective"]``: what a collective moved, over which group, and why; ``details``
+    of a c10d call (:meth:`C10dCall.details`: a send's peer, an all-to-all's splits) added."""
     for t in (*reads, *writes):
         if is_dtensor(t):
             groups.saw_mesh(t.device_mesh)
@@ -318,8 +319,7 @@ def collective_facts(
     facts: dict[str, Any] = {"op": name, **groups.facts(group), "bytes": max(_nbytes(reads), _nbytes(writes))}
     if change is not None:
         facts["redistribute"] = change
-    if peer is not None:
-        facts["peer"] = peer
+    facts.update(details or {})
     return facts
 
 
@@ -386,18 +386,37 @@ class C10dCall:
         writes = [t for name in self.writes for t in _flat(bound.get(name))]
         return reads, writes, bound.get("group")
 
-    def peer(self, args: tuple, kwargs: dict) -> int | None:
-        """The global rank a send goes to or a receive comes from (None: any, or no send/receive)."""
-        if self.name not in ("send", "isend", "recv", "irecv"):
-            return None
+    def details(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """``peer``: the global rank a send goes to or a receive comes from (left out: any);
+        ``splits``: the rows an ``all_to_all_single`` sends to and receives from each rank
+        of its group, in group order (its split sizes, or the even split)."""
+        if self.name in ("send", "isend", "recv", "irecv"):
+            bound = self.signature.bind(*args, **kwargs).arguments
+            end = "dst" if "send" in self.name else "src"
+            if isinstance(bound.get(end), int):
+                return {"peer": bound[end]}
+            local = bound.get(f"group_{end}")
+            if isinstance(local, int):
+                return {"peer": int(sys.modules[_C10D_MODULE].get_global_rank(bound.get("group") or None, local))}
+            return {}
+        if self.name != "all_to_all_single":
+            return {}
         bound = self.signature.bind(*args, **kwargs).arguments
-        end = "dst" if "send" in self.name else "src"
-        if isinstance(bound.get(end), int):
-            return bound[end]
-        local = bound.get(f"group_{end}")
-        if not isinstance(local, int):
-            return None
-        return int(sys.modules[_C10D_MODULE].get_global_rank(bound.get("group") or None, local))
+        size = int(sys.modules[_C10D_MODULE].get_world_size(bound.get("group")))
+        return {
+            "splits": {
+                "sent": _split_rows(bound.get("input_split_sizes"), bound["input"], size),
+                "received": _split_rows(bound.get("output_split_sizes"), bound["output"], size),
+            }
+        }
+
+
+def _split_rows(sizes: Any, tensor: Tensor, ranks: int) -> list[int]:
+    """Rows per rank: the split sizes given, or ``tensor``'s first dimension shared evenly."""
+    if sizes:
+        return [int(s) for s in sizes]
+    rows = int(tensor.shape[0]) if tensor.dim() else 0
+    return [rows // ranks] * ranks
 
 
 _CALLS: dict[Any, C10dCall] = {}

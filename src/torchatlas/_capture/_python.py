@@ -266,7 +266,7 @@ class PythonLevel(TorchFunctionMode):
                 [TENSOR_ARGS[i] for i in range(len(refs))], None, bool(writes),
                 user.f_code if user else None, user.f_lineno if user else 0, self.tracker.frames(user), False,
                 extra={"collective": _distributed.collective_facts(
-                    self.groups, call.name, group, reads, writes, caller, call.peer(args, kwargs)
+                    self.groups, call.name, group, reads, writes, caller, call.details(args, kwargs)
                 )},
                 shape_inputs=buffers or None,
             )

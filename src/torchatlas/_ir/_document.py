@@ -477,6 +477,11 @@ def _collective(value: Any, where: str) -> None:
     if facts.get("ranks") is not None:
         for i, rank in enumerate(_list(facts["ranks"], f"{where}.ranks")):
             _count(rank, f"{where}.ranks[{i}]")
+    if "splits" in facts:
+        splits = _obj(facts["splits"], f"{where}.splits")
+        for key in ("sent", "received"):
+            for i, rows in enumerate(_list(splits.get(key), f"{where}.splits.{key}")):
+                _count(rows, f"{where}.splits.{key}[{i}]")
 
 
 NODE_FACTS: dict[str, Check] = {

@@ -67,6 +67,7 @@ def collectives(ir: GraphIR) -> list[dict[str, Any]]:
                 "received": _shapes(received),
                 "dtype": some.dtype if some is not None else None,
                 "peer": facts.get("peer"),
+                "splits": facts.get("splits") if isinstance(facts.get("splits"), dict) else None,
                 "node": node.id,
                 "position": position,
                 "source": None if node.source is None else f"{node.source.file}:{node.source.line}",
@@ -128,6 +129,21 @@ def _step_problem(at: dict[int, dict[str, Any] | None]) -> dict[str, Any] | None
     if op in SAME_SIZE and len({e["sent_bytes"] for e in present.values()}) > 1:
         kind = "unequal shards" if op in SHARDED else "hang"
         return {"kind": kind, "why": "bytes", "ranks": sorted(present)}
+    if op == "all_to_all":
+        return _splits_problem(present)
+    return None
+
+
+def _splits_problem(present: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
+    """An all-to-all whose rank r sends rank q other rows than q expects from r."""
+    if any(e["splits"] is None for e in present.values()):
+        return None
+    order = next(iter(present.values()))["members"] or sorted(present)
+    for i, r in enumerate(order):
+        for j, q in enumerate(order):
+            sent, expected = present[r]["splits"]["sent"], present[q]["splits"]["received"]
+            if j < len(sent) and i < len(expected) and sent[j] != expected[i]:
+                return {"kind": "unequal splits", "why": "splits", "ranks": sorted({r, q})}
     return None
 
 

@@ -21,6 +21,7 @@ _WHY = {
     "bytes": "ranks send different sizes",
     "unmatched": "a send has no matching receive (or a receive no send)",
     "p2p shape": "the receive's shape or dtype is not what was sent",
+    "splits": "an all-to-all's split sizes disagree: a rank sends another rows it does not expect",
 }
 
 
@@ -34,6 +35,8 @@ def _entry_line(rank: int, entry: dict[str, Any] | None) -> str:
     sizes = entry["sent"] or entry["received"]
     shape = " ".join("×".join(map(str, s)) for s in sizes) or "-"
     peer = f" peer {entry['peer']}" if entry.get("peer") is not None else ""
+    if entry.get("splits"):  # rows to and from each rank of the group
+        peer += f" splits sent {entry['splits']['sent']} received {entry['splits']['received']}"
     where = f" @ {_short(entry['source'])}" if entry.get("source") else ""
     code = f"  `{entry['code']}`" if entry.get("code") else ""
     return (
