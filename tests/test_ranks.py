@@ -75,18 +75,30 @@ class UnequalShards(nn.Module):
 class Pipeline(Linear8):
     """Rank 0 sends its activations to rank 1, which receives ``rows`` rows (2 is right)."""
 
-    def __init__(self, rows: int = 2) -> None:
+    def __init__(self, rows: int = 2, batched: bool = False) -> None:
         super().__init__()
-        self.rows = rows
+        self.rows, self.batched = rows, batched
 
     def forward(self, x):
         if dist.get_rank() == 0:
             y = self.fc(x)
-            dist.send(y, dst=1)
+            self.transfer(dist.send, dist.isend, y, 1)
             return y
         got = torch.empty(self.rows, 8)
-        dist.recv(got, src=0)
+        self.transfer(dist.recv, dist.irecv, got, 0)
         return self.fc(got)
+
+    def transfer(self, blocking, batched, tensor, peer):
+        """``dist.send``/``recv``, or as pipeline schedules do: ``batch_isend_irecv`` of ``P2POp``s."""
+        if not self.batched:
+            return blocking(tensor, peer)
+        for work in dist.batch_isend_irecv([dist.P2POp(batched, tensor, peer)]):
+            work.wait()
+
+
+class Linear8Only(Linear8):
+    def forward(self, x):
+        return self.fc(x)
 
 
 class MLP(nn.Module):
@@ -214,12 +226,24 @@ def test_an_all_gather_with_unequal_shards_is_flagged_with_each_ranks_bytes() ->
     assert "UNEQUAL SHARDS" in ranks.report() and "96 B sent" in ranks.report()
 
 
-def test_a_receive_of_the_wrong_shape_does_not_match_its_send() -> None:
-    assert torchatlas.trace_ranks(built(Pipeline, 2), 2, args=torch.randn(2, 8)).problems == []
-    [problem] = torchatlas.trace_ranks(built(Pipeline, 3), 2, args=torch.randn(2, 8)).problems
+@pytest.mark.parametrize("batched", [False, True], ids=["send-recv", "batch_isend_irecv"])
+def test_a_receive_of_the_wrong_shape_does_not_match_its_send(batched: bool) -> None:
+    assert torchatlas.trace_ranks(built(Pipeline, 2, batched), 2, args=torch.randn(2, 8)).problems == []
+    [problem] = torchatlas.trace_ranks(built(Pipeline, 3, batched), 2, args=torch.randn(2, 8)).problems
     assert (problem["why"], problem["group"], problem["ranks"]) == ("p2p shape", "0→1", [0, 1])
     assert problem["at"][0]["peer"] == 1 and problem["at"][1]["peer"] == 0
     assert problem["at"][0]["sent"] == [[2, 8]] and problem["at"][1]["received"] == [[3, 8]]
+    assert "the receive's shape or dtype is not what was sent" in torchatlas.trace_ranks(
+        built(Pipeline, 3, batched), 2, args=torch.randn(2, 8)
+    ).report()
+
+
+def test_a_send_no_rank_receives_is_a_predicted_hang() -> None:
+    ranks = torchatlas.trace_ranks(built(Pipeline, 2), 2, args=torch.randn(2, 8))
+    merged = torchatlas.Ranks([ranks.graphs[0], torchatlas.trace_ranks(built(Linear8Only), 2, args=torch.randn(2, 8)).graphs[1]])
+    [problem] = merged.problems
+    assert (problem["kind"], problem["why"], problem["group"], problem["ranks"]) == ("hang", "unmatched", "0→1", [1])
+    assert problem["at"][1] is None and problem["at"][0]["op"] == "send"
 
 
 def test_expert_parallel_all_to_alls_carry_each_ranks_splits_and_a_swapped_combine_is_flagged() -> None:
