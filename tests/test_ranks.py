@@ -295,6 +295,14 @@ def test_each_ranks_graph_is_what_tracing_that_rank_alone_gives() -> None:
     assert _structure(ranks.graphs[0].ir) != _structure(ranks.graphs[3].ir)  # other groups
 
 
+def test_ranks_traced_in_processes_of_their_own_are_the_ranks_traced_one_after_another() -> None:
+    x = torch.randn(2, 16)
+    apart = torchatlas.trace_ranks(two_dimensional_mlp, 4, mesh={"dp": 2, "tp": 2}, args=x, processes=2)
+    together = torchatlas.trace_ranks(two_dimensional_mlp, 4, mesh={"dp": 2, "tp": 2}, args=x)
+    assert [_structure(g.ir) for g in apart.graphs] == [_structure(g.ir) for g in together.graphs]
+    assert apart.problems == together.problems == []
+
+
 def _structure(ir) -> list:
     """Each op with its shapes and collective facts (groups named by rank)."""
     return [(n.target, [m.shape for m in n.outputs], n.meta.get("collective")) for n in ir.ops()]
