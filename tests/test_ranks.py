@@ -331,6 +331,12 @@ def test_the_multi_rank_document_round_trips(tmp_path) -> None:
     again = torchatlas.load_ranks(path)
     assert again.problems == json.loads(json.dumps(ranks.problems), object_hook=_int_keys)
     assert [g.to_json() for g in again.graphs] == [g.to_json() for g in ranks.graphs]
+    with pytest.raises(torchatlas.GraphFormatError, match="a multi-rank document .*: read it with torchatlas.load_ranks"):
+        torchatlas.load(path)
+    with pytest.raises(torchatlas.GraphFormatError, match="graphs\\[1\\]: "):
+        doc["graphs"][1]["nodes"][0]["id"] = 7
+        (tmp_path / "bad.json").write_text(json.dumps(doc))
+        torchatlas.load_ranks(tmp_path / "bad.json")
 
 
 def _int_keys(d: dict) -> dict:

@@ -256,6 +256,10 @@ def _refs(
 
 def _parse_graph(doc: Any) -> GraphIR:
     _require(isinstance(doc, dict), "graph document must be a JSON object")
+    _require(
+        doc.get("format") != "torchatlas-ranks",
+        "a multi-rank document (every rank's graph of a job): read it with torchatlas.load_ranks",
+    )
     _require(doc.get("format") == FORMAT, f"not a torchatlas graph (format={str(doc.get('format'))[:80]!r})")
     version = doc.get("version")
     _require(type(version) is int, "graph document has no integer 'version'")
