@@ -367,6 +367,8 @@ def test_trace_ranks_refuses_bad_arguments_and_leaves_no_process_group() -> None
         torchatlas.trace_ranks(tensor_parallel_mlp, 4, mesh={"tp": 2})
     with pytest.raises(ValueError, match="world_size must be a positive int"):
         torchatlas.trace_ranks(tensor_parallel_mlp, 0)
+    with pytest.raises(ValueError, match="processes=2 sends build, args and kwargs to other processes, so they must be picklable"):
+        torchatlas.trace_ranks(lambda: MLP(), 2, processes=2)
     hook = __import__("sys").excepthook
     with pytest.raises(RuntimeError, match="boom"):
         torchatlas.trace_ranks(lambda: (_ for _ in ()).throw(RuntimeError("boom")), 2)

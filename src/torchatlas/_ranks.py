@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import pickle
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -175,6 +176,13 @@ def trace_ranks(
     job = (build, world_size, None if mesh is None else dict(mesh), args, kwargs, options)
     if processes == 1:
         return Ranks([_trace_rank(job, rank) for rank in range(world_size)])
+    try:
+        pickle.dumps(job)
+    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        raise ValueError(
+            f"torchatlas: processes={processes} sends build, args and kwargs to other processes, so they must be "
+            f"picklable (functions defined at a module's top level): {e}"
+        ) from None
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
         documents = list(pool.map(_trace_rank_document, [job] * world_size, range(world_size)))
