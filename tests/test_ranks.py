@@ -440,6 +440,25 @@ def test_cli_ranks_reports_a_predicted_hang_and_exits_1(tmp_path, capsys) -> Non
     assert "skip.py:13" in out and "rank 1 of 2\nSkip" in out
 
 
+def test_cli_ranks_names_the_rank_a_model_fails_on_and_writes_the_page(tmp_path, capsys) -> None:
+    (tmp_path / "skip.py").write_text(MODEL_FILE + FAILS_ON_RANK_1)
+    assert main([f"{tmp_path / 'skip.py'}:Fails", "--input", "2,8", "--ranks", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("torchatlas: error: ") and "failed on rank 1 of 2: RuntimeError: rank 1 is broken" in err
+    assert main([f"{tmp_path / 'skip.py'}:Skip", "--input", "2,8", "--ranks", "2", "-o", str(tmp_path / "job.html")]) == 1
+    assert 'id="atlas-ranks"' in (tmp_path / "job.html").read_text()
+
+
+FAILS_ON_RANK_1 = """
+
+class Fails(Skip):
+    def forward(self, x):
+        if dist.get_rank() == 1:
+            raise RuntimeError("rank 1 is broken")
+        return self.fc(x)
+"""
+
+
 def test_cli_merge_builds_the_document_from_per_rank_files(tmp_path, capsys) -> None:
     ranks = torchatlas.trace_ranks(tensor_parallel_mlp, 2, mesh={"tp": 2}, args=torch.randn(2, 16))
     paths = [str(g.save(tmp_path / f"graph-rank{r}.json")) for r, g in enumerate(ranks.graphs)]

@@ -191,15 +191,19 @@ def trace_ranks(
 
 def _trace_rank(job: tuple[Any, ...], rank: int) -> Graph:
     build, world_size, mesh, args, kwargs, options = job
-    with fake_rank(world_size, rank):
-        if mesh is None:
-            model = build()
-        else:
-            from torch.distributed.device_mesh import init_device_mesh
+    try:
+        with fake_rank(world_size, rank):
+            if mesh is None:
+                model = build()
+            else:
+                from torch.distributed.device_mesh import init_device_mesh
 
-            model = build(init_device_mesh("cpu", tuple(mesh.values()), mesh_dim_names=tuple(mesh)))
-        given = args(rank) if callable(args) else args
-        return trace(model, given, kwargs(rank) if callable(kwargs) else kwargs, rank=rank, **options)
+                model = build(init_device_mesh("cpu", tuple(mesh.values()), mesh_dim_names=tuple(mesh)))
+            given = args(rank) if callable(args) else args
+            return trace(model, given, kwargs(rank) if callable(kwargs) else kwargs, rank=rank, **options)
+    except Exception as e:
+        e.add_note(f"torchatlas: rank {rank} of {world_size}")
+        raise
 
 
 def _trace_rank_document(job: tuple[Any, ...], rank: int) -> str:

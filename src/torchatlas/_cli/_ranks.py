@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import torchatlas
+from torchatlas._text import error_text
 
 from . import _parallel
-from ._spec import SpecError
+from ._spec import ModelError, SpecError
 
 EXIT_PROBLEMS = 1
 
@@ -43,22 +44,33 @@ def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any
 
     import torch
 
-    with torch.no_grad():
-        return torchatlas.trace_ranks(
-            build, world, mesh=dims or None, args=lambda rank: made["inputs"].args,
-            kwargs=lambda rank: made["inputs"].kwargs, level=opts.level, stats=opts.stats, progress=opts.progress,
-        )
+    try:
+        with torch.no_grad():
+            return torchatlas.trace_ranks(
+                build, world, mesh=dims or None, args=lambda rank: made["inputs"].args,
+                kwargs=lambda rank: made["inputs"].kwargs, level=opts.level, stats=opts.stats, progress=opts.progress,
+            )
+    except (SpecError, ModelError, torchatlas.TraceError):
+        raise
+    except Exception as e:  # the model's own failure, on the rank the note names
+        notes = [n for n in getattr(e, "__notes__", ()) if isinstance(n, str) and n.startswith("torchatlas: rank")]
+        raise ModelError(f"{opts.model} failed{' on ' + notes[0].removeprefix('torchatlas: ') if notes else ''}: {error_text(e)}") from e
 
 
 def write_ranks(ranks: Any, opts: argparse.Namespace, fmt: str, show: Callable[[str], None]) -> int:
     """The hang report and the tree of ``--rank`` (or the per-rank summary) on stdout, or the
-    multi-rank document to ``-o x.json``; exit 1 where the check found a problem."""
+    multi-rank document to ``-o x.json`` (the page to ``-o x.html``); exit 1 where the check
+    found a problem."""
     rank = opts.rank or 0
     report = ranks.report(ascii=opts.ascii)
     if opts.output:
-        if Path(opts.output).suffix.lower() != ".json":
-            raise SpecError("with several ranks, -o writes the multi-rank document: give a .json path")
-        ranks.save(opts.output)
+        suffix = Path(opts.output).suffix.lower()
+        if suffix == ".json":
+            ranks.save(opts.output)
+        elif suffix == ".html":
+            ranks.to_html(opts.output, rank)
+        else:
+            raise SpecError("with several ranks, -o writes the multi-rank document (.json) or the page (.html)")
         show(report)
     elif fmt == "summary":
         show(report + "\n" + ranks.summary(depth=opts.depth if opts.depth is not None else 1, ascii=opts.ascii))
@@ -76,7 +88,7 @@ def build_merge_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.
         "one multi-rank document, with the hang check; exits 1 where ranks' collectives do not line up.",
     )
     parser.add_argument("graphs", nargs="+", metavar="GRAPH", help="one saved graph per rank (graph-rank*.json)")
-    parser.add_argument("-o", "--output", metavar="PATH", help="write the multi-rank document (.json)")
+    parser.add_argument("-o", "--output", metavar="PATH", help="write the multi-rank document (.json) or page (.html)")
     parser.add_argument("-f", "--format", choices=("tree", "summary"), default="tree", help="what to print")
     parser.add_argument("--rank", type=int, default=0, metavar="R", help="the rank whose tree is printed (default 0)")
     parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
