@@ -24,6 +24,7 @@ if typing.TYPE_CHECKING:
         user_location,
     )
     from ._capture import TraceError, UnsafeArchiveError
+    from ._ranks import Ranks, load_ranks, merge, trace_ranks
 
 __version__ = "0.1.0"
 
@@ -44,6 +45,10 @@ _NEEDS_TORCH = {
     "trace_shapes": "_api",
     "user_location": "_api",
     "TraceError": "_capture",
+    "Ranks": "_ranks",
+    "load_ranks": "_ranks",
+    "merge": "_ranks",
+    "trace_ranks": "_ranks",
     "UnsafeArchiveError": "_capture",
 }
 
@@ -72,6 +77,7 @@ __all__ = [
     "GraphvizNotFoundError",
     "HtmlOptions",
     "Node",
+    "Ranks",
     "Ref",
     "Scope",
     "Source",
@@ -87,10 +93,13 @@ __all__ = [
     "from_export",
     "from_fx",
     "load",
+    "load_ranks",
+    "merge",
     "model_device",
     "profile",
     "random_input",
     "trace",
+    "trace_ranks",
     "trace_shapes",
     "user_location",
 ]

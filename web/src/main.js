@@ -43,7 +43,9 @@ function initialTheme() {
 }
 
 class App {
-  constructor(doc, mount) {
+  /** `ranks` (a multi-rank page only): {shown, count, pick(rank)}, the rank picker's state and what it does. */
+  constructor(doc, mount, ranks = null) {
+    this.ranks = ranks;
     this.model = new Model(doc);
     this.describer = new Describer(this.model);
     this.title = doc.title;
@@ -123,6 +125,7 @@ class App {
         this.overlay.select,
         this.overlay.sizeControl,
         h("label", { class: "check params", title: "Show parameters and buffers as their own boxes" }, [this.paramsToggle, h("span", { text: "params" })]),
+        ...(this.ranks ? [this.rankPicker()] : []),
       ]),
       h("div", { class: "group" }, [
         button("◐", "Switch light / dark theme", () => this.toggleTheme(), "theme"),
@@ -226,6 +229,15 @@ class App {
     }
     this.viewport.paintMinimap();
     this.viewport.drawMinimap();
+  }
+
+  /** A multi-rank page's picker: the same model as another rank runs it (its shapes, placements, collectives). */
+  rankPicker() {
+    const select = h("select", { class: "rank-picker", "aria-label": "Rank", title: "Show what another rank of the job runs" });
+    for (let r = 0; r < this.ranks.count; r++) select.appendChild(h("option", { value: String(r), text: `rank ${r}` }));
+    select.value = String(this.ranks.shown);
+    select.addEventListener("change", () => this.ranks.pick(Number(select.value), this.overlay.metric));
+    return select;
   }
 
   /** Colour the boxes by the number the fill: menu names, with its scale in the dock instead of the legend; or by category. */
@@ -527,8 +539,22 @@ async function boot() {
     startLayout();
     const raw = document.getElementById("atlas-data").textContent;
     const doc = JSON.parse(raw);
-    const app = new App(doc, document.getElementById("atlas"));
+    const mount = document.getElementById("atlas");
+    const ranksData = document.getElementById("atlas-ranks"); // a multi-rank page: every rank's document
+    const ranks = ranksData ? JSON.parse(ranksData.textContent) : null;
+    const pick = async (rank, fill) => {
+      const app = new App(ranks.docs[rank], mount, { shown: rank, count: ranks.docs.length, pick });
+      atlas.app = app;
+      atlas.rank = rank;
+      await app.openFirstView();
+      if (fill && [...app.overlay.select.options].some((o) => o.value === fill)) {
+        app.overlay.select.value = fill; // the fill chosen on the rank before
+        app.overlay.select.dispatchEvent(new Event("change"));
+      }
+    };
+    const app = new App(doc, mount, ranks && { shown: ranks.shown, count: ranks.docs.length, pick });
     atlas.app = app;
+    if (ranks) atlas.rank = ranks.shown;
     await app.openFirstView();
     atlas.firstPaintMs = performance.now();
     atlas.opsTotal = doc.nodes.length;

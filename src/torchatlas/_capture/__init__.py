@@ -18,7 +18,7 @@ from . import _source
 from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
-from ._distributed import check_rank
+from ._distributed import check_rank, fake_rank
 from ._export_import import from_export
 from ._fx_import import from_fx
 from ._patches import collection_paused
@@ -37,6 +37,7 @@ __all__ = [
     "annotate_compile",
     "capture",
     "check_rank",
+    "fake_rank",
     "collection_paused",
     "compile_facts",
     "from_export",

@@ -24,6 +24,7 @@ Nothing here imports ``torch.distributed`` unless the model already did.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -313,9 +314,11 @@ def _redistribution(caller: Any, groups: Groups) -> str | None:
 
 
 def collective_facts(
-    groups: Groups, name: str, group: Any, reads: list[Tensor], writes: list[Tensor], caller: Any
+    groups: Groups, name: str, group: Any, reads: list[Tensor], writes: list[Tensor], caller: Any,
+    details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """``node.meta["collective"]``: what a collective moved, over which group, and why."""
+    """``node.meta["collective"]``: what a collective moved, over which group, and why; ``details``
+    of a c10d call (:meth:`C10dCall.details`: a send's peer, an all-to-all's splits) added."""
     for t in (*reads, *writes):
         if is_dtensor(t):
             groups.saw_mesh(t.device_mesh)
@@ -323,6 +326,7 @@ def collective_facts(
     facts: dict[str, Any] = {"op": name, **groups.facts(group), "bytes": max(_nbytes(reads), _nbytes(writes))}
     if change is not None:
         facts["redistribute"] = change
+    facts.update(details or {})
     return facts
 
 
@@ -388,6 +392,38 @@ class C10dCall:
         reads = [t for name in self.reads for t in _flat(bound.get(name))]
         writes = [t for name in self.writes for t in _flat(bound.get(name))]
         return reads, writes, bound.get("group")
+
+    def details(self, args: tuple, kwargs: dict) -> dict[str, Any]:
+        """``peer``: the global rank a send goes to or a receive comes from (left out: any);
+        ``splits``: the rows an ``all_to_all_single`` sends to and receives from each rank
+        of its group, in group order (its split sizes, or the even split)."""
+        if self.name in ("send", "isend", "recv", "irecv"):
+            bound = self.signature.bind(*args, **kwargs).arguments
+            end = "dst" if "send" in self.name else "src"
+            if isinstance(bound.get(end), int):
+                return {"peer": bound[end]}
+            local = bound.get(f"group_{end}")
+            if isinstance(local, int):
+                return {"peer": int(sys.modules[_C10D_MODULE].get_global_rank(bound.get("group") or None, local))}
+            return {}
+        if self.name != "all_to_all_single":
+            return {}
+        bound = self.signature.bind(*args, **kwargs).arguments
+        size = int(sys.modules[_C10D_MODULE].get_world_size(bound.get("group")))
+        return {
+            "splits": {
+                "sent": _split_rows(bound.get("input_split_sizes"), bound["input"], size),
+                "received": _split_rows(bound.get("output_split_sizes"), bound["output"], size),
+            }
+        }
+
+
+def _split_rows(sizes: Any, tensor: Tensor, ranks: int) -> list[int]:
+    """Rows per rank: the split sizes given, or ``tensor``'s first dimension shared evenly."""
+    if sizes:
+        return [int(s) for s in sizes]
+    rows = int(tensor.shape[0]) if tensor.dim() else 0
+    return [rows // ranks] * ranks
 
 
 _CALLS: dict[Any, C10dCall] = {}
@@ -462,3 +498,37 @@ def _stand_in(call: C10dCall, active: Callable[[], Any]) -> Callable[..., Any]:
         return level.run_collective(call, args, kwargs, sys._getframe(1))
 
     return stand_in
+
+
+# -- one rank of a fake job ------------------------------------------------------------------
+
+
+def _forget_sharding_caches() -> None:
+    """DTensor caches sharding plans by mesh *equality* (the same ranks and names on every rank),
+    and a cached plan keeps the mesh object of the rank that made it, whose process groups
+    another rank does not have: each rank of a fake job starts with none cached."""
+    if _DTENSOR_MODULE not in sys.modules:
+        return
+    from torch.distributed.tensor._redistribute import _gen_transform_infos
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    _clear_sharding_prop_cache()
+    _gen_transform_infos.cache_clear()
+
+
+@contextlib.contextmanager
+def fake_rank(world_size: int, rank: int) -> Iterator[None]:
+    """A fake process group of ``world_size`` in which this process is ``rank``; destroyed after,
+    with torch's rank-prefixing ``sys.excepthook`` put back and no sharding plan left cached."""
+    import torch.distributed as dist
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    hook = sys.excepthook
+    _forget_sharding_caches()
+    dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=world_size)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+        sys.excepthook = hook
+        _forget_sharding_caches()

@@ -255,7 +255,7 @@ class PythonLevel(TorchFunctionMode):
                 if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     self._quietly(self.record_failure, call.target, None, tuple(reads), {}, exc, caller)
                 raise
-            self._quietly(self._record_collective, call, refs, buffers, reads, writes, group, caller)
+            self._quietly(self._record_collective, call, args, kwargs, refs, buffers, reads, writes, group, caller)
             return result
         finally:
             if self.observer is not None:
@@ -263,8 +263,8 @@ class PythonLevel(TorchFunctionMode):
                 self.observer.python_call_ended(start, call.target, len(self.nodes) - 1 if made else None)
 
     def _record_collective(
-        self, call: _distributed.C10dCall, refs: list[Any], buffers: list[Any], reads: list[Tensor],
-        writes: list[Tensor], group: Any, caller: Any,
+        self, call: _distributed.C10dCall, args: tuple, kwargs: dict, refs: list[Any], buffers: list[Any],
+        reads: list[Tensor], writes: list[Tensor], group: Any, caller: Any,
     ) -> None:
         user, _ = _source.user_frame_and_entry(caller)
         index = len(self.nodes)
@@ -273,7 +273,9 @@ class PythonLevel(TorchFunctionMode):
                 "op", self.tracker.current, refs, call.target, None, [raw_meta(t) for t in writes],
                 [TENSOR_ARGS[i] for i in range(len(refs))], None, bool(writes),
                 user.f_code if user else None, user.f_lineno if user else 0, self.tracker.frames(user), False,
-                extra={"collective": _distributed.collective_facts(self.groups, call.name, group, reads, writes, caller)},
+                extra={"collective": _distributed.collective_facts(
+                    self.groups, call.name, group, reads, writes, caller, call.details(args, kwargs)
+                )},
                 shape_inputs=buffers or None,
             )
         )

@@ -26,7 +26,7 @@ from torchatlas import GraphvizNotFoundError, ViewerBundleMissing
 from torchatlas._io import write_atomic
 from torchatlas._text import error_text, to_ascii, visible
 
-from . import _models
+from . import _models, _ranks
 from ._spec import HF_TASKS, ModelError, SpecError, no_status
 
 if TYPE_CHECKING:
@@ -130,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="FSDP2 over N ranks: each decoder layer and the root (with --tp: a 2-D dp×tp mesh)",
     )
     parser.add_argument("--rank", type=int, metavar="R", help="with --tp/--fsdp: trace what rank R runs (default 0)")
+    parser.add_argument(
+        "--ranks", type=int, nargs="?", const=0, metavar="N",
+        help="trace every rank of --tp/--fsdp (or N ranks of a model that makes its own collectives) and check "
+        "that their collectives line up: a predicted hang is reported and exits 1",
+    )
     parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")
     parser.add_argument(
         "--level", choices=("python", "aten"), default="python",
@@ -217,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv[:1] == ["diff"]:
             return _diff(build_diff_parser().parse_args(argv[1:]))
+        if argv[:1] == ["merge"]:
+            return _ranks.merge(_ranks.build_merge_parser(_Parser).parse_args(argv[1:]), _show)
         return _trace(build_parser().parse_args(argv))
     except SpecError as e:
         return _report(e, EXIT_USAGE, debug)
@@ -256,6 +263,11 @@ def _print(stream: TextIO, text: str) -> None:
     stream.write(text)
 
 
+def _show(text: str) -> None:
+    """Text on stdout."""
+    _print(sys.stdout, text)
+
+
 def _say(line: str) -> None:
     """One line on stderr."""
     _print(sys.stderr, line + "\n")
@@ -279,13 +291,15 @@ def _trace(opts: argparse.Namespace) -> int:
     if _models.is_saved_graph(opts.model):
         if (
             opts.input or opts.tokens or opts.decoder_tokens or opts.overrides or opts.device or opts.task
-            or opts.tp or opts.fsdp or opts.rank is not None
+            or opts.tp or opts.fsdp or opts.rank is not None or opts.ranks is not None
         ):
             raise SpecError(
-                "--input, --tokens, --decoder-tokens, --set, --task, --device, --tp, --fsdp and --rank apply to "
+                "--input, --tokens, --decoder-tokens, --set, --task, --device, --tp, --fsdp, --rank and --ranks apply to "
                 "models, not saved graphs"
             )
         graph = _models.open_saved(opts.model, trust_pickle=opts.trust_pickle)
+    elif opts.ranks is not None:
+        return _ranks.write_ranks(_ranks.trace_every_rank(opts, _prepared), opts, fmt, _show)
     else:
         with _models.sharded_world(opts.tp, opts.fsdp, opts.rank):
             graph = _trace_model(opts)
@@ -334,31 +348,9 @@ def _choose_format(opts: argparse.Namespace) -> str:
 
 
 def _trace_model(opts: argparse.Namespace) -> Graph:
-    overrides = _models.parse_overrides(opts.overrides)
-    input_specs = [_models.parse_input(text) for text in opts.input]
-    tokens = _models.parse_tokens(opts.tokens) if opts.tokens else None
-    decoder_tokens = _models.parse_tokens(opts.decoder_tokens, "--decoder-tokens") if opts.decoder_tokens else None
-    device = _models.parse_device(opts.device) if opts.device else None
-    loaded = _models.load_model(
-        opts.model,
-        overrides=overrides,
-        task=opts.task,
-        device=device,
-        has_inputs=bool(input_specs or tokens),
-        status=_status if _interactive(opts) else no_status,
-        warn=lambda text: _say(f"torchatlas: warning: {text}"),
-    )
+    model, inputs, spec = _prepared(opts)
     import torch
 
-    model = loaded.model
-    if isinstance(model, torch.nn.Module) and not opts.train:
-        model.eval()
-    if opts.tp or opts.fsdp:
-        if not isinstance(model, torch.nn.Module):
-            raise SpecError("--tp and --fsdp shard an nn.Module")
-        _models.shard(model, opts.tp, opts.fsdp, loaded.spec)
-    inputs = _models.build_inputs(loaded, input_specs, tokens, device, decoder_tokens)
-    _models.check_signature(model, inputs, loaded.spec)
     if opts.compile_breaks and (opts.level != "python" or opts.backward):
         raise SpecError("--compile-breaks reports on the forward pass; leave out --level and --backward")
     if opts.profile and opts.level != "python":
@@ -381,8 +373,38 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
         raise
     except Exception as e:
         notes = [n for n in getattr(e, "__notes__", ()) if isinstance(n, str) and n.startswith("torchatlas:")]
-        message = f"{loaded.spec} failed on {_models.describe_inputs(inputs)}: {error_text(e)}"
+        message = f"{spec} failed on {_models.describe_inputs(inputs)}: {error_text(e)}"
         raise _ForwardFailed(message, notes) from e
+
+
+def _prepared(opts: argparse.Namespace, mesh: Any = None) -> tuple[Any, Any, str]:
+    """(the model, built and sharded (on ``mesh`` where given), its inputs, its spec)."""
+    overrides = _models.parse_overrides(opts.overrides)
+    input_specs = [_models.parse_input(text) for text in opts.input]
+    tokens = _models.parse_tokens(opts.tokens) if opts.tokens else None
+    decoder_tokens = _models.parse_tokens(opts.decoder_tokens, "--decoder-tokens") if opts.decoder_tokens else None
+    device = _models.parse_device(opts.device) if opts.device else None
+    loaded = _models.load_model(
+        opts.model,
+        overrides=overrides,
+        task=opts.task,
+        device=device,
+        has_inputs=bool(input_specs or tokens),
+        status=_status if _interactive(opts) else no_status,
+        warn=lambda text: _say(f"torchatlas: warning: {text}"),
+    )
+    import torch
+
+    model = loaded.model
+    if isinstance(model, torch.nn.Module) and not opts.train:
+        model.eval()
+    if opts.tp or opts.fsdp:
+        if not isinstance(model, torch.nn.Module):
+            raise SpecError("--tp and --fsdp shard an nn.Module")
+        _models.shard(model, opts.tp, opts.fsdp, loaded.spec, mesh)
+    inputs = _models.build_inputs(loaded, input_specs, tokens, device, decoder_tokens)
+    _models.check_signature(model, inputs, loaded.spec)
+    return model, inputs, loaded.spec
 
 
 def _interactive(opts: argparse.Namespace) -> bool:

@@ -481,10 +481,10 @@ def sharded_world(tp: int | None, fsdp: int | None, rank: int | None) -> Abstrac
     return _parallel.fake_world(world, rank or 0)
 
 
-def shard(model: Any, tp: int | None, fsdp: int | None, spec: str) -> None:
-    """Shard ``model`` in the fake process group of :func:`sharded_world`."""
+def shard(model: Any, tp: int | None, fsdp: int | None, spec: str, mesh: Any = None) -> None:
+    """Shard ``model`` in the fake process group of :func:`sharded_world` (on ``mesh`` where given)."""
     if tp is None and fsdp is None:
         return
     from . import _parallel
 
-    _parallel.shard(model, tp, fsdp, spec)
+    _parallel.shard(model, tp, fsdp, spec, mesh)

@@ -46,12 +46,19 @@ def fake_world(size: int, rank: int = 0) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def shard(model: torch.nn.Module, tp: int | None, fsdp: int | None, spec: str) -> None:
-    """Tensor parallelism over ``tp`` ranks, FSDP2 over ``fsdp``, or both on a 2-D ``(dp, tp)`` mesh."""
-    from torch.distributed.device_mesh import init_device_mesh
+def mesh_dims(tp: int | None, fsdp: int | None) -> dict[str, int]:
+    """The device mesh's dimensions: ``dp`` (FSDP2), then ``tp``, each one given."""
+    return {name: size for name, size in (("dp", fsdp), ("tp", tp)) if size is not None}
 
-    dims = [(name, size) for name, size in (("dp", fsdp), ("tp", tp)) if size is not None]
-    mesh = init_device_mesh("cpu", tuple(size for _, size in dims), mesh_dim_names=tuple(name for name, _ in dims))
+
+def shard(model: torch.nn.Module, tp: int | None, fsdp: int | None, spec: str, mesh: Any = None) -> None:
+    """Tensor parallelism over ``tp`` ranks, FSDP2 over ``fsdp``, or both on a 2-D ``(dp, tp)`` mesh
+    (``mesh``, or one made here)."""
+    if mesh is None:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        dims = mesh_dims(tp, fsdp)
+        mesh = init_device_mesh("cpu", tuple(dims.values()), mesh_dim_names=tuple(dims))
     if tp is not None:  # first, as FSDP2 then shards the DTensors it made (the usual 2-D order)
         tensor_parallel(model, mesh["tp"] if fsdp is not None else mesh, spec)
     if fsdp is not None:

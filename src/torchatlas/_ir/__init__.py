@@ -21,6 +21,7 @@ from ._graph import (
     TensorMeta,
     read_locally,
 )
+from ._ranks_document import RANKS_FORMAT, ranks_from_json, ranks_to_json
 
 __all__ = [
     "FORMAT",
@@ -37,10 +38,13 @@ __all__ = [
     "Node",
     "NodeKind",
     "PythonRead",
+    "RANKS_FORMAT",
     "Ref",
     "Scope",
     "Source",
     "TensorMeta",
     "graph_from_json",
     "read_locally",
+    "ranks_from_json",
+    "ranks_to_json",
 ]

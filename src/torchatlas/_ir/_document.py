@@ -256,6 +256,10 @@ def _refs(
 
 def _parse_graph(doc: Any) -> GraphIR:
     _require(isinstance(doc, dict), "graph document must be a JSON object")
+    _require(
+        doc.get("format") != "torchatlas-ranks",
+        "a multi-rank document (every rank's graph of a job): read it with torchatlas.load_ranks",
+    )
     _require(doc.get("format") == FORMAT, f"not a torchatlas graph (format={str(doc.get('format'))[:80]!r})")
     version = doc.get("version")
     _require(type(version) is int, "graph document has no integer 'version'")
@@ -471,12 +475,17 @@ def _collective(value: Any, where: str) -> None:
     for key in ("op", "group", "redistribute"):
         if key in facts:
             _string(facts[key], f"{where}.{key}")
-    for key in ("group_size", "bytes"):
+    for key in ("group_size", "bytes", "peer"):
         if key in facts:
             _count(facts[key], f"{where}.{key}")
     if facts.get("ranks") is not None:
         for i, rank in enumerate(_list(facts["ranks"], f"{where}.ranks")):
             _count(rank, f"{where}.ranks[{i}]")
+    if "splits" in facts:
+        splits = _obj(facts["splits"], f"{where}.splits")
+        for key in ("sent", "received"):
+            for i, rows in enumerate(_list(splits.get(key), f"{where}.splits.{key}")):
+                _count(rows, f"{where}.splits.{key}[{i}]")
 
 
 NODE_FACTS: dict[str, Check] = {

@@ -14,6 +14,7 @@ from torchatlas._passes._flops import flops
 from torchatlas._passes._memory import memory
 from torchatlas._passes._numerics import first_nonfinite
 from torchatlas._passes._params import parameters
+from torchatlas._passes._ranks import check_ranks, rank_differences, rank_of
 from torchatlas._passes._repeats import find_repeats, structural_hashes
 from torchatlas._passes._shapes import io_shapes
 
@@ -23,6 +24,7 @@ __all__ = [
     "Pass",
     "ScopeChange",
     "analyze",
+    "check_ranks",
     "dead_code",
     "diff",
     "ensure_analyzed",
@@ -32,6 +34,8 @@ __all__ = [
     "io_shapes",
     "memory",
     "parameters",
+    "rank_differences",
+    "rank_of",
     "strip_analyses",
     "structural_hashes",
 ]

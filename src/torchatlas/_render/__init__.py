@@ -19,8 +19,9 @@ from ._diff_page import diff_graph_page, diff_page
 from ._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, image_format, to_dot
 from ._dot import render as render_dot
 from ._graphviz import GraphvizNotFoundError, responsive_svg
-from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, to_html, viewer_bundle_built
+from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, ranks_page, to_html, viewer_bundle_built
 from ._model_explorer import ModelExplorerOptions, model_explorer_json
+from ._ranks import differences_text, hang_report, ranks_summary
 from ._summary import SummaryOptions, summary
 from ._tree import TreeOptions, render_tree
 
@@ -83,11 +84,15 @@ __all__ = [
     "TreeOptions",
     "ViewerBundleMissing",
     "decision_table",
+    "differences_text",
     "diagram_size",
     "diff_graph_page",
     "diff_page",
+    "hang_report",
     "image_format",
     "notebook_html",
+    "ranks_page",
+    "ranks_summary",
     "render_dot",
     "responsive_svg",
     "viewer_bundle_built",

@@ -143,14 +143,25 @@ def content_security_policy(script: str, style: str) -> str:
     )
 
 
-def to_html(ir: GraphIR, options: HtmlOptions | None = None, beside: tuple[str, str] = ("", "")) -> str:
+def to_html(
+    ir: GraphIR, options: HtmlOptions | None = None, beside: tuple[str, str] = ("", ""),
+    ranks: tuple[int, list[GraphIR]] | None = None,
+) -> str:
     """A self-contained interactive page for the analysed ``ir`` (works offline, from ``file://``).
 
     ``beside``: static HTML, and its stylesheet, another page puts next to the graph (the
-    diff's list of calls); it may hold no script."""
+    diff's list of calls); it may hold no script. ``ranks``: (the rank ``ir`` is, every rank's
+    graph): the page's rank picker shows each rank's document in turn."""
     bundle, css = _bundle()
     options = options or HtmlOptions()
     doc = viewer_document(ir, options.title, options)
+    picker = ""
+    if ranks is not None:
+        shown, graphs = ranks
+        docs = [doc if k == shown else viewer_document(g, options.title, options) for k, g in enumerate(graphs)]
+        for k, d in enumerate(docs):
+            d["title"] = f"{d['title']} · rank {k}"
+        picker = f'<script type="application/json" id="atlas-ranks">{script_json({"shown": shown, "docs": docs})}</script>\n'
     script, style = f"\n{bundle}\n", f"\n{palette_css()}\n{_breaks_css()}\n{css}\n{beside[1]}\n"
     return (
         "<!DOCTYPE html>\n"
@@ -162,7 +173,7 @@ def to_html(ir: GraphIR, options: HtmlOptions | None = None, beside: tuple[str, 
         f"<style>{style}</style>\n</head>\n<body>\n"
         '<div id="atlas"><noscript>This graph viewer needs JavaScript.</noscript></div>\n'
         f"{_breaks_legend(ir)}{beside[0]}"
-        f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n'
+        f'<script type="application/json" id="atlas-data">{script_json(doc)}</script>\n{picker}'
         f"<script>{script}</script>\n</body>\n</html>\n"
     )
 
@@ -214,3 +225,8 @@ def notebook_html(ir: GraphIR, height: int = 640) -> str:
         f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '
         'sandbox="allow-scripts allow-downloads" allow="clipboard-write" loading="lazy"></iframe>'
     )
+
+
+def ranks_page(graphs: list[GraphIR], shown: int, options: HtmlOptions | None = None) -> str:
+    """Every rank's graph in one page: rank ``shown`` first, the others behind the rank picker."""
+    return to_html(graphs[shown], options, ranks=(shown, graphs))

@@ -61,6 +61,9 @@ class _Facts:
     """A diff: a renamed module's path in A, so search finds it by either name."""
     dch: Flag | None = None
     """A diff: 1 where anything differs (what the fill menu's "changes" colours)."""
+    drk: Literal[0, 1] | None = None
+    """A multi-rank page: 1 where the ranks run different ops, shapes or collectives, 0 where they
+    agree (the fill menu's "differs across ranks" colours the 1s darkest)."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -190,6 +190,7 @@ METRICS: tuple[tuple[str, str, str], ...] = (
     ("nf", "NaN/Inf ops", "count"),
     ("cb", "communication bytes", "bytes"),
     ("dch", "changes (diff)", "count"),
+    ("drk", "differs across ranks", "count"),
 )
 METRIC_KEYS = tuple(key for key, _, _ in METRICS)
 
@@ -276,6 +277,8 @@ def _facts(meta: dict[str, Any], bytes_key: str | None) -> dict[str, Any]:
             d["dfa"] = visible(meta["diff_a_path"])
         if meta["diff"] in ("changed", "added", "removed"):
             d["dch"] = 1
+    if "ranks_differ" in meta:  # a multi-rank page: where the ranks run different ops, shapes or collectives
+        d["drk"] = 1 if meta["ranks_differ"] else 0
     return d
 
 

@@ -1,0 +1,105 @@
+"""``--ranks``: every rank of a ``--tp``/``--fsdp`` job (or of a model that makes its own
+collectives) traced on the fake process group, with the hang check; ``torchatlas merge``:
+the same document from each rank's saved graph of a real job. A predicted hang exits 1."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torchatlas
+from torchatlas._text import error_text
+
+from . import _parallel
+from ._spec import ModelError, SpecError
+
+EXIT_PROBLEMS = 1
+
+
+def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any, Any, str]]) -> Any:
+    """``torchatlas.trace_ranks`` of the model ``opts`` names; ``prepared(opts, mesh)`` builds
+    and shards it on one rank (the inputs of the first rank are every rank's)."""
+    dims = _parallel.mesh_dims(opts.tp, opts.fsdp)
+    world = 1
+    for size in dims.values():
+        if size < 1:
+            raise SpecError(f"--tp and --fsdp need a number of ranks >= 1, not {size}")
+        world *= size
+    if opts.ranks:  # --ranks N
+        if dims and opts.ranks != world:
+            raise SpecError(f"--ranks {opts.ranks}, but --tp/--fsdp make {world} ranks; leave out N")
+        world = opts.ranks
+    elif not dims:
+        raise SpecError("--ranks needs --tp/--fsdp, or a number of ranks (--ranks N) for a model that makes its own collectives")
+    if opts.compile_breaks or opts.backward or opts.profile or opts.find_nan:
+        raise SpecError("--ranks traces each rank's forward pass; leave out --compile-breaks, --backward, --profile and --find-nan")
+    made: dict[str, Any] = {}
+
+    def build(mesh: Any = None) -> Any:
+        model, inputs, _ = prepared(opts, mesh)
+        made.setdefault("inputs", inputs)
+        return model
+
+    import torch
+
+    try:
+        with torch.no_grad():
+            return torchatlas.trace_ranks(
+                build, world, mesh=dims or None, args=lambda rank: made["inputs"].args,
+                kwargs=lambda rank: made["inputs"].kwargs, level=opts.level, stats=opts.stats, progress=opts.progress,
+            )
+    except (SpecError, ModelError, torchatlas.TraceError):
+        raise
+    except Exception as e:  # the model's own failure, on the rank the note names
+        notes = [n for n in getattr(e, "__notes__", ()) if isinstance(n, str) and n.startswith("torchatlas: rank")]
+        raise ModelError(f"{opts.model} failed{' on ' + notes[0].removeprefix('torchatlas: ') if notes else ''}: {error_text(e)}") from e
+
+
+def write_ranks(ranks: Any, opts: argparse.Namespace, fmt: str, show: Callable[[str], None]) -> int:
+    """The hang report and the tree of ``--rank`` (or the per-rank summary) on stdout, or the
+    multi-rank document to ``-o x.json`` (the page to ``-o x.html``); exit 1 where the check
+    found a problem."""
+    rank = opts.rank or 0
+    report = ranks.report(ascii=opts.ascii)
+    if opts.output:
+        suffix = Path(opts.output).suffix.lower()
+        if suffix == ".json":
+            ranks.save(opts.output)
+        elif suffix == ".html":
+            ranks.to_html(opts.output, rank)
+        else:
+            raise SpecError("with several ranks, -o writes the multi-rank document (.json) or the page (.html)")
+        show(report)
+    elif fmt == "summary":
+        show(report + "\n" + ranks.summary(depth=opts.depth if opts.depth is not None else 1, ascii=opts.ascii))
+    elif fmt == "tree":
+        show(report + "\n" + ranks.tree(rank, depth=opts.depth, ascii=opts.ascii))
+    else:
+        raise SpecError(f"with several ranks, the outputs are the tree, the summary and -o x.json, not --format {fmt}")
+    return EXIT_PROBLEMS if ranks.problems else 0
+
+
+def build_merge_parser(parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    parser = parser_class(
+        prog="torchatlas merge",
+        description="Every rank's graph of a real job (each saved with graph.save(f'graph-rank{rank}.json')) as "
+        "one multi-rank document, with the hang check; exits 1 where ranks' collectives do not line up.",
+    )
+    parser.add_argument("graphs", nargs="+", metavar="GRAPH", help="one saved graph per rank (graph-rank*.json)")
+    parser.add_argument("-o", "--output", metavar="PATH", help="write the multi-rank document (.json) or page (.html)")
+    parser.add_argument("-f", "--format", choices=("tree", "summary"), default="tree", help="what to print")
+    parser.add_argument("--rank", type=int, default=0, metavar="R", help="the rank whose tree is printed (default 0)")
+    parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
+    parser.add_argument("--ascii", action="store_true", default=None, help="ASCII only")
+    parser.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+    return parser
+
+
+def merge(opts: argparse.Namespace, show: Callable[[str], None]) -> int:
+    try:
+        ranks = torchatlas.merge(opts.graphs)
+    except ValueError as e:
+        raise SpecError(str(e).removeprefix("torchatlas: ")) from None
+    return write_ranks(ranks, opts, opts.format, show)
