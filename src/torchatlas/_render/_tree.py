@@ -15,7 +15,9 @@ from torchatlas._ir import GraphIR, Node, Ref
 from torchatlas._ops import collective_kind, op_name
 from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
+    FAILED_INSIDE,
     LINE_LIMIT,
+    Mark,
     ReadingNames,
     ViewOptions,
     backward_groups,
@@ -24,12 +26,15 @@ from torchatlas._view import (
     collective_text,
     decision_text,
     dominant_dtype,
+    failed_mark,
     fold_runs,
     fold_totals,
     forward_part,
     forward_reads,
     input_label,
     loop_iterations,
+    nonfinite_inside_mark,
+    nonfinite_mark,
     of_the_loss,
     op_display,
     relative_name,
@@ -119,12 +124,9 @@ def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
     return out
 
 
-def _nonfinite_mark(node: Node) -> str:
-    """``  ⚠ nan×8`` when ``trace(stats=True)`` saw NaN or Inf come out of the op."""
-    counts = node.meta.get("nonfinite")
-    if not isinstance(counts, dict):
-        return ""
-    return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
+def _marked(mark: Mark | None) -> str:
+    """``  ⚠ NaN×8``: a mark as the tree writes it after a line, in every output's words."""
+    return f"  {mark.text}" if mark is not None else ""
 
 
 def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
@@ -249,9 +251,7 @@ class _TreeBuilder:
         if node.meta.get("dead"):
             text += "  (unused)"
         text += decision_text(node, self.iterations.get(node.id))
-        text += _nonfinite_mark(node)
-        if "error" in node.meta:
-            text += f"  ✗ FAILED: {node.meta['error']}"
+        text += _marked(nonfinite_mark(node)) + _marked(failed_mark(node))
         if self.show_source and node.source:
             text += f"  @ {short_source(node.source)}"
         return visible(text, LINE_LIMIT)
@@ -361,9 +361,8 @@ class _TreeBuilder:
         line.text += self.time_mark(item.id)
         if self.depth is not None and level >= self.depth:
             if item.id in self.failed_scopes:
-                line.text += "  ✗ FAILED inside"
-            if self.ir.scope(item.id).meta.get("nonfinite_ops"):
-                line.text += f"  ⚠ {self.ir.scope(item.id).meta['nonfinite_ops']} ops with NaN/Inf inside"
+                line.text += _marked(FAILED_INSIDE)
+            line.text += _marked(nonfinite_inside_mark(self.ir.scope(item.id).meta.get("nonfinite_ops")))
             if self.ir.scope(item.id).meta.get("graph_breaks"):
                 line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
@@ -372,7 +371,7 @@ class _TreeBuilder:
             level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
             and "error" not in self.ir.node(flow.items[0].id).meta
         ):
-            line.text += _nonfinite_mark(self.ir.node(flow.items[0].id))
+            line.text += _marked(nonfinite_mark(self.ir.node(flow.items[0].id)))
             return line  # a leaf module that is one op: its own line says it all
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
         dead = self.listed_apart(flow)
