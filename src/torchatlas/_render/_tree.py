@@ -31,7 +31,7 @@ from torchatlas._view import (
     fold_totals,
     forward_part,
     forward_reads,
-    input_label,
+    input_title,
     loop_iterations,
     nonfinite_inside_mark,
     nonfinite_mark,
@@ -285,7 +285,7 @@ class _TreeBuilder:
         if name:
             return visible(name, LINE_LIMIT)
         if node.kind == "input":
-            return visible(input_label(node.path), LINE_LIMIT)
+            return visible(input_title(self.ir, node), LINE_LIMIT)
         if producer.is_scope:
             return visible(self.ir.scope(producer.id).label, LINE_LIMIT)
         return visible(op_display(node), LINE_LIMIT) if producer != SOURCE else "input"

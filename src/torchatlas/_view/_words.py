@@ -17,7 +17,7 @@ from torchatlas._view._labels import (
     counted_reads,
     decisions,
     fold_name,
-    input_label,
+    input_title,
     loop_note,
     op_display,
     read_mark,
@@ -135,11 +135,11 @@ def stats_words(stats: Mapping[str, Any]) -> str:
 
 
 DIFF_STATUS = {
-    "same": "in A and B",
-    "changed": "changed from A to B",
+    "same": "unchanged",
+    "changed": "changed",
     "added": "added in B",
     "removed": "removed in B",
-    "pass-through": "passes its input on, on one side only",
+    "pass-through": "hands its input on; only on one side",
 }
 """A diff's merged graph: what each status says, in the list, the tooltip and the panel."""
 
@@ -177,7 +177,7 @@ def value_words(ir: GraphIR, node: Node, dominant: str | None) -> Words:
     """An input, output, parameter or constant: its name and shape."""
     meta = node.outputs[0] if node.outputs else None
     if node.kind == "input":
-        title = input_label(node.path)
+        title = input_title(ir, node)
     elif node.kind == "output":
         title = node.path or "output"
         meta = ir.value_meta(node.inputs[0]) if node.inputs else meta
