@@ -278,3 +278,29 @@ def test_a_diffs_status_is_one_word_in_its_list_and_its_boxes() -> None:
     removed = [s for s in document["scopes"] if s.get("df") == "removed"]
     assert removed and all(s["dfw"] == DIFF_STATUS["removed"] for s in removed)
     assert DIFF_STATUS["removed"] in page and "removed from" not in page
+
+
+def test_a_plain_function_shows_what_it_returned() -> None:
+    def f(x):
+        return torch.relu(x) * 2
+
+    class Callable:
+        def __call__(self, x):
+            return x + 1, x * 2
+
+    graph = torchatlas.trace(f, (torch.randn(2, 2),))
+    assert graph.tree(ascii=False).splitlines()[0] == "f  2×2 → 2×2"
+    assert graph.ir.scopes[0].meta["output_shapes"] == [[2, 2]]
+    root = next(line for line in graph.summary(format="text", wide=True).splitlines() if line.startswith("<root> (f)"))
+    assert root.split()[3] == "2×2"  # the Output shapes column
+    assert torchatlas.trace(lambda x: x.sum(), (torch.randn(2, 2),)).tree(ascii=False).splitlines()[0] == "<lambda>  2×2 → scalar"
+    assert torchatlas.trace(Callable(), (torch.randn(2, 2),)).tree(ascii=False).splitlines()[0].endswith("2×2 → (2×2, 2×2)")
+
+
+def test_an_eval_dropout_counts_no_activation_memory_in_the_summary() -> None:
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1), nn.Identity()).eval()
+    summary = torchatlas.trace(model, torch.randn(2, 4)).summary(format="text", wide=True)
+    header, *lines = summary.splitlines()
+    at = header.index("Activations")
+    cell = {line.split()[0]: line[at - 4 : at + len("Activations")].split()[-2:] for line in lines if line.strip()[:1] in ("0", "1", "2")}
+    assert cell["1"] == cell["2"] == ["0", "B"] and cell["0"] == ["32", "B"]  # as Identity; the Linear's output
