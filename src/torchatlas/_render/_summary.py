@@ -140,8 +140,9 @@ def summary_rows(
     notes beside the totals."""
 
     def count(value: object) -> str:
-        narrow_int = narrow and isinstance(value, int) and not isinstance(value, bool)
-        return format_compact(value) if narrow_int else format_count(value)  # type: ignore[arg-type]
+        """A parameter count as every output writes it (``1.2M``, the diagram's ``1.2M params``)."""
+        counted = isinstance(value, int) and not isinstance(value, bool)
+        return format_compact(value) if counted else format_count(value)  # type: ignore[arg-type]
 
     shapes_shown = 2 if narrow else 3  # a terminal too small for every column: the first two, then +N
     dominant = dominant_dtype(ir)
@@ -166,6 +167,7 @@ def summary_rows(
         label, params, flops_text = s.label, count(m.get("params")), format_si(flops) + unknown
         trainable, param_bytes = count(m.get("trainable_params")), format_bytes(m.get("param_bytes"))
         macs_text = format_si(m.get("macs")) + unknown
+        activations = format_bytes(m.get("activation_bytes"))
         if run:
             last = ir.scope(runs[s.id][-1])
             label = run_label(ir, s, last, len(run))
@@ -179,6 +181,8 @@ def summary_rows(
             flops = totals.get("flops", flops)
             flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown, narrow)
             macs_text = _group_count(len(run), macs_text, format_si(totals.get("macs", m.get("macs"))) + unknown, narrow)
+            # every member allocates its own: one member's ×N, as the FLOPs beside it
+            activations = _group_count(len(run), activations, format_bytes(totals.get("activation_bytes")), narrow)
         if sort is None:
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
@@ -197,7 +201,7 @@ def summary_rows(
                     param_bytes,
                     flops_text,
                     macs_text,
-                    format_bytes(m.get("activation_bytes")),
+                    activations,
                     share,
                     *_runtime_cells(ir, columns, members, numbers),
                 ),
