@@ -304,3 +304,11 @@ def test_an_eval_dropout_counts_no_activation_memory_in_the_summary() -> None:
     at = header.index("Activations")
     cell = {line.split()[0]: line[at - 4 : at + len("Activations")].split()[-2:] for line in lines if line.strip()[:1] in ("0", "1", "2")}
     assert cell["1"] == cell["2"] == ["0", "B"] and cell["0"] == ["32", "B"]  # as Identity; the Linear's output
+
+
+def test_the_summary_keeps_the_backward_part_apart() -> None:
+    forward, backward = _coolcnn(), _coolcnn(backward=True)
+    rows = {line.split("  ")[0].strip(): line for line in backward.summary(format="text", wide=True).splitlines()}
+    plain = {line.split("  ")[0].strip(): line for line in forward.summary(format="text", wide=True).splitlines()}
+    assert rows["<root> (CoolCNN)"].split()[6] == plain["<root> (CoolCNN)"].split()[6]  # the forward FLOPs alone
+    assert "◀ backward" in rows and "+?" not in rows["<root> (CoolCNN)"]

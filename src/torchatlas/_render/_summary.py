@@ -159,7 +159,7 @@ def summary_rows(
             hidden.add(s.id)  # inside a folded member: its first member's rows stand for it
         if s.id in hidden or (depth is not None and d > depth):
             continue
-        m = s.meta
+        m = _forward_numbers(s.meta)
         flops = m.get("flops")
         unknown = "+?" if m.get("flops_unknown") else ""
         run = [ir.scope(sid).meta for sid in runs.get(s.id, [])]
@@ -208,6 +208,13 @@ def summary_rows(
                 time_us,
             )
         )
+    root = next((s for s in ir.scopes if s.parent is None), None)
+    if root is not None and "backward_flops" in root.meta and sort is None:  # kept apart, as the tree's ◀ backward
+        b = root.meta
+        flops_text = format_si(b["backward_flops"]) + ("+?" if b.get("backward_flops_unknown") else "")
+        macs_text = format_si(b.get("backward_macs")) + ("+?" if b.get("backward_flops_unknown") else "")
+        share = f"{100 * b['backward_flops'] / total_flops:.1f}%" if total_flops else "-"
+        rows.append(Row(0, ("◀ backward", "", "", "", "", "", flops_text, macs_text, "", share, *("" for _ in columns[len(COLUMNS) :])), 0))
     g = ir.meta
     shared = g.get("shared_param_count") or 0
     # narrow: the note would widen the column
@@ -233,6 +240,18 @@ def summary_rows(
     if sort == "time":
         rows.sort(key=lambda row: -row.time_us)
     return rows, totals
+
+
+def _forward_numbers(meta: dict[str, Any]) -> dict[str, Any]:
+    """A call's numbers without what its backward ops add (``backward=True``): the backward part
+    is its own row, as the tree's ``◀ backward`` section."""
+    if "backward_flops" not in meta:
+        return meta
+    out = dict(meta)
+    for key in ("flops", "macs", "flops_unknown"):
+        if isinstance(meta.get(key), int) and isinstance(meta.get(f"backward_{key}"), int):
+            out[key] = meta[key] - meta[f"backward_{key}"]
+    return out
 
 
 def _shapes_cell(meta: dict[str, Any], which: str, dominant: str | None, limit: int) -> str:
