@@ -312,3 +312,44 @@ def test_the_summary_keeps_the_backward_part_apart() -> None:
     plain = {line.split("  ")[0].strip(): line for line in forward.summary(format="text", wide=True).splitlines()}
     assert rows["<root> (CoolCNN)"].split()[6] == plain["<root> (CoolCNN)"].split()[6]  # the forward FLOPs alone
     assert "◀ backward" in rows and "+?" not in rows["<root> (CoolCNN)"]
+
+
+def test_a_norm_is_filled_as_normalization_and_the_legend_names_folds_and_decisions() -> None:
+    graph = _hf("llama")
+    dot = graph.to_dot(depth=2)
+    rms, layer_norm = _box(dot, "input_layernorm"), _box(_hf("gpt2").to_dot(depth=3), "ln_1")
+    fill = re.compile(r'fillcolor="([^"]+)"')
+    assert fill.search(rms).group(1) == fill.search(layer_norm).group(1)  # LlamaRMSNorm as LayerNorm
+    assert "×N  repeated calls folded to one" in dot
+
+    class Decides(nn.Module):
+        def forward(self, x):
+            return x * 2 if x.sum() > 0 else x
+
+    assert "decision: Python read the value" in torchatlas.trace(Decides(), torch.ones(2)).to_dot()
+
+
+_DEPTH = """
+import { readFileSync } from "node:fs";
+import { Model } from "./model.js";
+const model = new Model(JSON.parse(readFileSync(process.argv[2], "utf8")));
+model.expandToDepth(Number(process.argv[3]), false, true, true);  // a depth asked for: the page's first view, the depth menu
+process.stdout.write(JSON.stringify({ expanded: [...model.expanded], leaves: [...model.visibleGraph().leaves.keys()] }));
+"""
+
+
+@pytest.mark.skipif(NODE is None, reason="node runs web/src")
+def test_a_depth_asked_for_opens_the_folds_above_it_as_the_diagram(tmp_path: Path) -> None:
+    graph = _hf("gpt2")
+    document = viewer_document(graph.ir)
+    page_words(document, tmp_path)  # copies web/src
+    (tmp_path / "depth.js").write_text(_DEPTH)
+    (tmp_path / "doc.json").write_text(json.dumps(document))
+    done = subprocess.run([NODE, str(tmp_path / "depth.js"), str(tmp_path / "doc.json"), "2"], capture_output=True, text=True, check=True)
+    seen = json.loads(done.stdout)
+    first = next(i for i, s in enumerate(graph.ir.scopes) if s.path == "h.0")
+    assert first in seen["expanded"]  # h.0–2 ×3 drawn open, as its first member
+    inside = {i for i, s in enumerate(graph.ir.scopes) if s.parent == graph.ir.scopes[first].id}
+    assert {f"s{i}" for i in inside} <= set(seen["leaves"])  # h.0's calls are the boxes, as to_dot(depth=2) draws them
+    dot = graph.to_dot(depth=2)
+    assert all(f'"{graph.ir.scopes[i].id}" [label=' in dot for i in inside)

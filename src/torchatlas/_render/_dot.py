@@ -86,6 +86,7 @@ class _Writer:
         self.dominant = dominant_dtype(ir)
         self.model = model_title(ir)
         self.used_categories: set[str] = set()
+        self.decided = False  # a decision diamond was drawn: the legend says what it is
         self.linked_tensors: set[str] = set()
         self.lines: list[str] = []
         self.out_values: dict[str, list[tuple[str, int]]] = {}
@@ -191,6 +192,7 @@ class _Writer:
         reads = decisions(node)
         if not reads:
             return
+        self.decided = True
         mark = quoted(f"d_{unit_id}")
         text = "<BR/>".join(dict.fromkeys(html_text(read_mark(r)) for r in reads[:3]))
         tip = tooltip(*dict.fromkeys(read_label(r) for r in reads))
@@ -282,7 +284,7 @@ class _Writer:
     def _box_category(self, unit: Unit) -> str:
         if self.children[unit.scope.id]:
             return "module"
-        return leaf_module_category(category(n.target, n.kind) for n in unit.nodes if n.kind == "op")
+        return leaf_module_category((category(n.target, n.kind) for n in unit.nodes if n.kind == "op"), unit.scope.class_name)
 
     def _ref_attrs(self, ref: Unit) -> str:
         """A stand-in for a far-away value: where it comes from and its shape."""
@@ -343,6 +345,16 @@ class _Writer:
             for cat, text in LEGEND
             if cat in self.used_categories
         )
+        if any(unit.kind == "fold" for unit in self.layout.units.values()) or self.layout.folds:
+            cells += (
+                f'<TD BGCOLOR="{p.fill["module"]}:{p.badge}" COLOR="{p.badge}" BORDER="1" STYLE="rounded"> </TD>'
+                f'<TD ALIGN="LEFT">{_font("×N  repeated calls folded to one", p.muted, 9)}</TD>'
+            )
+        if self.decided:
+            cells += (
+                f'<TD BGCOLOR="{DECISION}" COLOR="{DECISION_BORDER}" BORDER="1">◆</TD>'
+                f'<TD ALIGN="LEFT">{_font("decision: Python read the value (if, .item())", p.muted, 9)}</TD>'
+            )
         if self.ir.has_scope(BACKWARD_SCOPE):
             cells += (
                 f'<TD COLOR="{BACKWARD}" BORDER="1" STYLE="dashed"> </TD>'

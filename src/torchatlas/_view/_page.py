@@ -379,7 +379,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             if any(r.slot for r in s.outputs):
                 d["osl"] = [r.slot for r in s.outputs]
         if s.id in op_categories:
-            d["c"] = categories.index(leaf_module_category(op_categories[s.id]))
+            d["c"] = categories.index(leaf_module_category(op_categories[s.id], s.class_name))
         if s.id in repeats:
             d["rep"] = repeats[s.id]
         if _finite(s.meta.get("params")) is not None:
