@@ -353,3 +353,12 @@ def test_a_depth_asked_for_opens_the_folds_above_it_as_the_diagram(tmp_path: Pat
     assert {f"s{i}" for i in inside} <= set(seen["leaves"])  # h.0's calls are the boxes, as to_dot(depth=2) draws them
     dot = graph.to_dot(depth=2)
     assert all(f'"{graph.ir.scopes[i].id}" [label=' in dot for i in inside)
+
+
+def test_the_diff_pages_list_starts_as_one_line_below_the_fitted_graph() -> None:
+    """Measured at 1280×720 in Chromium (docs/img/diff-page-1280x720.png): the closed list's line
+    sits under the fitted graph; open, it would cover the graph's bottom."""
+    a = torchatlas.trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4))
+    b = torchatlas.trace(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), torch.randn(2, 4))
+    page = torchatlas.diff(a, b).to_html()
+    assert '<details class="diff-list"><summary>A and B differ: ' in page

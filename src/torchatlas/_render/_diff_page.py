@@ -181,7 +181,7 @@ def diff_graph_page(graph: GraphIR, doc: dict[str, Any], title: str = "torchatla
             + (f'<ul class="notes">{notes}</ul>' if notes else "") + "</details>"
         )
     aside = (
-        f'<details class="diff-list"{" open" if len(rows) <= 12 else ""}><summary>{verdict}: '
+        f'<details class="diff-list"><summary>{verdict}: '
         f'{len(rows)} module calls differ</summary>'
         f'<p class="counts">{summary}</p>' + "".join(rows) + "</details>\n"
     )

@@ -312,8 +312,6 @@ class _Writer:
         label = "\\n".join(quoted(t, 40)[1:-1] for t in self.labels[(src, dst)])
         if self._crosses_collective(dst, edge):  # the value goes between ranks
             style += f', style=dashed, color="{p.border["communication"]}"'
-        if self._saved_tensor(src, dst):
-            style += f', style=dashed, color="{BACKWARD}", fontcolor="{BACKWARD}"'
         reason = self._crosses_break(src, dst)
         if reason is not None:
             label = "✂ " + label
@@ -327,15 +325,6 @@ class _Writer:
         if node is not None and collective_kind(node.target) is not None:
             return True
         return any(collective_kind(self.ir.node(ref.node).target) is not None for ref in edge.values)
-
-    def _saved_tensor(self, src: str, dst: str) -> bool:
-        """A forward value read by the backward part: a tensor autograd saved."""
-        return self._in_backward(dst) and not self._in_backward(src)
-
-    def _in_backward(self, unit_id: str) -> bool:
-        unit = self.layout.units[unit_id]
-        scope = unit.scope.id if unit.scope is not None else unit.node.scope if unit.node is not None else ""
-        return scope.startswith(BACKWARD_SCOPE)
 
     def _legend(self) -> str:
         p = self.palette
@@ -358,7 +347,7 @@ class _Writer:
         if self.ir.has_scope(BACKWARD_SCOPE):
             cells += (
                 f'<TD COLOR="{BACKWARD}" BORDER="1" STYLE="dashed"> </TD>'
-                f'<TD ALIGN="LEFT">{_font("backward (reads saved tensors)", BACKWARD, 9)}</TD>'
+                f'<TD ALIGN="LEFT">{_font("backward (drawn apart, nested as the forward calls)", BACKWARD, 9)}</TD>'
             )
         title = f'<TD COLSPAN="{2 * max(1, len(self.used_categories))}"><B>{html_text(self.model)}</B></TD>'
         return (

@@ -409,7 +409,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     return PageDocument(
         title=visible(title or model),
         status=counts.text,
-        view=page_view(options, sorted(scope_index[sid] for sid in standard_leaves(ir, options) if sid in scope_index)),
+        # the backward part starts as one closed box beside the forward graph (a click opens it)
+        view=page_view(options, sorted(scope_index[sid] for sid in {*standard_leaves(ir, options), BACKWARD_SCOPE} if sid in scope_index)),
         folds=folds,
         overlaySteps=len(PALETTES["light"].overlay),
         metrics=[list(m) for m in METRICS if m[0] in metrics],
