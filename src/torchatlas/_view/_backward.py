@@ -91,5 +91,8 @@ def backward_apart(ir: GraphIR) -> GraphIR:
                 scopes.append(Scope(sid, parent, name, f"torchatlas.∇{call.class_name}", 0))
             parent = sid
         moved.update((n.id, parent) for n in nodes)
+    for n in ir.nodes:  # a parameter's gradient: returned where the backward op that made it is
+        if n.kind == "output" and n.inputs and n.inputs[0].node in moved:
+            moved[n.id] = moved[n.inputs[0].node]
     nodes = [dataclasses.replace(n, scope=moved[n.id]) if n.id in moved else n for n in ir.nodes]
     return GraphIR(scopes, nodes, ir.meta)
