@@ -437,7 +437,7 @@ def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_pa
 
     v.page.locator(".unit", has=v.page.locator(".title", has_text="truediv")).first.click()
     rows = v.details()
-    assert rows["call"] == "truediv (/) (%0, 0)" and rows["NaN/Inf"] == "⚠ Inf×8" and "time" in rows
+    assert rows["call"] == "truediv (/) (%0, 0)" and rows["nonfinite"] == "⚠ Inf×8" and "time" in rows
     assert "Inf 8" in rows["out"] and "min" not in rows["out"]  # min and max are not numbers here
     v.screenshot("view-details-arguments-stats")
     v.page.keyboard.press("Escape")

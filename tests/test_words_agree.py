@@ -362,3 +362,12 @@ def test_the_diff_pages_list_starts_as_one_line_below_the_fitted_graph() -> None
     b = torchatlas.trace(nn.Sequential(nn.Linear(4, 8), nn.ReLU()), torch.randn(2, 4))
     page = torchatlas.diff(a, b).to_html()
     assert '<details class="diff-list"><summary>A and B differ: ' in page
+
+
+def test_the_viewer_writes_no_word_of_a_box_its_own() -> None:
+    """``web/src`` shows the words Python gives (``mk``, ``fw``, ``pr``, ``dfw``, ``pw``, the
+    names): none of the words of today's list is a literal there."""
+    words = ("failed here", "ops with NaN", "NaN/Inf op${", "removed from", "added in", "yes: ", "↪ ${", '"W"', "changed from")
+    for source in sorted(WEB.glob("*.js")):
+        text = source.read_text(encoding="utf-8")
+        assert not [w for w in words if w in text], source.name

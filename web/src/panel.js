@@ -136,13 +136,10 @@ export class DetailsPanel {
       ["module", scope.path || "<root>", "mono"],
       ["class", scope.cls, "mono"],
       ["call", n.a ? `${this.describer.opName(n)} ${n.a}` : null, "mono"],
-      ["in-place", n.ip ? "yes" : null],
       ["collective", n.cl || null],
-      ["unused", n.dead ? "yes: nothing reads its result" : null],
       ["decides", n.dc ? n.dc.join("; ") : null, "mono"],
-      ["size only", n.so ? "yes: only its size was read" : null],
-      ["failed", n.err || null],
-      ["NaN/Inf", (n.mk || []).find(([k]) => k === "nonfinite")?.[1] || null, "warn"],
+      // its marks, in Python's words (failed, nonfinite, unused, in-place, size only)
+      ...(n.mk || []).filter(([kind]) => kind !== "decision" && kind !== "collective").map(([kind, text]) => [kind, text, kind === "failed" || kind === "nonfinite" ? "warn" : null]),
       ["FLOPs", n.w?.f],
       ["time", n.w?.tu],
       ["CUDA time", n.w?.ctu],
@@ -188,6 +185,7 @@ export class DetailsPanel {
       ["CUDA time", s.w?.ctu],
       ["activation bytes", s.w?.ab],
       ["NaN/Inf ops", s.nf != null ? String(s.nf) : null, s.nf ? "warn" : null],
+      ...(s.mk || []).map(([kind, text]) => [kind, text, "warn"]),
     ]);
     this.diff(s);
     const bar = h("div", "actions");
