@@ -371,3 +371,9 @@ def test_the_viewer_writes_no_word_of_a_box_its_own() -> None:
     for source in sorted(WEB.glob("*.js")):
         text = source.read_text(encoding="utf-8")
         assert not [w for w in words if w in text], source.name
+
+
+def test_a_branch_is_named_by_what_its_join_reads() -> None:
+    tree = _hf("gpt2").tree(ascii=False)
+    assert "┬ feed_forward_hidden_states" in tree  # hidden_states = residual + feed_forward_hidden_states
+    assert "┬ hidden_states\n" not in tree

@@ -36,6 +36,7 @@ from torchatlas._view import (
     nonfinite_inside_mark,
     nonfinite_mark,
     of_the_loss,
+    operand_names,
     op_display,
     relative_name,
     run_label,
@@ -542,7 +543,28 @@ class _TreeBuilder:
         returned = SINK in flow.edges.get(end, ()) or any(p == end for p, _ in flow.references.get(SINK, ()))
         if len(body) == 1 and not body[0].children:
             return Line("┬ " + body[0].text, before=body[0].before, returned=returned)
-        return Line("┬ " + visible(self.item_name(end) or self.short_name(end), LINE_LIMIT), body, returned=returned)
+        name = self.joined_as(flow, end, set(items)) or self.item_name(end) or self.short_name(end)
+        return Line("┬ " + visible(name, LINE_LIMIT), body, returned=returned)
+
+    def joined_as(self, flow: ScopeFlow, end: Item, inside: set[Item]) -> str | None:
+        """What the op that joins a branch back reads its value as (``feed_forward_hidden_states``
+        in ``residual + feed_forward_hidden_states``, ``temb`` in a UNet block): a branch is named
+        by its reader, as every reader of the code names it; None where no join names it."""
+        if end == SOURCE:
+            refs = list(flow.inputs)  # the values the call was given
+        elif end.is_scope:
+            refs = list(self.ir.scope(end.id).outputs)
+        else:
+            refs = [Ref(end.id, 0)]
+        for join in flow.edges.get(end, ()):
+            if join in inside or join == SINK or join.is_scope:
+                continue
+            node = self.ir.node(join.id)
+            operands = operand_names(node)  # the join's own line: ``residual + feed_forward_hidden_states``
+            names = [operands[k] for k, ref in enumerate(node.inputs) if ref in refs and k in operands]
+            if names:
+                return names[0]
+        return None
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""
