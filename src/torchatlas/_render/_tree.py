@@ -37,7 +37,6 @@ from torchatlas._view import (
     nonfinite_mark,
     of_the_loss,
     op_display,
-    operand_names,
     relative_name,
     run_label,
     shape_text,
@@ -46,7 +45,7 @@ from torchatlas._view import (
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
-from ._tree_refs import distinct_labels, reference_names, tangled, untangled
+from ._tree_refs import distinct_labels, joined_as, reference_names, tangled, untangled
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -361,9 +360,8 @@ class _TreeBuilder:
             return line
         line.text += self.time_mark(item.id)
         if self.depth is not None and level >= self.depth:
-            if item.id in self.failed_scopes:
-                line.text += _marked(FAILED_INSIDE)
-            line.text += _marked(nonfinite_inside_mark(self.ir.scope(item.id).meta.get("nonfinite_ops")))
+            failed = FAILED_INSIDE if item.id in self.failed_scopes else None
+            line.text += _marked(failed) + _marked(nonfinite_inside_mark(self.ir.scope(item.id).meta.get("nonfinite_ops")))
             if self.ir.scope(item.id).meta.get("graph_breaks"):
                 line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
@@ -543,28 +541,8 @@ class _TreeBuilder:
         returned = SINK in flow.edges.get(end, ()) or any(p == end for p, _ in flow.references.get(SINK, ()))
         if len(body) == 1 and not body[0].children:
             return Line("┬ " + body[0].text, before=body[0].before, returned=returned)
-        name = self.joined_as(flow, end, set(items)) or self.item_name(end) or self.short_name(end)
+        name = joined_as(self, flow, end, set(items)) or self.item_name(end) or self.short_name(end)
         return Line("┬ " + visible(name, LINE_LIMIT), body, returned=returned)
-
-    def joined_as(self, flow: ScopeFlow, end: Item, inside: set[Item]) -> str | None:
-        """What the op that joins a branch back reads its value as (``feed_forward_hidden_states``
-        in ``residual + feed_forward_hidden_states``, ``temb`` in a UNet block): a branch is named
-        by its reader, as every reader of the code names it; None where no join names it."""
-        if end == SOURCE:
-            refs = list(flow.inputs)  # the values the call was given
-        elif end.is_scope:
-            refs = list(self.ir.scope(end.id).outputs)
-        else:
-            refs = [Ref(end.id, 0)]
-        for join in flow.edges.get(end, ()):
-            if join in inside or join == SINK or join.is_scope:
-                continue
-            node = self.ir.node(join.id)
-            operands = operand_names(node)  # the join's own line: ``residual + feed_forward_hidden_states``
-            names = [operands[k] for k, ref in enumerate(node.inputs) if ref in refs and k in operands]
-            if names:
-                return names[0]
-        return None
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""

@@ -7,11 +7,11 @@ themselves. Each quantity has one speller here (``params_words``, ``nonfinite_wo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope, TensorMeta
-from torchatlas._text import format_bytes, format_compact, format_duration
+from torchatlas._text import format_compact, format_duration
 from torchatlas._view._labels import (
     collective_text,
     counted_reads,
@@ -144,10 +144,6 @@ DIFF_STATUS = {
 """A diff's merged graph: what each status says, in the list, the tooltip and the panel."""
 
 
-def bytes_words(count: Any) -> str:
-    return format_bytes(count)
-
-
 # -- words per box ---------------------------------------------------------------------
 
 
@@ -229,10 +225,3 @@ def declared_params(ir: GraphIR, members: list[Scope], nodes: list[Node]) -> int
 def shapes_of(ir: GraphIR, values: list[Ref], dominant: str | None, most: int | None = None) -> list[str]:
     """One shape per tensor, in the tree's spelling (``2×10×96, 4×2×48, 4×2×48``; three alike ``×3``)."""
     return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
-
-
-@dataclass(frozen=True)
-class EdgeWords:
-    """What an edge says: one shape per tensor it carries."""
-
-    shapes: list[str] = field(default_factory=list)
