@@ -72,8 +72,8 @@ def params_words(count: int) -> str:
 
 def nonfinite_words(counts: Mapping[str, Any]) -> str:
     """``NaN×8 Inf×1``: an op's non-finite output counts (zeros left out)."""
-    names = {"nan": "NaN", "inf": "Inf"}
-    return " ".join(f"{names.get(k, k)}×{format_compact(int(v))}" for k, v in counts.items() if v)
+    counted = {name: counts.get(key) for key, name in (("nan", "NaN"), ("inf", "Inf"))}  # a loaded file's other keys left out
+    return " ".join(f"{name}×{format_compact(int(v))}" for name, v in counted.items() if isinstance(v, (int, float)) and not isinstance(v, bool) and 1 <= v < 2**63)
 
 
 def nonfinite_mark(node: Node) -> Mark | None:
