@@ -137,8 +137,9 @@ def test_diagram_draws_backward_ops_in_their_own_dashed_part():
     forward_part, backward_part = body
     assert "threshold_backward" in backward_part and "threshold_backward" not in forward_part
     assert "dashed" in backward_part.split("\n", 2)[1]  # the part's own border style
-    saved_edges = [line for line in dot.splitlines() if "->" in line and "#8e44ad" in line]
-    assert saved_edges, "no edge carries a saved forward tensor into the backward part"
+    # its own region: no edge runs back into the forward graph for each saved tensor (ResNet-18's
+    # depth-2 diagram took 41 s with them; bench/bench_backward.py)
+    assert not [line for line in dot.splitlines() if "->" in line and "#8e44ad" in line]
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz 'dot' is not installed")

@@ -183,7 +183,7 @@ def test_opening_is_not_selecting_escape_clears_and_search_rows_are_distinct(bro
     v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="add")).first.click()
     assert v.page.evaluate(has_selection)
     lit = v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)")
-    assert {"args[0]", "parallel_conv", "max_pool#1", "output"} <= set(lit)
+    assert {"x", "parallel_conv", "max_pool#1", "output"} <= set(lit)
     v.screenshot("view-path-highlight")
     v.page.keyboard.press("Escape")
     assert not v.page.evaluate(has_selection) and v.count(".unit.selected") == 0
@@ -249,10 +249,10 @@ def test_opening_a_module_scrolls_what_it_opened_into_view(browser, tmp_path: Pa
 def test_shift_click_lights_the_paths_between_two_boxes(browser, tmp_path: Path) -> None:
     v = Viewer(browser, _trace("coolcnn"), tmp_path, "paths")
     box = lambda title: v.page.locator(".unit", has=v.page.locator("text.title", has_text=re.compile(f"^{re.escape(title)}$"))).first  # noqa: E731
-    box("args[0]").click()
+    box("x").click()
     box("add (+)").click(modifiers=["Shift"])
     lit = set(v.page.evaluate("() => [...document.querySelectorAll('.unit.lit .title')].map((t) => t.textContent)"))
-    assert {"args[0]", "initial_conv", "parallel_conv", "max_pool", "max_pool#1", "add (+)"} <= lit
+    assert {"x", "initial_conv", "parallel_conv", "max_pool", "max_pool#1", "add (+)"} <= lit
     assert not lit & {"truediv (/)", "secondary_conv", "output"}
     assert v.count(".unit.selected") == 2 and v.count(".edge.lit") == 8 and v.count(".edge-label.lit") >= 4
     v.screenshot("view-two-node-paths")
@@ -279,7 +279,7 @@ def test_depth_menu_follows_the_frames_on_screen(browser, tmp_path: Path) -> Non
 
 def test_keyboard_moves_along_edges_opens_with_enter_and_shows_help(browser, tmp_path: Path) -> None:
     v = Viewer(browser, _trace("coolcnn"), tmp_path, "keys")
-    v.page.locator(".unit", has=v.page.locator("text.title", has_text="args[0]")).first.click()
+    v.page.locator(".unit", has=v.page.locator("text.title", has_text=re.compile("^x$"))).first.click()
     v.page.keyboard.press("ArrowDown")  # to the first reader of the input: initial_conv
     assert v.page.locator(".details h3").first.text_content() == "initial_conv"
     before = v.page.evaluate("window.__atlas.layoutCount")
@@ -287,7 +287,7 @@ def test_keyboard_moves_along_edges_opens_with_enter_and_shows_help(browser, tmp
     v.page.wait_for_function(f"() => window.__atlas.layoutCount > {before}")
     assert v.count('.cluster[data-id="c1"]') == 1
     v.page.keyboard.press("ArrowUp")
-    assert v.page.locator(".details h3").first.text_content() == "args[0]"
+    assert v.page.locator(".details h3").first.text_content() == "x"
     v.page.keyboard.press("?")
     assert v.page.locator(".help").is_visible() and "Enter" in v.page.locator(".help").text_content()
     v.screenshot("view-keyboard-help")
@@ -336,7 +336,7 @@ def test_overlay_colours_boxes_by_flops_with_a_scale(browser, tmp_path: Path) ->
     v.page.select_option("select[aria-label='Colour boxes by']", "f")
     assert v.page.locator(".scale").is_visible() and not v.page.locator(".legend").is_visible()
     assert "FLOPs" in v.page.locator(".scale").text_content()
-    conv, relu, source = fill("initial_conv"), fill("truediv (/)"), fill("args[0]")
+    conv, relu, source = fill("initial_conv"), fill("truediv (/)"), fill("x")
     assert conv != before and conv != relu  # the convolutions cost more than a division
     assert source == v.page.evaluate("getComputedStyle(document.body).backgroundColor")  # no FLOPs: blank
     text = lambda title, part: v.page.evaluate(  # noqa: E731
@@ -375,7 +375,7 @@ def test_size_overlay_scales_boxes_by_flops(browser, tmp_path: Path) -> None:
     assert max(w for w, _, _ in grown.values()) == pytest.approx(2.5, abs=0.02)
     for conv in ("initial_conv", "parallel_conv", "secondary_conv"):
         assert grown[conv][0] > 1.8 and grown[conv][1] > 1.8, grown
-    assert grown["relu"][0] < 1.1 and grown["args[0]"][0] == 1, grown  # the input has no FLOPs: not sized
+    assert grown["relu"][0] < 1.1 and grown["x"][0] == 1, grown  # the input has no FLOPs: not sized
     assert all(off < 2 for _, _, off in grown.values())  # titles still in the middle of their boxes
     assert "size: √FLOPs, 1× to 2.5×" in v.page.locator(".scale").text_content()
     _check_view(v.page.evaluate(MEASURE), "sized by FLOPs")
@@ -437,7 +437,7 @@ def test_run_time_overlays_mark_nan_and_show_arguments_and_stats(browser, tmp_pa
 
     v.page.locator(".unit", has=v.page.locator(".title", has_text="truediv")).first.click()
     rows = v.details()
-    assert rows["call"] == "truediv (/) (%0, 0)" and rows["NaN/Inf"] == "Inf×8" and "time" in rows
+    assert rows["call"] == "truediv (/) (%0, 0)" and rows["nonfinite"] == "⚠ Inf×8" and "time" in rows
     assert "Inf 8" in rows["out"] and "min" not in rows["out"]  # min and max are not numbers here
     v.screenshot("view-details-arguments-stats")
     v.page.keyboard.press("Escape")

@@ -294,7 +294,7 @@ def test_diff_names_the_modules_when_only_the_class_module_differs():
 
     a = torchatlas.trace(net("first.models"), torch.ones(1, 3))
     b = torchatlas.trace(net("second.models"), torch.ones(1, 3))
-    assert "class first.models.CoolNet -> second.models.CoolNet" in str(torchatlas.diff(a, b))
+    assert "class first.models.CoolNet → second.models.CoolNet" in str(torchatlas.diff(a, b))
 
 
 def test_show_on_a_machine_without_a_browser_says_where_the_page_is(capsys, monkeypatch):

@@ -196,10 +196,10 @@ def test_the_diagram_draws_a_diamond_joined_to_each_decision():
     assert dot.count("shape=diamond") == len(deciders)
     assert "break: broke" in dot and "unused" not in dot
     # the page's data carries the same marks
-    from torchatlas._render._html import to_html
+    from torchatlas._render._html import viewer_document
 
-    page = to_html(graph.ir)
-    assert '"dm":"break: broke"' in page
+    marks = [text for d in viewer_document(graph.ir)["nodes"] for kind, text in d.get("mk", ()) if kind == "decision"]
+    assert "◆ break: broke" in marks
 
 
 def test_cli_decisions_lists_each_decision_point_with_its_line_and_outcomes(capsys):
@@ -247,7 +247,7 @@ def test_llamas_packed_position_check_is_a_decision_not_a_faded_column():
     page = viewer_document(graph.ir)
     drawn = [d for n, d in zip(graph.ir.nodes, page["nodes"]) if n.kind == "op"]
     assert not any(d.get("dead") for d in drawn)
-    assert [d["dm"] for d in drawn if "dm" in d] == ["if: taken"]
+    assert [text for d in drawn for kind, text in d.get("mk", ()) if kind == "decision"] == ["◆ if: taken"]
 
 
 def _golden(text: str, **lines: int) -> str:

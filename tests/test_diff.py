@@ -63,8 +63,8 @@ def test_text_and_markdown_forms():
     d = diff(_mlp(4, extra=False), _mlp(6, extra=True))
     text = str(d).splitlines()
     assert "+ extra (Linear)" in text
-    assert "~ head (Linear): parameters 36 -> 54" in text
-    assert any(line.startswith("= total parameters: ") for line in text)
+    assert "~ head (Linear): params 36 → 54" in text  # as diff.tree() writes it
+    assert any(line.startswith("= total params ") for line in text)
     md = d.to_markdown()
     assert "| module call | what | before | after |" in md
     assert r"| head (Linear) | parameters | 36 | 54 |" in md

@@ -444,7 +444,7 @@ def test_real_coolcnn_capture_draws_the_two_branches():
     d = parse_dot(to_dot(torchatlas.trace(model, (torch.randn(1, 3, 32, 32),)).ir))
     add = d.find("add (+)")
     assert {d.label(p).split("\n")[0] for p in d.preds(add)} == {"max_pool (MaxPool2d)", "max_pool#1 (MaxPool2d)"}
-    assert set(d.succs(d.find("args[0]"))) == {d.find("initial_conv (Conv2d)"), d.find("parallel_conv (Conv2d)")}
+    assert set(d.succs(d.find("x"))) == {d.find("initial_conv (Conv2d)"), d.find("parallel_conv (Conv2d)")}
 
 
 def test_real_capture_folds_a_module_list_with_find_repeats():
@@ -467,7 +467,7 @@ def test_real_capture_folds_a_module_list_with_find_repeats():
     ir = torchatlas.trace(Net(), (torch.randn(3, 8),)).ir
     d = parse_dot(to_dot(ir, DotOptions(depth=1)))
     fold = d.find("blocks.0–4 (Sequential) ×5")
-    assert d.succs(d.find("args[0]")) == [fold] and d.succs(fold) == [d.find("head (Linear)")]
+    assert d.succs(d.find("x")) == [fold] and d.succs(fold) == [d.find("head (Linear)")]
     assert "360 params" in d.label(fold)  # 5 × (64 + 8)
 
 

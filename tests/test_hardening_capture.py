@@ -87,7 +87,7 @@ def test_a_partial_graph_keeps_no_activation_alive() -> None:
     assert isinstance(graph.error, RuntimeError) and graph.error.__traceback__ is not None
     gc.collect()
     assert seen[0]() is None
-    assert "✗ FAILED" in graph.tree(ascii=False)
+    assert "✗ failed" in graph.tree(ascii=False)
 
 
 class Unprintable(Exception):

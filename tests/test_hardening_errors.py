@@ -106,10 +106,10 @@ def test_partial_trace_keeps_the_graph_up_to_the_failing_op() -> None:
 def test_partial_graph_renders_and_shows_failed(tmp_path: Path) -> None:
     graph = torchatlas.trace(Broken(), torch.randn(2, 4), partial=True)
     tree = graph.tree()
-    failed_lines = [line for line in tree.splitlines() if "FAILED" in line]
+    failed_lines = [line for line in tree.splitlines() if "✗ failed" in line]
     assert len(failed_lines) == 1 and "matmul" in failed_lines[0] and "cannot be multiplied" in failed_lines[0]
     loaded = torchatlas.load(graph.save(tmp_path / "partial.json"))
-    assert loaded.to_dict() == graph.to_dict() and "FAILED" in loaded.tree()
+    assert loaded.to_dict() == graph.to_dict() and "✗ failed" in loaded.tree()
 
 
 def test_partial_trace_of_a_python_error_keeps_the_graph() -> None:
@@ -199,14 +199,14 @@ class FailsInLeaf(nn.Module):
 def test_every_renderer_marks_the_failing_op() -> None:
     graph = torchatlas.trace(FailsInLeaf(), torch.randn(2, 4), partial=True)
     # tree: the leaf opens to show its failing op; collapsed by depth, the call says so
-    assert [line for line in graph.tree().splitlines() if "FAILED" in line] == [
-        "    └── linear  ✗ FAILED: RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x4 and 5x2)"
+    assert [line for line in graph.tree().splitlines() if "✗ failed" in line] == [
+        "    └── linear  ✗ failed: RuntimeError: mat1 and mat2 shapes cannot be multiplied (2x4 and 5x2)"
     ]
-    assert graph.tree(depth=0).endswith("✗ FAILED inside")
+    assert graph.tree(depth=0).endswith("✗ failed inside")
     # diagram: the one box drawn for `bad` is marked, the one for `ok` is not
     boxes = {line.split()[0]: line for line in graph.to_dot().splitlines() if "(Linear)" in line}
     bad, ok = (boxes[f'"{s.id}"'] for p in ("bad", "ok") for s in graph.ir.scopes if s.path == p)
-    assert "failed here" in bad and "#d93025" in bad and "failed" not in ok
+    assert "✗ failed inside" in bad and "#d93025" in bad and "failed" not in ok
     # web page: the op and every call around it carry the mark
     from torchatlas._render._html import viewer_document
 
@@ -246,7 +246,7 @@ def test_partial_trace_marks_a_failure_outside_any_op() -> None:
     assert marker.source is not None and 'table["missing"]' in marker.source.code
     assert [n.target for n in graph.ir.nodes if n.kind == "op"] == ["torch.nn.functional.linear", "torchatlas.raise"]
     assert graph.ir.meta["failure"]["scope"] == marker.scope
-    assert graph.tree().splitlines()[-1] == "    └── raise  ✗ FAILED: KeyError: 'missing'"
+    assert graph.tree().splitlines()[-1] == "    └── raise  ✗ failed: KeyError: 'missing'"
     last = graph.summary(format="text").rstrip().splitlines()[-1]
     assert last.startswith("✗ the forward pass failed in lookup (_LooksUp) at ") and last.endswith("KeyError: 'missing'")
     assert "unknown cost" not in graph.summary(format="text")

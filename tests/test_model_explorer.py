@@ -125,7 +125,7 @@ def test_its_options_are_the_view_options_and_hide_what_every_output_hides() -> 
     plain = load_collection(graph.to_model_explorer()).graphs[0]
     assert {kv.value for n in plain.nodes for kv in n.attrs if kv.key == "kind"} == {"input", "op", "output"}
     with_params = load_collection(graph.to_model_explorer(show_params=True, title="cnn"))
-    weights = [n for n in with_params.graphs[0].nodes if n.label == "initial_conv.weight"]
+    weights = [n for n in with_params.graphs[0].nodes if n.label == "weight" and n.namespace == "initial_conv"]
     assert with_params.label == "cnn" and len(weights) == 1
     conv = next(n for n in with_params.graphs[0].nodes if n.label == "conv2d" and n.namespace == "initial_conv")
     assert weights[0].id in {e.sourceNodeId for e in conv.incomingEdges}
@@ -134,7 +134,7 @@ def test_its_options_are_the_view_options_and_hide_what_every_output_hides() -> 
             graph.to_model_explorer(**refused)
 
 
-def test_a_stand_in_is_named_as_the_reader_knows_the_value() -> None:
+def test_a_stand_in_is_named_as_the_diagrams_and_the_pages() -> None:
     config = transformers.AutoConfig.for_model(
         "t5", num_layers=4, num_decoder_layers=4, d_model=32, d_ff=64, num_heads=2, d_kv=16, vocab_size=100
     )
@@ -142,7 +142,9 @@ def test_a_stand_in_is_named_as_the_reader_knows_the_value() -> None:
     ids = torch.randint(0, 100, (1, 8))
     graph = torchatlas.trace(transformers.T5Model(config).eval(), kwargs={"input_ids": ids, "decoder_input_ids": ids[:, :4]})
     labels = [n["label"] for n in graph.to_model_explorer()["graphs"][0]["nodes"] if n["label"].startswith("↪ ")]
-    # the encoder's output, read in the decoder: what the decoder was given it as, as the tree's ←
-    # says; never the encoder's own `hidden_states`, which means the decoder's state there
-    assert labels and set(labels) == {"↪ encoder_hidden_states"}
+    # the encoder's output, read in the decoder: named where it comes from (``_view.far_name``), as
+    # the diagram's and the page's stand-ins; never the encoder's own `hidden_states`, which means
+    # the decoder's state there
+    assert labels and set(labels) == {"↪ encoder.dropout#1"}
+    assert "↪ encoder.dropout#1" in graph.to_dot()
     assert "decoder (T5Stack)  (1×4 int64, 1×8×32) → 1×4×32  ← decoder_input_ids, encoder_hidden_states" in graph.tree()

@@ -139,7 +139,7 @@ def test_a_loop_over_one_module_is_named_alike_and_params_are_spelled_alike() ->
     assert fold["name"] == "block#0–2" and "block#0–2 (Sequential) ×3" in graph.tree()  # which calls
     assert fold["w"]["params"] == "72" and fold["v"]["params"] == 72  # one module: its parameters once
     root = page["scopes"][0]
-    assert page["words"][root["w"]]["params"] == "72" and root["pw"] == "72 (72)"
+    assert page["words"][root["w"]]["params"] == "72" and root["pw"] == "72 params"
     assert page["status"] == "6 ops · 10 module calls" and repr(graph).endswith(": 6 ops · 10 module calls>")  # Loop, block ×3, Linear ×3, GELU ×3
 
 

@@ -102,3 +102,15 @@ def test_real_capture_peak_is_bounded_by_total():
     assert 0 < ir.meta["peak_activation_bytes"] <= ir.meta["activation_bytes"]
     # input 4x16, hidden 4x32 twice (linear, relu), output 4x8, all float32
     assert ir.meta["activation_bytes"] == 4 * (64 + 128 + 128 + 32)
+
+
+def test_an_eval_dropout_allocates_nothing_as_identity() -> None:
+    """Both return their input (capture marks the call's node ``passthrough``): 0 B each."""
+    import torch
+
+    import torchatlas
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Dropout(0.1), torch.nn.Identity()).eval()
+    ir = torchatlas.trace(model, torch.randn(2, 4)).ir
+    assert [s.meta["activation_bytes"] for s in ir.scopes if s.path in ("1", "2")] == [0, 0]
+    assert ir.meta["activation_bytes"] == 2 * 32  # the input and the linear's output

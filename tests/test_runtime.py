@@ -188,11 +188,11 @@ def test_the_diagram_marks_the_ops_and_modules_that_made_nan_or_inf() -> None:
     graph = torchatlas.trace(DividesByZero(), torch.randn(2, 4), stats=True)
     bad = graph.first_nonfinite()
     assert sum(bad.meta["nonfinite"].values()) == 8  # every element of the 2x4 quotient
-    assert "⚠ 1 ops with NaN/Inf" in graph.to_dot(depth=1)  # `norm` collapsed to one box
-    marks = [line for line in graph.to_dot().splitlines() if "nan×" in line or "inf×" in line]
+    assert "⚠ 1 op with NaN/Inf inside" in graph.to_dot(depth=1)  # `norm` collapsed to one box
+    marks = [line for line in graph.to_dot().splitlines() if "NaN×" in line or "Inf×" in line]
     assert len(marks) == 1 and f'"{bad.id}"' in marks[0]
     clean = torchatlas.trace(nn.Linear(4, 4), torch.randn(2, 4), stats=True).to_dot()
-    assert "nan×" not in clean and "inf×" not in clean and "NaN/Inf" not in clean
+    assert "NaN×" not in clean and "Inf×" not in clean and "NaN/Inf" not in clean
 
 
 def _cells(line: str) -> list[str]:
@@ -227,6 +227,6 @@ def test_summary_and_tree_show_output_ranges_and_nan() -> None:
     marked = [line for line in tree.splitlines() if "⚠" in line]
     counts = bad.meta["nonfinite"]
     assert sum(counts.values()) == 8  # every element of the 2x4 quotient: 0/0 is NaN, x/0 is Inf
-    mark = "⚠ " + " ".join(f"{kind}×{n}" for kind, n in counts.items() if n)
+    mark = "⚠ " + " ".join(f"{kind.replace('nan', 'NaN').replace('inf', 'Inf')}×{n}" for kind, n in counts.items() if n)
     assert len(marked) == 1 and "truediv" in marked[0] and marked[0].endswith(mark)
-    assert "⚠ 1 ops with NaN/Inf inside" in graph.tree(depth=1, ascii=False)
+    assert "⚠ 1 op with NaN/Inf inside" in graph.tree(depth=1, ascii=False)

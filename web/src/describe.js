@@ -27,8 +27,11 @@ export function lastComponent(path) {
   return i < 0 ? path : path.slice(i + 1);
 }
 
-/** What a diff's merged graph says of a box: which side has it. */
-export const DIFF_WORDS = { same: "in A and B", changed: "changed from A to B", added: "added in B", removed: "removed from A", "pass-through": "passes its input on, on one side only" };
+/** A box's marks as flags (`failed`, `nonfinite`…) for its style; the words are Python's (`mk`). */
+function markFlags(x) {
+  const kinds = new Set((x.mk || []).map(([kind]) => kind));
+  return { failed: kinds.has("failed"), nonfinite: kinds.has("nonfinite"), dead: kinds.has("unused"), decision: kinds.has("decision"), inplace: kinds.has("in-place") };
+}
 
 export class Describer {
   constructor(model) {
@@ -97,13 +100,14 @@ export class Describer {
     let lines;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
-      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => metaLine(m.doc.metas[o])).join(", "), n.nf && `⚠ ${n.nfw}`, ...(n.dc || []).map((t) => `◆ ${t}`)];
+      const marks = (n.mk || []).filter(([kind]) => kind !== "decision").map(([, text]) => text);
+      lines = [n.t || n.path || m.kindOf(n), n.nm && `= ${n.nm}`, (n.o || []).map((o) => metaLine(m.doc.metas[o])).join(", "), ...marks, ...(n.dc || []).map((t) => `◆ ${t}`)];
     } else {
       const s = m.scopes[Model.unitScope(id)];
-      lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, s.nf > 0 && `⚠ ${s.nf} ops with NaN/Inf inside`];
+      lines = [d.badge ? `${d.title} ${d.badge}` : s.path || "<root>", s.cls, ...(s.mk || []).map(([, text]) => text)];
     }
     const x = id[0] === "n" ? m.nodes[Number(id.slice(1))] : m.scopes[Model.unitScope(id)];
-    if (x && x.df && x.df !== "same") lines.push(`${DIFF_WORDS[x.df] || x.df}${x.dfn ? ": " + x.dfn : ""}`);
+    if (x && x.df && x.df !== "same") lines.push(`${x.dfw}${x.dfn ? ": " + x.dfn : ""}`);
     return lines.filter(Boolean).map((line) => shorten(line, 300)).join("\n");
   }
 
@@ -129,45 +133,27 @@ export class Describer {
       const kind = m.kindOf(n);
       const cat = m.doc.categories[n.c];
       if (kind === "op") {
-        if (n.err) return { title: this.opName(n), subtitle: "✗ failed here", category: cat, failed: true };
-        if (n.nf) return { title: this.opName(n), subtitle: `⚠ ${n.nfw}`, category: cat, nonfinite: true };
-        if (n.dead) return { title: this.opName(n), subtitle: "unused", category: cat, dead: true };
-        if (n.dm) return { title: this.opName(n), subtitle: `◆ ${n.dm}`, category: cat, decision: true };
-        if (n.so) return { title: this.opName(n), subtitle: "size only", category: cat };
-        // an in-place write says so under its title, as the diagram's box and the tree's [in-place]
-        const sub = [n.ip ? "in-place" : "", this.paramsRead(n) || ""].filter(Boolean).join(" · ");
-        return { title: this.opName(n), subtitle: sub || undefined, category: cat, inplace: !!n.ip };
+        // the mark that wins is its subtitle (Python's order); else in-place and the weights it reads
+        const [first] = n.mk || [];
+        const held = !this.model.showParams && n.pr;
+        const subtitle = first && first[0] !== "in-place" ? first[1] : [first && first[1], held].filter(Boolean).join(" · ");
+        return { title: this.opName(n), subtitle: subtitle || undefined, category: cat, ...markFlags(n) };
       }
-      const title = kind === "output" ? n.path || "output" : kind === "input" ? n.path || "input" : lastComponent(n.path || kind);
-      return { title, subtitle: shapeOf(this.meta(n.idx)), category: cat };
+      return { title: this.opName(n), subtitle: shapeOf(this.meta(n.idx)), category: cat };
     }
     const s = m.scopes[Model.unitScope(id)];
     const cls = lastComponent(s.cls);
     if (id[0] === "g") {
       const members = m.groups.get(s.rep[0]);
-      const nonfinite = members.some((i) => m.scopes[i].nf > 0);
+      const flags = members.map((i) => markFlags(m.scopes[i]));
       // a closed box names the collectives inside it (page data: the scope's "cw"), as the diagram's does
       const subtitle = s.cw ? `${cls} · ${s.cw}` : cls;
-      return { title: this.fold(s).name, subtitle, badge: `×${members.length}`, category: "module", module: true, failed: !!s.err, nonfinite };
+      return { title: this.fold(s).name, subtitle, badge: `×${members.length}`, category: "module", module: true, failed: flags.some((f) => f.failed), nonfinite: flags.some((f) => f.nonfinite) };
     }
     // A module holding no other module has the colour of its ops (page data: the scope's "c").
     const category = s.c != null ? m.doc.categories[s.c] : "module";
-    const subtitle = s.nf > 0 ? `${cls} · ⚠ ${s.w.nf} NaN/Inf op${s.nf === 1 ? "" : "s"}` : s.cw ? `${cls} · ${s.cw}` : cls;
-    return { title: s.nm, subtitle, category, module: true, failed: !!s.err, nonfinite: s.nf > 0 };
-  }
-
-  /** "W 16×3×3×3 · b 16": the parameters an op reads, shown while parameters are hidden. */
-  paramsRead(n) {
-    const parts = [];
-    for (const i of n.i || []) {
-      const src = this.model.nodes[i];
-      const kind = this.model.kindOf(src);
-      if (!this.model.state.has(kind) || this.model.isVisibleKind(src)) continue;
-      const leaf = lastComponent(src.path || "");
-      const short = leaf === "weight" ? "W" : leaf === "bias" ? "b" : leaf;
-      parts.push(`${short} ${shapeOf(this.meta(src.idx))}`);
-    }
-    return parts.slice(0, 2).join(" · ");
+    const subtitle = [cls, ...(s.mk || []).map(([, text]) => text), s.cw].filter(Boolean).join(" · ");
+    return { title: s.nm, subtitle, category, module: true, ...markFlags(s) };
   }
 
   /** One shape per tensor the edge carries, as the diagram's edge lists them. */

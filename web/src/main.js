@@ -59,7 +59,8 @@ class App {
     const m = this.model;
     const area = Math.max(0.1, Math.min(1, (innerWidth * innerHeight) / (1400 * 800)));
     const start = m.startDepth ?? m.depthWithin(Math.max(12, Math.round(START_BUDGET * area)), true);
-    m.expandToDepth(Math.max(1, start), m.startDepth === null, true); // torch.nn layers start closed, as the diagram boxes them
+    // torch.nn layers start closed, as the diagram boxes them; a depth asked for opens the folds above it
+    m.expandToDepth(Math.max(1, start), m.startDepth === null, true, m.startDepth !== null);
     this.syncDepthSelect();
   }
 
@@ -70,7 +71,8 @@ class App {
    */
   async openFirstView() {
     const m = this.model;
-    for (let depth = this.openDepth(); depth > 1; depth--) {
+    // a depth asked for (to_html(depth=2), --depth 2) is honoured; only the guessed one closes to stay legible
+    for (let depth = this.openDepth(); depth > 1 && m.startDepth === null; depth--) {
       const graph = m.visibleGraph();
       const size = await layout(graph, this.boxSizes(graph), (c) => this.renderer.containerMinWidth(c), this.direction);
       if (this.viewport.fitScale(size) >= READABLE_SCALE) break;
@@ -301,7 +303,7 @@ class App {
   }
 
   collapseToDepth(depth) {
-    this.model.expandToDepth(depth, true);
+    this.model.expandToDepth(depth, true, true, true); // the depth menu: folds above it open, as in the diagram
     this.relayout({ animate: true, fit: true });
   }
 

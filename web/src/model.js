@@ -196,10 +196,12 @@ export class Model {
 
   /** Open every scope above `depth`; with `skipTrivial`, single-op leaf modules stay closed, and
    * with `keepLayers` the standard torch.nn layers the diagram boxes (`doc.view.closed`). */
-  expandToDepth(depth, skipTrivial = false, keepLayers = skipTrivial) {
-    // Members of a folded repeat stay closed, so unfolding shows N boxes, not N open layers.
+  expandToDepth(depth, skipTrivial = false, keepLayers = skipTrivial, openFolds = false) {
+    // Members of a folded repeat stay closed, so unfolding shows N boxes, not N open layers; with
+    // `openFolds` (a depth asked for) a fold above it opens as its first member, as the diagram draws it.
+    const folded = (s) => this.foldedGroupOf(s) !== null && !(openFolds && s.rep[1] === 0);
     const open = (s) =>
-      s.depth === 0 || (s.depth < depth && this.foldedGroupOf(s) === null && !(keepLayers && this.closed.has(s.idx)) && !(skipTrivial && this.isTrivial(s)));
+      s.depth === 0 || (s.depth < depth && !folded(s) && !(keepLayers && this.closed.has(s.idx)) && !(skipTrivial && this.isTrivial(s)));
     this.expanded = new Set(this.scopes.filter(open).map((s) => s.idx));
   }
 

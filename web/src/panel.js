@@ -1,7 +1,7 @@
 // The details panel and the search box. Every string from the graph is set
 // with textContent: module names and source lines come from user code.
 
-import { DIFF_WORDS, lastComponent, metaLine } from "./describe.js";
+import { lastComponent, metaLine } from "./describe.js";
 
 function h(tag, cls, text) {
   const e = document.createElement(tag);
@@ -63,7 +63,7 @@ export class DetailsPanel {
     if (!x.df) return;
     const sec = this.section("A → B");
     sec.classList.add("diff", "diff-" + x.df);
-    this.rows(sec, [["status", DIFF_WORDS[x.df] || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
+    this.rows(sec, [["status", x.dfw || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
   }
 
   tensors(parent, title, items) {
@@ -125,7 +125,7 @@ export class DetailsPanel {
     const kind = m.kindOf(n);
     this.root.replaceChildren();
     this.root.dataset.selected = "n" + idx;
-    const head = this.section(kind === "op" ? this.describer.opName(n) : n.path || kind);
+    const head = this.section(this.describer.opName(n));
     head.classList.add("head");
     head.dataset.category = m.doc.categories[n.c];
     this.rows(head, [
@@ -136,13 +136,10 @@ export class DetailsPanel {
       ["module", scope.path || "<root>", "mono"],
       ["class", scope.cls, "mono"],
       ["call", n.a ? `${this.describer.opName(n)} ${n.a}` : null, "mono"],
-      ["in-place", n.ip ? "yes" : null],
       ["collective", n.cl || null],
-      ["unused", n.dead ? "yes: nothing reads its result" : null],
       ["decides", n.dc ? n.dc.join("; ") : null, "mono"],
-      ["size only", n.so ? "yes: only its size was read" : null],
-      ["failed", n.err || null],
-      ["NaN/Inf", n.nf ? n.nfw : null, "warn"],
+      // its marks, in Python's words (failed, nonfinite, unused, in-place, size only)
+      ...(n.mk || []).filter(([kind]) => kind !== "decision" && kind !== "collective").map(([kind, text]) => [kind, text, kind === "failed" || kind === "nonfinite" ? "warn" : null]),
       ["FLOPs", n.w?.f],
       ["time", n.w?.tu],
       ["CUDA time", n.w?.ctu],
@@ -188,6 +185,7 @@ export class DetailsPanel {
       ["CUDA time", s.w?.ctu],
       ["activation bytes", s.w?.ab],
       ["NaN/Inf ops", s.nf != null ? String(s.nf) : null, s.nf ? "warn" : null],
+      ...(s.mk || []).map(([kind, text]) => [kind, text, "warn"]),
     ]);
     this.diff(s);
     const bar = h("div", "actions");

@@ -276,7 +276,7 @@ export class Renderer {
     const notes = el("text", { class: "refs", x: "2", y: "-5" }, g);
     refs.slice(0, 4).forEach((e, i) => {
       const span = el("tspan", { class: "ref", dx: i ? "8" : "0" }, notes);
-      span.textContent = `↪ ${this.describer.unit(e.source).title}`;
+      span.textContent = (this.describer.model.nodes[e.node].fw || [])[e.slot] || "↪";
       span.addEventListener("click", (ev) => {
         ev.stopPropagation();
         this.handlers.onSelect(e.source);

@@ -229,6 +229,8 @@ class Session:
                     name = f"{cls.__module__}.{getattr(self.model, '__qualname__', cls.__qualname__)}"
                     self.tracker.open_root(name, self.args, self.kwargs)
                 self._output = self.model(*self.args, **self.kwargs)
+                if not isinstance(self.model, torch.nn.Module):  # the root opened by hand returns what it returned
+                    self.tracker.exit(None, self._output)
                 self._returned = True  # what follows (the loss of backward=True) is not forward failing
                 if self.after_forward is not None:
                     self.after_forward(self._output)

@@ -138,7 +138,9 @@ def written_input(node: Node) -> int | None:
 def storage_roots(ir: GraphIR) -> list[int]:
     """For each node (by position), the position of the node that allocated its storage.
 
-    Views and in-place writes reuse their argument's storage; everything else owns its own.
+    Views and in-place writes reuse their argument's storage, and so does a module call that
+    returned its input (capture's ``passthrough``: an eval ``Dropout``, as ``Identity``);
+    everything else owns its own.
     """
     position = {n.id: i for i, n in enumerate(ir.nodes)}
     roots: list[int] = []
@@ -147,7 +149,7 @@ def storage_roots(ir: GraphIR) -> list[int]:
         if n.kind == "op" and n.inputs:
             if n.inplace:
                 source = written_input(n)
-            elif is_view(n.target):
+            elif is_view(n.target) or n.meta.get("passthrough"):
                 source = 0
         if source is not None and source < len(n.inputs):
             roots.append(roots[position[n.inputs[source].node]])

@@ -88,8 +88,8 @@ class GraphDiff:
             return "no differences"
         lines = [f"- {visible(label)}" for label in self.removed]
         lines += [f"+ {visible(label)}" for label in self.added]
-        lines += [f"~ {visible(c.scope)}: {visible(c.text('->'))}" for c in self.changed]
-        lines += [f"= total {c.field}: {c.before} -> {c.after}" for c in self.totals]
+        lines += [f"~ {visible(c.scope)}: {visible(c.words)}" for c in self.changed]
+        lines += [f"= total {c.words}" for c in self.totals]
         return "\n".join(lines)
 
     def to_markdown(self) -> str:

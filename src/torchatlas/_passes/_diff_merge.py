@@ -16,8 +16,7 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._passes._diff_match import Matching, resolve
-from torchatlas._passes._diff_records import DiffCall, NodeMatch
-from torchatlas._text import format_compact
+from torchatlas._passes._diff_records import DiffCall, NodeMatch, compact_count
 
 _PREFIX = "a·"
 """Ids of what only ``a`` had: ``a·n17`` (``b``'s ids are kept as they are)."""
@@ -96,18 +95,9 @@ def _call_note(c: DiffCall) -> str:
     if c.status in ("added", "removed"):
         facts = c.after if c.status == "added" else c.before
         params = (facts or {}).get("parameters", "?")
-        return f"{'+' if c.status == 'added' else '−'} params {_compact(params)}"
+        return f"{'+' if c.status == 'added' else '−'} params {compact_count(params)}"
     notes = dict(zip(c.changed, c.notes))
-    for field, short in (("parameters", "params"), ("FLOPs", "FLOPs")):
-        if field in notes:
-            before, _, after = notes[field][len(field) + 1:].partition(" → ")
-            return f"{short} {_compact(before)} → {_compact(after)}"
-    return notes.get("output shapes", c.notes[0] if c.notes else "")
-
-
-def _compact(text: str) -> str:
-    digits = text.replace(",", "")
-    return format_compact(int(digits)) if digits.isdigit() else text
+    return next((notes[field] for field in ("parameters", "FLOPs") if field in notes), notes.get("output shapes", c.notes[0] if c.notes else ""))
 
 
 def _split_mixed_folds(scopes: list[Scope], statuses: dict[str, str]) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchatlas._text import format_compact
+
 NAMING_FIELDS = frozenset({"path", "class"})
 """Fields that name a call rather than say what it computes: ``GraphDiff.equal`` ignores them."""
 
@@ -21,12 +23,28 @@ class ScopeChange:
     before: str
     after: str
 
-    def text(self, arrow: str = "→") -> str:
-        """The change as a phrase: ``FLOPs 1,024 → 2,048``; an op one side lacks, ``added op
+    @property
+    def words(self) -> str:
+        """``params 20 → 40``, ``output shapes 2×4 → 2×8``: the one spelling ``str(diff)``,
+        ``diff.tree()`` and ``diff.summary()`` write a change in; an op one side lacks, ``added op
         mul(2×8, 2×8): 2×8`` (its ``before`` or ``after`` is ``—``)."""
         if self.field in ("op added", "op removed"):
             return f"{self.field.removeprefix('op ')} op {self.after if self.field == 'op added' else self.before}"
-        return f"{self.field} {self.before} {arrow} {self.after}"
+        return change_words(self.field, self.before, self.after)
+
+
+SHORT_FIELDS = {"parameters": "params"}
+"""A field's name where a change is written (``params 20 → 40``)."""
+
+
+def compact_count(text: str) -> str:
+    """``24,576`` -> ``24.6K``: a count as a change writes it; other text as it is."""
+    digits = text.replace(",", "")
+    return format_compact(int(digits)) if digits.isdigit() else text
+
+
+def change_words(field: str, before: str, after: str) -> str:
+    return f"{SHORT_FIELDS.get(field, field)} {compact_count(before)} → {compact_count(after)}"
 
 
 @dataclass(frozen=True)

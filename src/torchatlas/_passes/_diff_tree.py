@@ -10,12 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from torchatlas._ir import GraphIR, Scope
-from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, ScopeChange
-from torchatlas._text import fold_label, format_compact, format_count, format_shapes, visible
+from torchatlas._passes._diff_records import (
+    NAMING_FIELDS,
+    SHORT_FIELDS,
+    DiffCall,
+    ScopeChange,
+    compact_count,
+)
+from torchatlas._text import fold_label, format_count, format_shapes, visible
 
 MARKS = {"same": " ", "changed": "~", "added": "+", "removed": "-", "pass-through": " "}
 _TOTALS = ("parameters", "FLOPs")
-_SHORT = {"parameters": "params"}
 
 
 def _facts(scope: Scope) -> dict[str, str]:
@@ -81,7 +86,7 @@ def _walk(key: Any, depth: int, children: dict, out: list[DiffCall], keys: list[
                 before = _facts(a.scope(other))
             after = _facts(s)
         fields = tuple(dict.fromkeys(c.field for c in own))
-        notes = tuple(c.text() for c in own)
+        notes = tuple(c.words for c in own)
         out.append(DiffCall(depth, s.label, status, before, after, fields, s.path, s.class_name, notes))
         keys.append((side, sid))
         stack.extend((depth + 1, k) for k in reversed(children.get((side, sid), [])))
@@ -162,26 +167,15 @@ def _foldable(first: DiffCall, other: DiffCall) -> bool:
     return pa == pb and a.isdigit() and b.isdigit()
 
 
-def _compact(text: str) -> str:
-    digits = text.replace(",", "")
-    return format_compact(int(digits)) if digits.isdigit() else text
-
-
 def _notes(c: DiffCall, limit: int = 3) -> str:
     """``params 24.6K → 49.2K, FLOPs 1.2M → 2.4M, output shapes …``; the sizes of an added or removed call."""
     if c.status in ("added", "removed"):
         facts = c.after if c.status == "added" else c.before
         assert facts is not None
-        return ", ".join(f"{_SHORT.get(k, k)} {_compact(facts[k])}" for k in _TOTALS if facts.get(k, "?") != "?")
+        return ", ".join(f"{SHORT_FIELDS.get(k, k)} {compact_count(facts[k])}" for k in _TOTALS if facts.get(k, "?") != "?")
     if c.status == "pass-through":
         return f"pass-through, only in {'A' if c.after is None else 'B'}"
-    notes = sorted(zip(c.changed, c.notes), key=lambda fn: fn[0] not in _TOTALS)
-    shown = []
-    for fld, note in notes:
-        if fld in _TOTALS:
-            before, _, after = note[len(fld) + 1:].partition(" → ")
-            note = f"{_SHORT.get(fld, fld)} {_compact(before)} → {_compact(after)}"
-        shown.append(note)
+    shown = [note for _, note in sorted(zip(c.changed, c.notes), key=lambda fn: fn[0] not in _TOTALS)]
     more = f", +{len(shown) - limit} more" if len(shown) > limit else ""
     return ", ".join(shown[:limit]) + more
 
@@ -208,13 +202,13 @@ def summary_text(calls: list[DiffCall], totals: list[ScopeChange]) -> str:
         return "no differences"
     widths = [max(len(r[k]) for r in rows) for k in range(4)]
     lines = ["  ".join(r[k].ljust(widths[k]) for k in range(4)) + "  " + r[4] for r in rows]
-    lines += [f"= total {t.field}: {_compact(t.before)} → {_compact(t.after)}" for t in totals]
+    lines += [f"= total {t.words}" for t in totals]
     return "\n".join(line.rstrip() for line in lines)
 
 
 def _amount(c: DiffCall, key: str) -> str:
-    before = _compact(c.before[key]) if c.before else None
-    after = _compact(c.after[key]) if c.after else None
+    before = compact_count(c.before[key]) if c.before else None
+    after = compact_count(c.after[key]) if c.after else None
     if before is None:
         return f"+{after}" if after != "0" else "0"
     if after is None:

@@ -67,6 +67,7 @@ def flops_update(ir: GraphIR) -> MetaUpdate:
     sharded = any(m.placements for n in ir.nodes for m in n.outputs)
     shares = _RankShares(ir) if sharded else None
     own_per_rank: dict[str, float] = {}
+    backward: dict[str, dict[str, float]] = {"flops": {}, "macs": {}, "flops_unknown": {}}  # capture's phase
     for node in ir.ops():
         if shares is None:
             category, f, m = op_cost(ir, node)
@@ -75,6 +76,9 @@ def flops_update(ir: GraphIR) -> MetaUpdate:
             if per_rank is not None:
                 node_meta[node.id] = {"flops_per_rank": per_rank}
                 own_per_rank[node.scope] = own_per_rank.get(node.scope, 0) + per_rank
+        if node.meta.get("phase") == "backward":
+            for key, value in (("flops", f or 0), ("macs", m or 0), ("flops_unknown", f is None)):
+                backward[key][node.scope] = backward[key].get(node.scope, 0) + value
         node_meta.setdefault(node.id, {}).update({"flops": f, "macs": m, "flop_category": category})
         if f is None:
             own_unknown[node.scope] = own_unknown.get(node.scope, 0) + 1
@@ -88,6 +92,11 @@ def flops_update(ir: GraphIR) -> MetaUpdate:
         s.id: {"flops": int(total_flops[s.id]), "macs": int(total_macs[s.id]), "flops_unknown": int(total_unknown[s.id])}
         for s in ir.scopes
     }
+    if any(backward["flops"].values()) or any(backward["flops_unknown"].values()):
+        # the part of each number the backward ops add: the summary keeps it apart, as the tree does
+        for key, own in backward.items():
+            for sid, value in roll_up(ir, own).items():
+                scope_meta[sid][f"backward_{key}"] = int(value)
     if sharded:
         total_per_rank = roll_up(ir, own_per_rank)
         for s in ir.scopes:
@@ -406,6 +415,6 @@ PASS = Pass(
     "flops",
     flops_update,
     node_keys=frozenset({"flops", "macs", "flop_category", "flops_per_rank"}),
-    scope_keys=frozenset({"flops", "macs", "flops_unknown", "flops_per_rank"}),
+    scope_keys=frozenset({"flops", "macs", "flops_unknown", "flops_per_rank", "backward_flops", "backward_macs", "backward_flops_unknown"}),
     graph_keys=frozenset({"flops", "macs", "flops_unknown_ops", "flops_unknown_targets", "flops_per_rank"}),
 )

@@ -19,14 +19,11 @@ from typing import Any
 from torchatlas._ir import GraphIR
 from torchatlas._render._html import HtmlOptions, sha256_source, to_html
 from torchatlas._text import format_compact, visible
+from torchatlas._view import DIFF_STATUS
 
-_STATUS = {
-    "same": ("", "unchanged"),
-    "changed": ("~", "changed"),
-    "added": ("+", "added in B"),
-    "removed": ("−", "removed from B"),
-    "pass-through": ("", "hands its input on; only on one side"),
-}
+_MARKS = {"same": "", "changed": "~", "added": "+", "removed": "−", "pass-through": ""}
+_STATUS = {status: (mark, DIFF_STATUS[status]) for status, mark in _MARKS.items()}
+"""Each status's mark in the list, and its words: the page's tooltips' and panel's (``_view.DIFF_STATUS``)."""
 _FIELDS = ("label", "class", "input shapes", "output shapes", "parameters", "FLOPs")
 _JSON_ESCAPES = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
 
@@ -184,7 +181,7 @@ def diff_graph_page(graph: GraphIR, doc: dict[str, Any], title: str = "torchatla
             + (f'<ul class="notes">{notes}</ul>' if notes else "") + "</details>"
         )
     aside = (
-        f'<details class="diff-list"{" open" if len(rows) <= 12 else ""}><summary>{verdict}: '
+        f'<details class="diff-list"><summary>{verdict}: '
         f'{len(rows)} module calls differ</summary>'
         f'<p class="counts">{summary}</p>' + "".join(rows) + "</details>\n"
     )

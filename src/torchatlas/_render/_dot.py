@@ -11,15 +11,12 @@ gives the same text.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import PurePath
-from typing import Any
 
-from torchatlas._ir import GraphIR, Node, Ref, Source, TensorMeta, read_locally
+from torchatlas._ir import GraphIR, Node, Ref, Source
 from torchatlas._ops import LEGEND, category, collective_kind
 from torchatlas._render._graphviz import FORMATS, html_text, quoted, run_dot, tooltip
-from torchatlas._text import format_compact, format_duration
 from torchatlas._view import (
     BACKWARD,
     BACKWARD_SCOPE,
@@ -34,30 +31,24 @@ from torchatlas._view import (
     Layout,
     Palette,
     Unit,
+    View,
+    Words,
     break_anchors,
     build_layout,
+    build_view,
     call_name,
-    collective_text,
-    collectives_under,
     decisions,
     dominant_dtype,
     fold_name,
-    fold_totals,
-    held_collectives_text,
-    input_label,
     leaf_module_category,
     legend_graphs,
-    loop_body_note,
-    loop_note,
     model_title,
-    op_display,
     plain_reason,
     rank_pins,
     read_label,
     read_mark,
     relative_name,
     scope_name,
-    shape_list,
     shape_text,
 )
 
@@ -70,43 +61,7 @@ MAX_DOT_ELEMENTS = 4000
 _FAILED = "#d93025"  # the failing op of a partial trace, in every theme
 
 
-# -- labels --------------------------------------------------------------------
-
-
-def _shapes_text(ir: GraphIR, values: list[Ref], dominant: str | None, most: int = 3) -> list[str]:
-    """One shape per tensor, in the tree's spelling (``2×10×96, 4×2×48, 4×2×48``; three alike ``×3``)."""
-    return shape_list([ir.value_meta(v) for v in dict.fromkeys(values)], dominant, most)
-
-
-def _call_shapes(ir: GraphIR, ins: list[Ref], outs: list[Ref], dominant: str | None) -> tuple[list[str], list[str]]:
-    """A box's input and output shapes, its inputs as it read them (``read_locally``: ReLU after
-    ColwiseParallel was given this rank's part)."""
-    in_metas, out_metas = [ir.value_meta(v) for v in dict.fromkeys(ins)], [ir.value_meta(v) for v in dict.fromkeys(outs)]
-    return shape_list(read_locally(in_metas, out_metas), dominant, 3), shape_list(out_metas, dominant, 3)
-
-
-def _time_facts(numbers: Mapping[str, Any]) -> list[str]:
-    """``1.2 ms`` and ``CUDA 0.8 ms`` for a profiled call (``numbers``: its meta, or a folded
-    run's totals from the repeats pass)."""
-    facts = []
-    for key, prefix in (("time_us", ""), ("cuda_time_us", "CUDA ")):
-        if isinstance(time := numbers.get(key), (int, float)):
-            facts.append(prefix + format_duration(time))
-    return facts
-
-
-def _param_count(ir: GraphIR, unit: Unit) -> int:
-    """Parameters owned by the unit's modules (from the model's parameter list when captured)."""
-    declared = ir.meta.get("parameters")
-    if isinstance(declared, list):
-        # Each parameter once, however many members own it (the calls of one shared module).
-        prefixes = {scope.path + "." if scope.path else "" for scope in unit.members}
-        return sum(
-            TensorMeta(tuple(p.get("shape", ())), "", "").numel()
-            for p in declared
-            if any(str(path).startswith(prefix) for path in [p.get("path", ""), *p.get("shared_with", [])] for prefix in prefixes)
-        )
-    return sum(n.outputs[0].numel() for n in unit.nodes if n.kind == "param" and n.outputs)
+# -- labels: laid out from the view's words (``_view.build_view``), never spelled here ---------
 
 
 def _font(text: str, color: str, size: int | None = None) -> str:
@@ -122,25 +77,22 @@ def _source_line(source: Source | None) -> str:
 
 
 class _Writer:
-    def __init__(self, ir: GraphIR, options: DotOptions, layout: Layout) -> None:
-        self.ir, self.options, self.layout = ir, options, layout
+    def __init__(self, view: View, options: DotOptions) -> None:
+        self.ir, self.options, self.layout, self.words = view.ir, options, view.layout, view.words
+        self.labels = view.labels
+        ir, layout = self.ir, self.layout
         self.children = ir.children()
         self.palette: Palette = PALETTES[options.theme]
         self.dominant = dominant_dtype(ir)
         self.model = model_title(ir)
         self.used_categories: set[str] = set()
+        self.decided = False  # a decision diamond was drawn: the legend says what it is
         self.linked_tensors: set[str] = set()
-        # Module calls holding the op a partial trace failed at: marked even when drawn as one box.
-        self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
-        self.collectives = collectives_under(ir)  # a closed box says what it communicates
         self.lines: list[str] = []
-        self.in_values: dict[str, list[tuple[str, int]]] = {}
         self.out_values: dict[str, list[tuple[str, int]]] = {}
-        for (src, dst), edge in layout.edges.items():
-            if not edge.from_param:
-                if layout.units[src].kind != "ref":
-                    self.out_values.setdefault(src, []).extend(edge.values)
-                self.in_values.setdefault(dst, []).extend(edge.values)
+        for (src, _), edge in layout.edges.items():
+            if not edge.from_param and layout.units[src].kind != "ref":
+                self.out_values.setdefault(src, []).extend(edge.values)
         self.units_in: dict[str | None, list[Unit]] = {}
         for unit in layout.units.values():
             self.units_in.setdefault(unit.container, []).append(unit)
@@ -218,7 +170,7 @@ class _Writer:
     def _unit(self, unit: Unit, indent: int) -> None:
         pad = "  " * indent
         if unit.kind == "node":
-            attrs = self._node_attrs(unit.node)
+            attrs = self._node_attrs(unit)
         elif unit.kind == "ref":
             attrs = self._ref_attrs(unit)
         else:
@@ -240,6 +192,7 @@ class _Writer:
         reads = decisions(node)
         if not reads:
             return
+        self.decided = True
         mark = quoted(f"d_{unit_id}")
         text = "<BR/>".join(dict.fromkeys(html_text(read_mark(r)) for r in reads[:3]))
         tip = tooltip(*dict.fromkeys(read_label(r) for r in reads))
@@ -254,96 +207,56 @@ class _Writer:
         p = self.palette
         return f'fillcolor="{p.fill[cat]}", color="{p.border[cat]}"'
 
-    def _node_attrs(self, n: Node) -> str:
+    def _marked(self, words: Words, label: str, cat: str, tip: str, extra: str) -> str:
+        """A box's marks under its facts: a failure or NaN in red with a red border, ``unused``
+        dashed, ``in-place`` and a collective muted; decisions are drawn as diamonds beside it."""
         p = self.palette
+        for mark in words.marks:
+            if mark.kind in ("failed", "nonfinite"):
+                label += f'<BR/>{_font(html_text(mark.text, 48), _FAILED, 9)}'
+            elif mark.kind in ("unused", "in-place", "collective"):
+                label += f"<BR/>{_font(html_text(mark.text), p.muted, 9)}"
+            elif mark.kind == "decision" and words.badge:  # a loop a break ended: where, and over what
+                label += f"<BR/>{_font(html_text(mark.text, 120), DECISION_BORDER, 9)}"
+        if words.has("failed"):
+            return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
+        if words.has("nonfinite"):
+            extra += f', color="{_FAILED}", penwidth=2.2'
+        return f"label=<{label}>, {self._colors(cat)}, tooltip={tip}{extra}"
+
+    def _node_attrs(self, unit: Unit) -> str:
+        n, words, p = unit.node, self.words[unit.id], self.palette
+        assert n is not None
         cat = category(n.target, n.kind)
-        meta = n.outputs[0] if n.outputs else None
-        if n.kind == "op":
-            label = f"<B>{html_text(op_display(n))}</B>"
-            if n.inplace:  # as the tree's [in-place]
-                label += f"<BR/>{_font('in-place', p.muted, 9)}"
-            tip = tooltip(n.target or "?", "in-place" if n.inplace else "", _source_line(n.source))
-            marked = collective_text(n)
-            if marked is not None:  # ⇄ all_reduce over tp:4, 128 B (P(sum) → R)
-                label += f"<BR/>{_font(html_text(marked.split(' ', 2)[2]), p.muted, 9)}"
-                tip = tooltip(marked, n.target or "?", _source_line(n.source))
-        elif n.kind == "input":
-            shape = _font(html_text(shape_text(meta, self.dominant)), p.muted, 9)
-            label = f"<B>{html_text(input_label(n.path))}</B><BR/>{shape}"
-            tip = tooltip(n.path or "input")
-        elif n.kind == "output":
-            value = self.ir.value_meta(n.inputs[0]) if n.inputs else meta
-            shape = _font(html_text(shape_text(value, self.dominant)), p.muted, 9)
-            label = f"<B>{html_text(n.path or 'output')}</B><BR/>{shape}"
-            tip = tooltip(n.path or "output")
-        else:
-            name = (n.path or n.kind).rsplit(".", 1)[-1]
-            label = f"{html_text(name)}<BR/>{_font(html_text(shape_text(meta, self.dominant)), p.muted, 9)}"
-            tip = tooltip(f"{n.kind} {n.path or ''}")
+        label = f"<B>{html_text(words.title)}</B>" if n.kind in ("op", "input", "output") else html_text(words.title)
+        if words.subtitle is not None:
+            label += f"<BR/>{_font(html_text(words.subtitle), p.muted, 9)}"
+        tip = tooltip(*[m.text for m in words.marks if m.kind == "collective"], n.target or n.path or n.kind, _source_line(n.source))
         extra = ", penwidth=2" if n.inplace else ""
         if n.scope.startswith(BACKWARD_SCOPE):
             extra += f', style="rounded,filled,dashed", color="{BACKWARD}"'
-        elif n.meta.get("dead"):  # nothing reads its result: dashed, as the tree lists it apart
-            label += f"<BR/>{_font('unused', p.muted, 9)}"
+        elif words.has("unused"):  # nothing reads its result: dashed, as the tree lists it apart
             extra += ', style="rounded,filled,dashed"'
-        nonfinite = n.meta.get("nonfinite")
-        if nonfinite:  # a NaN or Inf came out of this op (trace(stats=True))
-            counts = " ".join(f"{k}×{format_compact(v)}" for k, v in nonfinite.items() if v)
-            label += f'<BR/>{_font("⚠ " + html_text(counts), _FAILED, 9)}'
-            extra += f', color="{_FAILED}", penwidth=2.2'
-        if "error" in n.meta:  # the op a partial trace stopped at
-            label += f'<BR/>{_font("✗ " + html_text(str(n.meta["error"]), 48), _FAILED, 9)}'
-            return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
-        return f"label=<{label}>, {self._colors(cat)}, tooltip={tip}{extra}"
+        return self._marked(words, label, cat, tip, extra)
 
     def _box_attrs(self, unit: Unit) -> str:
-        p, scope = self.palette, unit.scope
-        if unit.kind == "fold":
-            name = fold_name(unit.members)
-            cat = "module"
-        else:
-            name = scope_name(scope, self.model)
-            cat = self._box_category(unit)
-        full_name = name
-        name = relative_name(name, self.ir.scope(unit.container).path if unit.container else "")
-        ins, outs = _call_shapes(self.ir, self.in_values.get(unit.id, []), self.out_values.get(unit.id, []), self.dominant)
-        facts = []
-        if ins or outs:
-            facts.append(f"{', '.join(ins) or '–'} → {', '.join(outs) or '–'}")
-        params = _param_count(self.ir, unit)
-        if params:
-            facts.append(f"{format_compact(params)} params")
-        facts += _time_facts(fold_totals(self.ir, scope.id) if unit.kind == "fold" else scope.meta)
-        title = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
-        if unit.kind == "fold":
-            title += f" <B>×{len(unit.members)}</B>"
-        label = title
-        if facts:
-            label += "<BR/>" + _font(html_text(" · ".join(facts), 120), p.muted, 9)
-        held = held_collectives_text(self.collectives.get(scope.id, []))
-        if held:  # ⇄ all_reduce 2.00 KiB: no collective hidden in a closed box
-            label += "<BR/>" + _font(html_text(held, 120), p.border["communication"], 9)
-        body = loop_body_note(self.ir, scope) if unit.kind == "fold" else ""
-        if body:  # the caller's ops of every iteration are inside the box too
-            label += "<BR/>" + _font(html_text(body, 120), p.muted, 9)
-        note = loop_note(self.ir, scope).removeprefix(" ").removeprefix(", ") if unit.kind == "fold" else ""
-        if note:  # a loop a break ended: where, and over what
-            label += "<BR/>" + _font(html_text(note, 120), DECISION_BORDER, 9)
-        tip = tooltip(f"{full_name} ({scope.cls})", _source_line(scope.source))
+        p, scope, words = self.palette, unit.scope, self.words[unit.id]
+        assert scope is not None
+        cat = "module" if unit.kind == "fold" else self._box_category(unit)
+        label = f"<B>{html_text(words.title)}</B> {_font(html_text(f'({words.subtitle})'), p.muted)}"
+        if words.badge:
+            label += f" <B>{html_text(words.badge)}</B>"
+        if words.facts:
+            label += "<BR/>" + _font(html_text(" · ".join(words.facts), 120), p.muted, 9)
+        full = fold_name(unit.members) if unit.kind == "fold" else scope_name(scope, self.model)
+        tip = tooltip(f"{full} ({scope.cls})", _source_line(scope.source))
         if unit.kind == "fold":
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'
-            return f"label=<{label}>, {self._colors(cat)}{extra}, tooltip={tip}"
-        width = 2.0 if self.children[scope.id] else 1.6
-        nonfinite = scope.meta.get("nonfinite_ops") if unit.kind != "fold" else None
-        if nonfinite:
-            label += "<BR/>" + _font(f"⚠ {format_compact(nonfinite)} ops with NaN/Inf", _FAILED, 9)
-            return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.2, tooltip={tip}'
-        if scope.id in self.failed_scopes:
-            label += "<BR/>" + _font("✗ failed here", _FAILED, 9)
-            return f'label=<{label}>, {self._colors(cat)}, color="{_FAILED}", penwidth=2.6, tooltip={tip}'
-        if scope.id.startswith(BACKWARD_SCOPE):
-            return f'label=<{label}>, {self._colors(cat)}, style="rounded,filled,dashed", color="{BACKWARD}", tooltip={tip}'
-        return f"label=<{label}>, {self._colors(cat)}, penwidth={width}, tooltip={tip}"
+        elif scope.id.startswith(BACKWARD_SCOPE):
+            extra = f', style="rounded,filled,dashed", color="{BACKWARD}"'
+        else:
+            extra = f", penwidth={2.0 if self.children[scope.id] else 1.6}"
+        return self._marked(words, label, cat, tip, extra)
 
     def _region(self, unit: Unit) -> int | None | str:
         """The compiled graph a unit's ops ran in (None: eagerly; "mixed": more than one)."""
@@ -371,25 +284,15 @@ class _Writer:
     def _box_category(self, unit: Unit) -> str:
         if self.children[unit.scope.id]:
             return "module"
-        return leaf_module_category(category(n.target, n.kind) for n in unit.nodes if n.kind == "op")
+        return leaf_module_category((category(n.target, n.kind) for n in unit.nodes if n.kind == "op"), unit.scope.class_name)
 
     def _ref_attrs(self, ref: Unit) -> str:
         """A stand-in for a far-away value: where it comes from and its shape."""
-        source = self.layout.units[ref.source]
-        if source.kind == "fold":
-            name = fold_name(source.members)
-        elif source.kind == "box":
-            name = scope_name(source.scope, self.model)
-        elif source.node.kind == "op":
-            name = op_display(source.node)
-        else:
-            name = input_label(source.node.path)
-        p = self.palette
-        shape = shape_text(self.ir.value_meta(Ref(ref.node.id, ref.slot)), self.dominant)
-        label = f"↪ {html_text(name)}<BR/>{_font(html_text(shape), p.muted, 9)}"
+        words, p = self.words[ref.id], self.palette
+        label = f"{html_text(words.title)}<BR/>{_font(html_text(words.subtitle or ''), p.muted, 9)}"
         return (
             f'label=<{label}>, style="rounded,dashed", color="{p.edge}", fillcolor="{p.background}",'
-            f" fontsize=9, tooltip={tooltip(f'value drawn in full at {name}')}"
+            f" fontsize=9, tooltip={tooltip('value drawn in full at ' + words.title.removeprefix('↪ '))}"
         )
 
     def _edge(self, src: str, dst: str, edge: Edge) -> None:
@@ -406,11 +309,9 @@ class _Writer:
                     self.lines.append(f"  {quoted(src)} -> {tensor} [arrowhead=none];")
                 self.lines.append(f"  {tensor} -> {quoted(dst)};")
             return
-        label = "\\n".join(quoted(t, 40)[1:-1] for t in _shapes_text(self.ir, edge.values, self.dominant))
+        label = "\\n".join(quoted(t, 40)[1:-1] for t in self.labels[(src, dst)])
         if self._crosses_collective(dst, edge):  # the value goes between ranks
             style += f', style=dashed, color="{p.border["communication"]}"'
-        if self._saved_tensor(src, dst):
-            style += f', style=dashed, color="{BACKWARD}", fontcolor="{BACKWARD}"'
         reason = self._crosses_break(src, dst)
         if reason is not None:
             label = "✂ " + label
@@ -425,15 +326,6 @@ class _Writer:
             return True
         return any(collective_kind(self.ir.node(ref.node).target) is not None for ref in edge.values)
 
-    def _saved_tensor(self, src: str, dst: str) -> bool:
-        """A forward value read by the backward part: a tensor autograd saved."""
-        return self._in_backward(dst) and not self._in_backward(src)
-
-    def _in_backward(self, unit_id: str) -> bool:
-        unit = self.layout.units[unit_id]
-        scope = unit.scope.id if unit.scope is not None else unit.node.scope if unit.node is not None else ""
-        return scope.startswith(BACKWARD_SCOPE)
-
     def _legend(self) -> str:
         p = self.palette
         cells = "".join(
@@ -442,10 +334,20 @@ class _Writer:
             for cat, text in LEGEND
             if cat in self.used_categories
         )
+        if any(unit.kind == "fold" for unit in self.layout.units.values()) or self.layout.folds:
+            cells += (
+                f'<TD BGCOLOR="{p.fill["module"]}:{p.badge}" COLOR="{p.badge}" BORDER="1" STYLE="rounded"> </TD>'
+                f'<TD ALIGN="LEFT">{_font("×N  repeated calls folded to one", p.muted, 9)}</TD>'
+            )
+        if self.decided:
+            cells += (
+                f'<TD BGCOLOR="{DECISION}" COLOR="{DECISION_BORDER}" BORDER="1">◆</TD>'
+                f'<TD ALIGN="LEFT">{_font("decision: Python read the value (if, .item())", p.muted, 9)}</TD>'
+            )
         if self.ir.has_scope(BACKWARD_SCOPE):
             cells += (
                 f'<TD COLOR="{BACKWARD}" BORDER="1" STYLE="dashed"> </TD>'
-                f'<TD ALIGN="LEFT">{_font("backward (reads saved tensors)", BACKWARD, 9)}</TD>'
+                f'<TD ALIGN="LEFT">{_font("backward (drawn apart, nested as the forward calls)", BACKWARD, 9)}</TD>'
             )
         title = f'<TD COLSPAN="{2 * max(1, len(self.used_categories))}"><B>{html_text(self.model)}</B></TD>'
         return (
@@ -476,8 +378,7 @@ class _Writer:
 def to_dot(ir: GraphIR, options: DotOptions | None = None) -> str:
     """The graph as Graphviz DOT text (deterministic; needs no Graphviz install)."""
     options = options or DotOptions()
-    layout = build_layout(ir, options)
-    return _Writer(layout.ir, options, layout).write()
+    return _Writer(build_view(ir, options), options).write()
 
 
 def diagram_size(ir: GraphIR, options: DotOptions | None = None) -> int:
@@ -519,8 +420,9 @@ def render(ir: GraphIR, options: DotOptions | None = None, fmt: str = "svg") -> 
     options = options or DotOptions()
     if fmt != "dot" and fmt not in FORMATS:
         raise ValueError(f"unknown image format {fmt!r}; expected one of {', '.join(FORMATS)} or 'dot'")
-    layout = build_layout(ir, options)
-    source = _Writer(layout.ir, options, layout).write()
+    view = build_view(ir, options)
+    layout = view.layout
+    source = _Writer(view, options).write()
     if fmt == "dot":
         return source.encode("utf-8")
     if layout.element_count(options.show_tensors) > MAX_DOT_ELEMENTS:

@@ -9,9 +9,9 @@ shapes go in ``outputsMetadata`` under ``tensor_shape`` like its PyTorch adapter
 writes them, which is what it prints on edges.
 
 A value read in many module calls (rotary ``cos``/``sin`` in every decoder layer)
-keeps its real edge into the first of them; in each other call a small ``↪ cos``
-node stands for it, as the tree names it, so Model Explorer does not route one long
-edge per layer.
+keeps its real edge into the first of them; in each other call a small ``↪ rotary_emb``
+node stands for it, named as the diagram's and the page's stand-ins, so Model Explorer does
+not route one long edge per layer.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from typing import Any, ClassVar
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._view import (
     LOCAL_KINDS,
-    ReadingNames,
     ViewOptions,
     arguments_text,
     backward_apart,
     call_holding,
+    dominant_dtype,
+    far_name,
     model_title,
     op_display,
     stand_in_reads,
-    value_source_name,
-    variable_name,
+    value_words,
 )
 
 
@@ -123,7 +123,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
     model = model_title(ir)
     label = options.title or model
     stand_ins = _broadcast_stand_ins(ir)
-    reading = ReadingNames(ir)
+    dominant = dominant_dtype(ir)
     hidden = options.hidden_kinds()
     nodes = []
     made: set[str] = set()
@@ -131,10 +131,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
         if n.kind in hidden:
             continue
         scope = ir.scope(n.scope)
-        if n.kind == "op":
-            node_label = op_display(n)
-        else:
-            node_label = n.path or n.kind
+        node_label = op_display(n) if n.kind == "op" else value_words(ir, n, dominant).title  # the diagram's
         attrs = _attrs(
             [
                 ("kind", n.kind),
@@ -167,7 +164,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
                 source, slot = f"ref_{ref.node}_{ref.slot}_{call}", "0"
                 if source not in made:
                     made.add(source)
-                    nodes.append(_stand_in(ir, ref, source, call, namespaces[call], model, reading))
+                    nodes.append(_stand_in(ir, ref, source, namespaces[call], model))
             incoming.append({"sourceNodeId": source, "sourceNodeOutputId": slot, "targetNodeInputId": str(i)})
         nodes.append(
             {
@@ -198,16 +195,14 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
     return {"label": label, "graphs": [{"id": label, "nodes": nodes, "groupNodeAttributes": group_attrs}]}
 
 
-def _stand_in(ir: GraphIR, ref: Ref, node_id: str, call: str, namespace: str, model: str, reading: ReadingNames) -> dict[str, Any]:
-    """A ``↪ encoder_hidden_states`` node in a reading call for a value drawn in full where it
-    is first read, named as the tree's ``←`` names the read: what the call knows it as, else
-    its variable (``↪ cos``), else where it comes from (``↪ encoder.dropout#1``)."""
-    name = reading.read_by_call(ref, call) or variable_name(ir.node(ref), ref.slot) or value_source_name(ir, ref, model)
+def _stand_in(ir: GraphIR, ref: Ref, node_id: str, namespace: str, model: str) -> dict[str, Any]:
+    """A ``↪ stem.act`` node in a reading call for a value drawn in full elsewhere, named as
+    the diagram's and the page's stand-ins are (``_view.far_name``)."""
     meta = ir.value_meta(ref)
     shape = [{"id": "0", "attrs": _attrs([("tensor_shape", _shape_attr(meta.dtype, meta.shape))])}] if meta else []
     return {
         "id": node_id,
-        "label": f"↪ {name}",
+        "label": far_name(ir, ref, model),
         "namespace": namespace,
         "subgraphIds": [],
         "attrs": _attrs([("kind", "reference"), ("refers_to", ref.node), ("slot", ref.slot)]),

@@ -144,8 +144,9 @@ def summary_rows(
     notes beside the totals."""
 
     def count(value: object) -> str:
-        narrow_int = narrow and isinstance(value, int) and not isinstance(value, bool)
-        return format_compact(value) if narrow_int else format_count(value)  # type: ignore[arg-type]
+        """A parameter count as every output writes it (``1.2M``, the diagram's ``1.2M params``)."""
+        counted = isinstance(value, int) and not isinstance(value, bool)
+        return format_compact(value) if counted else format_count(value)  # type: ignore[arg-type]
 
     shapes_shown = 2 if narrow else 3  # a terminal too small for every column: the first two, then +N
     dominant = dominant_dtype(ir)
@@ -162,7 +163,7 @@ def summary_rows(
             hidden.add(s.id)  # inside a folded member: its first member's rows stand for it
         if s.id in hidden or (depth is not None and d > depth):
             continue
-        m = s.meta
+        m = _forward_numbers(s.meta)
         flops = m.get("flops")
         unknown = "+?" if m.get("flops_unknown") else ""
         run = [ir.scope(sid).meta for sid in runs.get(s.id, [])]
@@ -170,6 +171,7 @@ def summary_rows(
         label, params, flops_text = s.label, count(m.get("params")), format_si(flops) + unknown
         trainable, param_bytes = count(m.get("trainable_params")), format_bytes(m.get("param_bytes"))
         macs_text = format_si(m.get("macs")) + unknown
+        activations = format_bytes(m.get("activation_bytes"))
         if run:
             last = ir.scope(runs[s.id][-1])
             label = run_label(ir, s, last, len(run))
@@ -183,6 +185,8 @@ def summary_rows(
             flops = totals.get("flops", flops)
             flops_text = _group_count(len(run), flops_text, format_si(flops) + unknown, narrow)
             macs_text = _group_count(len(run), macs_text, format_si(totals.get("macs", m.get("macs"))) + unknown, narrow)
+            # every member allocates its own: one member's ×N, as the FLOPs beside it
+            activations = _group_count(len(run), activations, format_bytes(totals.get("activation_bytes")), narrow)
         if sort is None:
             label = relative_name(label, within)  # indented under its parent: the parent's path is known
         share = f"{100 * flops / total_flops:.1f}%" if isinstance(flops, int) and total_flops else "-"
@@ -201,13 +205,20 @@ def summary_rows(
                     param_bytes,
                     flops_text,
                     macs_text,
-                    format_bytes(m.get("activation_bytes")),
+                    activations,
                     share,
                     *_runtime_cells(ir, columns, members, numbers),
                 ),
                 time_us,
             )
         )
+    root = next((s for s in ir.scopes if s.parent is None), None)
+    if root is not None and "backward_flops" in root.meta and sort is None:  # kept apart, as the tree's ◀ backward
+        b = root.meta
+        flops_text = format_si(b["backward_flops"]) + ("+?" if b.get("backward_flops_unknown") else "")
+        macs_text = format_si(b.get("backward_macs")) + ("+?" if b.get("backward_flops_unknown") else "")
+        share = f"{100 * b['backward_flops'] / total_flops:.1f}%" if total_flops else "-"
+        rows.append(Row(0, ("◀ backward", "", "", "", "", "", flops_text, macs_text, "", share, *("" for _ in columns[len(COLUMNS) :])), 0))
     g = ir.meta
     shared = g.get("shared_param_count") or 0
     # narrow: the note would widen the column
@@ -233,6 +244,18 @@ def summary_rows(
     if sort == "time":
         rows.sort(key=lambda row: -row.time_us)
     return rows, totals
+
+
+def _forward_numbers(meta: dict[str, Any]) -> dict[str, Any]:
+    """A call's numbers without what its backward ops add (``backward=True``): the backward part
+    is its own row, as the tree's ``◀ backward`` section."""
+    if "backward_flops" not in meta:
+        return meta
+    out = dict(meta)
+    for key in ("flops", "macs", "flops_unknown"):
+        if isinstance(meta.get(key), int) and isinstance(meta.get(f"backward_{key}"), int):
+            out[key] = meta[key] - meta[f"backward_{key}"]
+    return out
 
 
 def _shapes_cell(meta: dict[str, Any], which: str, dominant: str | None, limit: int) -> str:

@@ -15,8 +15,10 @@ from torchatlas._ir import GraphIR, Node, Ref, TensorMeta, read_locally
 from torchatlas._ops import collective_kind, op_name
 from torchatlas._text import count_runs, format_duration, to_ascii, visible
 from torchatlas._view import (
+    FAILED_INSIDE,
     GATHERED_PARAMS,
     LINE_LIMIT,
+    Mark,
     ReadingNames,
     ViewOptions,
     backward_groups,
@@ -26,13 +28,16 @@ from torchatlas._view import (
     decision_text,
     decisions,
     dominant_dtype,
+    failed_mark,
     fold_runs,
     fold_totals,
     forward_part,
     forward_reads,
     gathered_parameters,
-    input_label,
+    input_title,
     loop_iterations,
+    nonfinite_inside_mark,
+    nonfinite_mark,
     of_the_loss,
     op_display,
     relative_name,
@@ -44,7 +49,7 @@ from torchatlas._view import (
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
-from ._tree_refs import distinct_labels, reference_names, tangled, untangled
+from ._tree_refs import distinct_labels, joined_as, reference_names, tangled, untangled
 
 UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
@@ -124,12 +129,9 @@ def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
     return out
 
 
-def _nonfinite_mark(node: Node) -> str:
-    """``  ⚠ nan×8`` when ``trace(stats=True)`` saw NaN or Inf come out of the op."""
-    counts = node.meta.get("nonfinite")
-    if not isinstance(counts, dict):
-        return ""
-    return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
+def _marked(mark: Mark | None) -> str:
+    """``  ⚠ NaN×8``: a mark as the tree writes it after a line, in every output's words."""
+    return f"  {mark.text}" if mark is not None else ""
 
 
 def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
@@ -261,9 +263,7 @@ class _TreeBuilder:
         if node.meta.get("dead"):
             text += "  (unused)"
         text += decision_text(node, self.iterations.get(node.id))
-        text += _nonfinite_mark(node)
-        if "error" in node.meta:
-            text += f"  ✗ FAILED: {node.meta['error']}"
+        text += _marked(nonfinite_mark(node)) + _marked(failed_mark(node))
         if self.show_source and node.source:
             text += f"  @ {short_source(node.source)}"
         return visible(text, LINE_LIMIT)
@@ -297,7 +297,7 @@ class _TreeBuilder:
         if name:
             return visible(name, LINE_LIMIT)
         if node.kind == "input":
-            return visible(input_label(node.path), LINE_LIMIT)
+            return visible(input_title(self.ir, node), LINE_LIMIT)
         if producer.is_scope:
             return visible(self.ir.scope(producer.id).label, LINE_LIMIT)
         return visible(op_display(node), LINE_LIMIT) if producer != SOURCE else "input"
@@ -372,10 +372,8 @@ class _TreeBuilder:
             return line
         line.text += self.time_mark(item.id)
         if self.depth is not None and level >= self.depth:
-            if item.id in self.failed_scopes:
-                line.text += "  ✗ FAILED inside"
-            if self.ir.scope(item.id).meta.get("nonfinite_ops"):
-                line.text += f"  ⚠ {self.ir.scope(item.id).meta['nonfinite_ops']} ops with NaN/Inf inside"
+            failed = FAILED_INSIDE if item.id in self.failed_scopes else None
+            line.text += _marked(failed) + _marked(nonfinite_inside_mark(self.ir.scope(item.id).meta.get("nonfinite_ops")))
             if self.ir.scope(item.id).meta.get("graph_breaks"):
                 line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
@@ -387,7 +385,7 @@ class _TreeBuilder:
             op = self.ir.node(flow.items[0].id)
             if decisions(op):  # the op's line is not drawn: its decisions go on the call's
                 line.text += decision_text(op, self.iterations.get(op.id))
-            line.text += _nonfinite_mark(op)
+            line.text += _marked(nonfinite_mark(op))
             return line  # a leaf module that is one op: its own line says it all
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
         dead = self.listed_apart(flow)
@@ -558,7 +556,8 @@ class _TreeBuilder:
         returned = SINK in flow.edges.get(end, ()) or any(p == end for p, _ in flow.references.get(SINK, ()))
         if len(body) == 1 and not body[0].children:
             return Line("┬ " + body[0].text, before=body[0].before, returned=returned)
-        return Line("┬ " + visible(self.item_name(end) or self.short_name(end), LINE_LIMIT), body, returned=returned)
+        name = joined_as(self, flow, end, set(items)) or self.item_name(end) or self.short_name(end)
+        return Line("┬ " + visible(name, LINE_LIMIT), body, returned=returned)
 
     def listing(self, flow: ScopeFlow, items: list[Item], level: int) -> list[Line]:
         """Fallback for flow that is not series-parallel: numbered items with explicit inputs."""

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from torchatlas._ir import Ref, Source
 from torchatlas._text import visible
-from torchatlas._view import LINE_LIMIT
+from torchatlas._view import LINE_LIMIT, operand_names
 
-from ._flow import SOURCE, Item, ScopeFlow
+from ._flow import SINK, SOURCE, Item, ScopeFlow
 
 if TYPE_CHECKING:
     from ._tree import Line, _TreeBuilder
@@ -195,3 +195,24 @@ def _first_argument(source: Source | None) -> str | None:
         if isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
     }
     return names.pop() if len(names) == 1 else None
+
+
+def joined_as(builder: _TreeBuilder, flow: ScopeFlow, end: Item, inside: set[Item]) -> str | None:
+    """What the op that joins a branch back reads its value as (``feed_forward_hidden_states``
+    in ``residual + feed_forward_hidden_states``): a branch is named by its reader, as every
+    reader of the code names it; None where the join's line names none."""
+    if end == SOURCE:
+        refs = list(flow.inputs)  # the values the call was given
+    elif end.is_scope:
+        refs = list(builder.ir.scope(end.id).outputs)
+    else:
+        refs = [Ref(end.id, 0)]
+    for join in flow.edges.get(end, ()):
+        if join in inside or join == SINK or join.is_scope:
+            continue
+        node = builder.ir.node(join.id)
+        operands = operand_names(node)  # the join's own line: ``residual + feed_forward_hidden_states``
+        names = [operands[k] for k, ref in enumerate(node.inputs) if ref in refs and k in operands]
+        if names:
+            return names[0]
+    return None

@@ -77,11 +77,22 @@ def backward_apart(ir: GraphIR) -> GraphIR:
     moved: dict[str, str] = {}  # node id -> its backward scope
     read = forward_reads(ir)
     loss = all(of_the_loss(forward, nodes, read) for forward, nodes in groups if forward.parent is None)
+    made: set[str] = set()
     for forward, nodes in groups:
-        sid = f"{BACKWARD_SCOPE}_{forward.id}"
-        if sid not in moved.values():
-            name = f"backward.{forward.path or ('(loss)' if loss else '(model)')}"
-            scopes.append(Scope(sid, BACKWARD_SCOPE, name, f"torchatlas.∇{forward.class_name}", 0))
-        moved.update((n.id, sid) for n in nodes)
+        # nested as the forward calls are (backward.layer1 > backward.layer1.0 > …), so that a
+        # depth closes the backward part as it closes the forward one
+        chain = [forward] if forward.parent is None else [s for s in (ir.scope(a) for a in ir.ancestry(forward.id)) if s.parent is not None]
+        parent = BACKWARD_SCOPE
+        for call in chain:
+            sid = f"{BACKWARD_SCOPE}_{call.id}"
+            if sid not in made:
+                made.add(sid)
+                name = f"backward.{call.path or ('(loss)' if loss else '(model)')}"
+                scopes.append(Scope(sid, parent, name, f"torchatlas.∇{call.class_name}", 0))
+            parent = sid
+        moved.update((n.id, parent) for n in nodes)
+    for n in ir.nodes:  # a parameter's gradient: returned where the backward op that made it is
+        if n.kind == "output" and n.inputs and n.inputs[0].node in moved:
+            moved[n.id] = moved[n.inputs[0].node]
     nodes = [dataclasses.replace(n, scope=moved[n.id]) if n.id in moved else n for n in ir.nodes]
     return GraphIR(scopes, nodes, ir.meta)

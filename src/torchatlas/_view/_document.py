@@ -64,6 +64,11 @@ class _Facts:
     drk: Literal[0, 1] | None = None
     """A multi-rank page: 1 where the ranks run different ops, shapes or collectives, 0 where they
     agree (the fill menu's "differs across ranks" colours the 1s darkest)."""
+    dfw: str | None = None
+    """A diff: ``df`` in words (``removed in B``), in the tooltip and the panel as in the list."""
+    mk: list[list[str]] | None = None
+    """Its marks (``_view.Words.marks``), ``[kind, words]`` each, the one that wins first:
+    ``["failed", "✗ failed: …"]``, ``["nonfinite", "⚠ NaN×8"]``, ``["unused", "unused"]``."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -85,18 +90,21 @@ class PageNode(_Facts):
     the one far rule the diagram draws by (``_view.stand_in_reads``)."""
     o: list[int] | None = None
     """Its outputs: indices into ``metas``."""
+    fw: list[str] | None = None
+    """A value read far: its stand-in's words per output (``↪ stem.act``), as the diagram's."""
+    pr: str | None = None
+    """The parameters an op reads, shown on its box while they are hidden: ``W 16×3×3×3 · b 16``."""
     t: str | None = None
     """The op's target (``torch.nn.functional.linear``)."""
     op: int | None = None
-    """The op's short name (``linear``): an index into ``names``."""
+    """Its title, an index into ``names``: an op's (``add (+)``), an input's name (``input_ids``),
+    a parameter's last name (``weight``), as every output titles it."""
     path: str | None = None
     """An input's or output's place in the call (``args[0]``, ``kwargs['mask']``), a parameter's name."""
     ip: Flag | None = None
     """1: the op writes its input in place."""
     dead: Flag | None = None
     """1: nothing reads its result; drawn faded, as the tree lists it apart."""
-    dm: str | None = None
-    """Python read its result to decide (an ``if``, ``.item()``): the diamond mark's word."""
     dc: list[str] | None = None
     """Every such read, with its outcome, counted over a loop's iterations."""
     so: Flag | None = None
@@ -111,8 +119,6 @@ class PageNode(_Facts):
     """The op's arguments that are not tensors, as the tree writes them."""
     nf: list[int] | None = None
     """``[NaN count, Inf count]`` of its outputs, where either is not 0."""
-    nfw: str | None = None
-    """``nf`` in words: ``NaN×3 Inf×1``."""
     err: str | None = None
     """The error a partial trace stopped at, on the op that raised it."""
     cr: int | None = None
@@ -142,7 +148,7 @@ class PageScope(_Facts):
     params: int | float | None = None
     """Parameters inside it."""
     pw: str | None = None
-    """``params`` short, then in full: ``7.1B (7,100,000,000)``."""
+    """``params`` in words, as every output writes them: ``7.1B params``."""
     nf: int | None = None
     """Ops with NaN/Inf outputs inside it (0 included, with ``stats=True``)."""
     err: Flag | None = None

@@ -153,7 +153,7 @@ def value_source_name(ir: GraphIR, ref: Ref, model: str) -> str:
     variable it had where it was made (``hidden_states`` there means something else here)."""
     producer = ir.node(ref)
     if producer.kind == "input":
-        return input_label(producer.path)
+        return input_title(ir, producer)
     if producer.kind != "op":
         return producer.path or producer.kind
     scope = ir.scope(producer.scope)
@@ -163,6 +163,19 @@ def value_source_name(ir: GraphIR, ref: Ref, model: str) -> str:
 def relative_name(name: str, within: str) -> str:
     """A name inside its enclosing module, without that module's path: ``layer1.0.conv1`` in ``layer1.0`` -> ``conv1``."""
     return name[len(within) + 1 :] if within and name.startswith(within + ".") else name
+
+
+def input_title(ir: GraphIR, node: Node) -> str:
+    """A model input's name, as every output writes it: the ``forward`` parameter it was passed
+    as, recorded by capture on the model's own call (``sample``, ``timestep``, ``input_ids``),
+    else its place in the call (``args[0]``)."""
+    for root in (s for s in ir.scopes if s.parent is None):
+        names = root.meta.get("input_names")
+        if isinstance(names, list):
+            for ref, name in zip(root.inputs, names):
+                if ref.node == node.id and ref.slot == 0 and isinstance(name, str) and name:
+                    return name
+    return input_label(node.path)
 
 
 def input_label(path: str | None) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchatlas._ir import NODE_KINDS, GraphIR, Scope, Source, TensorMeta
+from torchatlas._ir import NODE_KINDS, GraphIR, Ref, Scope, Source, TensorMeta
 from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind
 from torchatlas._text import format_bytes, format_compact, format_duration, format_shape, format_si, visible
 from torchatlas._view._backward import BACKWARD_SCOPE, backward_apart
@@ -45,7 +45,6 @@ from torchatlas._view._labels import (
     op_display,
     placement_text,
     read_label,
-    read_mark,
     relative_name,
     scope_name,
     shape_text,
@@ -53,6 +52,7 @@ from torchatlas._view._labels import (
 from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._view._units import fold_runs, fold_totals, standard_leaves
+from torchatlas._view._words import DIFF_STATUS, call_marks, far_name, op_marks, params_words, stats_words, value_words
 
 
 def _count(value: Any) -> str:
@@ -75,11 +75,6 @@ def metric_words(values: Mapping[str, Any]) -> dict[str, str]:
     return {key: METRIC_WORDS[key](value) for key, value in values.items() if key in METRIC_WORDS and value is not None}
 
 
-def params_text(count: int) -> str:
-    """``7.1B (7,100,000,000)``: a parameter count short, then in full."""
-    return f"{format_compact(count)} ({count:,})"
-
-
 @dataclass(frozen=True)
 class ShapeWords:
     """How the page writes one tensor."""
@@ -93,11 +88,6 @@ class ShapeWords:
 
 def shape_words(meta: TensorMeta, dominant: str | None = None) -> ShapeWords:
     return ShapeWords(shape_text(meta, dominant), f"{format_shape(meta.shape)}  {meta.dtype}  {meta.device}")
-
-
-def nonfinite_words(nan: int, inf: int) -> str:
-    """``NaN×3 Inf×1``: the non-finite counts of an op's outputs (zeros left out)."""
-    return " ".join(f"{name}×{format_compact(n)}" for name, n in (("NaN", nan), ("Inf", inf)) if n)
 
 
 @dataclass(frozen=True)
@@ -228,24 +218,7 @@ _STATS = ("min", "max", "mean", "std", "absmax", "nan", "inf", "zeros", "sampled
 
 
 def _stats_words(stats: list[Any]) -> list[str | None]:
-    """``min -0.79  max 1.39  mean -0.0406  std 0.653  NaN 0  Inf 8  zeros 12%`` per output."""
-
-    def number(v: Any) -> str:
-        return str(v) if isinstance(v, int) else f"{v:.3g}"
-
-    words: list[str | None] = []
-    for s in stats:
-        if not isinstance(s, dict):
-            words.append(None)
-            continue
-        parts = [f"{name} {number(s[key])}" for key, name in (("min", "min"), ("max", "max"), ("mean", "mean"), ("std", "std"), ("nan", "NaN"), ("inf", "Inf")) if key in s]
-        if "zeros" in s:
-            zeros = 100 * s["zeros"]
-            parts.append(f"zeros {zeros:.{2 if 0 < zeros < 1 else 0}f}%")
-        if "sampled" in s:  # stats="sample": the numbers are a strided sample's
-            parts.append(f"of a sample of {s['sampled']}")
-        words.append("  ".join(parts))
-    return words
+    return [stats_words(s) if isinstance(s, dict) else None for s in stats]
 
 
 def _stats(stats: Any) -> list[Any] | None:
@@ -275,6 +248,7 @@ def _facts(meta: dict[str, Any], bytes_key: str | None) -> dict[str, Any]:
             d["dfc"] = [visible(str(c)) for c in meta["diff_changes"]]
         if isinstance(meta.get("diff_a_path"), str):  # a renamed module's name in A: search finds it by either
             d["dfa"] = visible(meta["diff_a_path"])
+        d["dfw"] = DIFF_STATUS.get(meta["diff"], d["df"])
         if meta["diff"] in ("changed", "added", "removed"):
             d["dch"] = 1
     if "ranks_differ" in meta:  # a multi-rank page: where the ranks run different ops, shapes or collectives
@@ -310,6 +284,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     }
     iterations = loop_iterations(ir)
     stand_in = stand_in_reads(ir, _in_runs(ir) if options.fold_repeats else (), STATE_KINDS)
+    far_read = {ir.node(reader).inputs[j].node: True for reader, j in stand_in}
     dominant = dominant_dtype(ir)
     model = model_title(ir)
     metrics: set[str] = set()
@@ -339,7 +314,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["o"] = [meta_entry(m) for m in n.outputs]
         if n.target is not None:
             d["t"] = visible(n.target)
-            d["op"] = names(visible(op_display(n)))
+        d["op"] = names(visible(op_display(n) if n.kind == "op" else value_words(ir, n, dominant).title))
         if n.path is not None:
             d["path"] = visible(n.path)
         if n.name is not None:
@@ -351,7 +326,6 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         if reads := decisions(n) + [r for other in iterations.get(n.id, ()) for r in decisions(other)]:
             # Python read it to decide: a diamond mark, never faded; a loop's outcomes counted
             counted = counted_reads(reads)
-            d["dm"] = visible(read_mark(*counted[-1]))
             d["dc"] = [visible(read_label(first, outcome)) for first, outcome in counted]
         if n.meta.get("size_only"):
             d["so"] = 1
@@ -376,7 +350,13 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         nonfinite = n.meta.get("nonfinite")
         nf = [int(_finite(nonfinite.get(k)) or 0) for k in ("nan", "inf")] if isinstance(nonfinite, dict) else []
         if any(nf):  # NaN and Inf counts of its outputs (trace(stats=True))
-            d["nf"], d["nfw"] = nf, nonfinite_words(*nf)
+            d["nf"] = nf
+        if n.kind == "op" and (marks := op_marks(n, iterations.get(n.id))):
+            d["mk"] = [[m.kind, visible(m.text)] for m in marks]
+        if far_read.get(n.id):
+            d["fw"] = [visible(far_name(ir, Ref(n.id, slot), model)) for slot in range(len(n.outputs))]
+        if held := [_held(ir.node(r).path or "", shape_text(ir.value_meta(r), dominant)) for r in n.inputs if ir.node(r).kind in STATE_KINDS]:
+            d["pr"] = " · ".join(held[:2])
         d["w"] = words_entry(d, ("f", "ab", "tu", "ctu"))
         if "error" in n.meta:  # the op a partial trace stopped at
             d["err"] = visible(str(n.meta["error"]))
@@ -405,12 +385,12 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             if any(r.slot for r in s.outputs):
                 d["osl"] = [r.slot for r in s.outputs]
         if s.id in op_categories:
-            d["c"] = categories.index(leaf_module_category(op_categories[s.id]))
+            d["c"] = categories.index(leaf_module_category(op_categories[s.id], s.class_name))
         if s.id in repeats:
             d["rep"] = repeats[s.id]
         if _finite(s.meta.get("params")) is not None:
             d["params"] = s.meta["params"]
-            d["pw"] = params_text(d["params"])
+            d["pw"] = params_words(d["params"])
         if _finite(s.meta.get("flops")) is not None:
             d["f"] = s.meta["flops"]
         if _finite(s.meta.get("comm_bytes")):
@@ -422,6 +402,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["nf"] = s.meta["nonfinite_ops"]
         if s.id in failed_scopes:
             d["err"] = 1
+        if marks := call_marks(s, s.id in failed_scopes):
+            d["mk"] = [[m.kind, visible(m.text)] for m in marks]
         if s.meta.get("graph_breaks"):
             d["gb"] = s.meta["graph_breaks"]
         held = held_collectives_text(collectives.get(s.id, []))
@@ -436,7 +418,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     return PageDocument(
         title=visible(title or model),
         status=counts.text,
-        view=page_view(options, sorted(scope_index[sid] for sid in standard_leaves(ir, options) if sid in scope_index)),
+        # the backward part starts as one closed box beside the forward graph (a click opens it)
+        view=page_view(options, sorted(scope_index[sid] for sid in {*standard_leaves(ir, options), BACKWARD_SCOPE} if sid in scope_index)),
         folds=folds,
         overlaySteps=len(PALETTES["light"].overlay),
         metrics=[list(m) for m in METRICS if m[0] in metrics],
@@ -451,6 +434,12 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         words=words_of.items,
         compile=_compile_data(ir, node_index, scope_index, files),
     )
+
+
+def _held(path: str, shape: str) -> str:
+    """``W 16×3×3×3``: a parameter an op reads, by its last name (``W`` weight, ``b`` bias)."""
+    leaf = path.rsplit(".", 1)[-1]
+    return f"{ {'weight': 'W', 'bias': 'b'}.get(leaf, leaf)} {shape}"
 
 
 def _in_runs(ir: GraphIR) -> set[str]:

@@ -6,6 +6,7 @@ same colour everywhere.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,15 @@ LEAF_MODULE_PRIORITY: tuple[str, ...] = ("compute", "normalization", "reduction"
 """Which of its ops' categories colours a closed module that holds no other module."""
 
 
-def leaf_module_category(op_categories: Iterable[str]) -> str:
-    """The colour category of a closed leaf module (a ``Conv2d`` is ``compute``); ``module`` without ops."""
+_NORM_CLASS = re.compile(r"Norm(\d+d)?$")
+"""``LayerNorm``, ``LlamaRMSNorm``, ``T5LayerNorm``, ``BatchNorm2d``: a normalization whatever ops it is made of."""
+
+
+def leaf_module_category(op_categories: Iterable[str], class_name: str = "") -> str:
+    """The colour category of a closed leaf module (a ``Conv2d`` is ``compute``); a norm by its
+    class (``LlamaRMSNorm`` is made of ``pow`` and ``mean``, and is a normalization, as
+    ``LayerNorm``); ``module`` without ops."""
     present = set(op_categories)
+    if present and _NORM_CLASS.search(class_name):
+        return "normalization"
     return next((c for c in LEAF_MODULE_PRIORITY if c in present), "module")

@@ -16,7 +16,7 @@ from typing import Literal
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._ops import collective_kind
-from torchatlas._view._backward import backward_apart
+from torchatlas._view._backward import BACKWARD_SCOPE, backward_apart
 from torchatlas._view._far import stand_in_reads
 from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._palette import PALETTES
@@ -220,6 +220,8 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
                 unit_of[n.id] = unit_of[later_ops[n.id]]
             continue
         body = n.meta.get("repeat") if loop_box and n.kind == "op" else None
+        if n.kind == "output" and n.inputs and ir.node(n.inputs[0]).scope.startswith(BACKWARD_SCOPE):
+            continue  # a parameter's gradient: its backward box lists it (a row of one box per parameter says nothing)
         if n.kind in ("input", "output"):
             uid = n.id
             units[uid] = Unit(uid, "node", None, index, node=n, nodes=[n])
@@ -258,6 +260,8 @@ def build_layout(ir: GraphIR, options: DotOptions) -> Layout:
                 continue  # one member feeding the next: drawn once, inside the first member
             if (run is not None or n.id in later_ops) and loop_of.get(src_id, "") in (run, loop_of.get(n.id)):
                 continue  # one iteration of an open loop feeding the next: drawn once
+            if n.scope.startswith(BACKWARD_SCOPE) and not ir.node(src_id).scope.startswith(BACKWARD_SCOPE):
+                continue  # a tensor autograd saved: the backward part is its own region, not joined back
             reads.append((src_id, slot, src, dst, from_param))
             if (n.id, position) not in stand_in:
                 near.add((src_id, slot, dst))
