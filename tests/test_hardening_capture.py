@@ -30,20 +30,28 @@ class Fails(nn.Module):
         return x @ torch.ones(3, 3)  # shapes do not match
 
 
-def test_the_garbage_collector_is_left_exactly_as_the_user_set_it() -> None:
+def test_the_garbage_collector_is_left_exactly_as_the_user_set_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Frozen objects stay frozen: torchatlas never freezes or unfreezes. The freeze count itself
+    is no measure of that in a long run: it drops whenever a frozen object's last reference goes,
+    as when a full ``lru_cache`` (here or in torch) evicts an entry made before the freeze."""
+    calls: list[str] = []
+    for name in ("freeze", "unfreeze"):
+        real = getattr(gc, name)
+        monkeypatch.setattr(gc, name, lambda real=real, name=name: calls.append(name) or real())
     threshold, enabled = gc.get_threshold(), gc.isenabled()
     gc.freeze()
     frozen = gc.get_freeze_count()
+    calls.clear()
     try:
         gc.set_threshold(1234, 11, 12)
         assert torchatlas.trace(Small(), torch.randn(2, 4)).ir.meta["analyzed"]
         with pytest.raises(RuntimeError):
             torchatlas.trace(Fails(), torch.randn(2, 4))
-        assert gc.get_freeze_count() == frozen
+        assert calls == [] and 0 < gc.get_freeze_count() <= frozen
         assert gc.get_threshold() == (1234, 11, 12) and gc.isenabled() == enabled
         gc.disable()
         assert torchatlas.trace(Small(), torch.randn(2, 4)).ir.meta["analyzed"]
-        assert not gc.isenabled()
+        assert not gc.isenabled() and calls == []
     finally:
         gc.set_threshold(*threshold)
         gc.unfreeze()
