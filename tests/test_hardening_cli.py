@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 from _capture_helpers import load_coolcnn
+from _cli_helpers import run_cli as _run
 
 import torchatlas
 
 cli = pytest.importorskip("torchatlas._cli", reason="the CLI (torchatlas._cli) is not written yet")
+from torchatlas._cli._main import build_parser  # noqa: E402
 
 USER_MODEL = '''
 import torch
@@ -218,3 +220,19 @@ def test_cli_wrote_line_shows_a_hostile_path_escaped(capsys: pytest.CaptureFixtu
     lines = capsys.readouterr().err.splitlines()
     assert code == 0 and (tmp_path / name).exists()
     assert lines == [f"torchatlas: wrote {tmp_path}/graph\\n\\x1b[31mred\\x1b[0m\\u202e.json"]
+
+
+def test_random_inputs_are_the_same_every_run_unless_the_seed_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    def stats(*seed: str) -> str:
+        code, out, _ = _run(capsys, "--input", "2,3,32,32", "--stats", "--format", "summary", "--wide", *seed)
+        assert code == 0
+        return out
+
+    assert stats() == stats() == stats("--seed", "0") != stats("--seed", "1")
+    assert "--seed N" in " ".join(build_parser().format_help().split())
+
+
+def test_model_explorer_is_written_without_a_folding_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--format", "model-explorer", "-o", str(tmp_path / "me.json"))
+    assert code == 0, err
+    assert (tmp_path / "me.json").read_text().startswith("{")

@@ -127,6 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--fsdp", type=int, metavar="N",
         help="FSDP2 over N ranks: each decoder layer and the root (with --tp: a 2-D dp×tp mesh)",
     )
+    parser.add_argument(
+        "--seed", type=_seed, default=0, metavar="N",
+        help="seed torch's random numbers before the model's weights and the random inputs are made "
+        "(default 0: every run draws the same values, so data-dependent branches take the same path)",
+    )
     parser.add_argument("--rank", type=int, metavar="R", help="with --tp/--fsdp: trace what rank R runs (default 0)")
     parser.add_argument("--train", action="store_true", help="trace in training mode (default: eval mode)")
     parser.add_argument(
@@ -147,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
     parser.add_argument(
-        "--no-fold", dest="fold", action="store_false",
+        "--no-fold", dest="fold", action="store_false", default=None,
         help="list or draw every call of a run of identical layers (default: one 'layers.0–79 ×80', as its first member)",
     )
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
@@ -329,7 +334,27 @@ def _choose_format(opts: argparse.Namespace) -> str:
     return "tree"
 
 
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**63:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to 2**63-1, not {text[:40]!r}")
+    return seed
+
+
 def _trace_model(opts: argparse.Namespace) -> Graph:
+    import torch
+
+    with torch.random.fork_rng():  # the run's seed; a caller of main() keeps its own random state
+        torch.manual_seed(opts.seed)
+        return _trace_seeded(opts)
+
+
+def _trace_seeded(opts: argparse.Namespace) -> Graph:
+    import torch
+
     overrides = _models.parse_overrides(opts.overrides)
     input_specs = [_models.parse_input(text) for text in opts.input]
     tokens = _models.parse_tokens(opts.tokens) if opts.tokens else None
@@ -344,8 +369,6 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
         status=_status if _interactive(opts) else no_status,
         warn=lambda text: _say(f"torchatlas: warning: {text}"),
     )
-    import torch
-
     model = loaded.model
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
