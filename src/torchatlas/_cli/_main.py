@@ -488,11 +488,11 @@ def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Nam
         sys.stdout.buffer.write(made.encode("utf-8") if isinstance(made, str) else made)
         sys.stdout.buffer.flush()
         return
-    path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
+    path = output if output else Path(f"{_file_stem(graph)}.{fmt}")  # as given: `out/` names a folder
     _write(graph, fmt, path, opts)
 
 
-def _write(graph: Graph, fmt: str, path: Path, opts: argparse.Namespace) -> None:
+def _write(graph: Graph, fmt: str, path: str | Path, opts: argparse.Namespace) -> None:
     if torchatlas.FORMATS[fmt].text:
         write_atomic(path, _with_newline(str(graph.view(fmt, **_view_options(fmt, opts)))))
     else:
@@ -535,7 +535,7 @@ def _file_stem(graph: Graph) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "graph"
 
 
-def _wrote(path: Path) -> None:
+def _wrote(path: str | Path) -> None:
     _say(f"torchatlas: wrote {visible(str(path))}")  # a path may hold a newline or ESC
 
 
