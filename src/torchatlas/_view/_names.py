@@ -26,12 +26,28 @@ _STANDARD_LAYERS = "torch.nn."
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*,?\s*=(?!=)\s*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\(")
 
 
+MAX_READ_LINE = 1_000
+"""The longest source line read for names: a line of code is far shorter, and a document's
+line of any length must not cost the tree more than this (regexes and ``ast`` backtrack or
+recurse on long runs)."""
+
+
+def parsed_line(code: str) -> ast.Module | None:
+    """A source line's syntax tree; None when it is not one line of Python, or too long to read."""
+    if len(code) > MAX_READ_LINE:
+        return None
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def assigned_names(scope: Scope) -> list[str]:
     """``["attn_output", "_"]`` for a call made as ``attn_output, _ = self.attn(x)``: the
     variables its caller assigned its result to; empty unless the line assigns plain names the
     result of one call and nothing more (``h = x + self.pos(i)`` names the sum, not the call)."""
     code = (scope.source.code if scope.source is not None else None) or ""
-    match = _ASSIGNED.match(code)
+    match = _ASSIGNED.match(code) if len(code) <= MAX_READ_LINE else None
     if not match:
         return []
     depth = 1
@@ -60,10 +76,10 @@ def operand_names(node: Node) -> dict[int, str]:
     ``position_bias`` in ``torch.where(mask, position_bias, low)``; only plain names, matched to
     the recorded arguments (``{"tensor": k}``), so a constant between them shifts nothing."""
     code = (node.source.code if node.source is not None else None) or ""
-    try:
-        statement = ast.parse(code.strip()).body[0]
-    except (SyntaxError, IndexError, ValueError):
+    tree = parsed_line(code.strip())
+    if tree is None or not tree.body:
         return {}
+    statement = tree.body[0]
     name = op_name(node.target or "")
     written: list[ast.expr] = []
     if isinstance(statement, ast.AugAssign):
