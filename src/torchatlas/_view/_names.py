@@ -114,6 +114,7 @@ class ReadingNames:
         self._begins: dict[str, int] | None = None
         self._children = ir.children()
         self._named: dict[tuple[str, str], list[int]] | None = None
+        self._operands: dict[str, dict[Ref, str]] = {}  # op id -> each input's name on its line, first read
 
     def _begin(self, scope_id: str) -> int:
         """Where a call began: the position of the first node recorded inside it."""
@@ -176,9 +177,15 @@ class ReadingNames:
     def read_by_op(self, ref: Ref, reader: Node) -> str | None:
         """What an op's own line calls ``ref`` (``residual`` in ``h = residual + h``), else what
         the code around it calls it (:meth:`name`)."""
-        names = operand_names(reader)
-        named = [names[k] for k, r in enumerate(reader.inputs) if r == ref and k in names]
-        return named[0] if named else self.name(ref, reader.scope, at=self._position[reader.id])
+        operands = self._operands.get(reader.id)
+        if operands is None:  # once per op: an op may read thousands of values (torch.stack)
+            names = operand_names(reader)
+            operands = self._operands[reader.id] = {}
+            for k, r in enumerate(reader.inputs):
+                if k in names:
+                    operands.setdefault(r, names[k])
+        named = operands.get(ref)
+        return named if named is not None else self.name(ref, reader.scope, at=self._position[reader.id])
 
     def read_by_call(self, ref: Ref, call_id: str) -> str | None:
         """What a module call calls ``ref``: the parameter the nearest call around it (itself
