@@ -213,3 +213,63 @@ def test_a_module_that_contains_itself_is_refused_in_one_line() -> None:
     with pytest.raises(ValueError, match="does a module contain itself") as caught:
         torchatlas.trace(model, torch.randn(2, 4))
     assert "\n" not in str(caught.value)
+
+
+class _TakesDict(nn.Module):
+    def forward(self, d):
+        return d["x"] + 1
+
+
+class _Unwraps(nn.Module):
+    def forward(self, d):
+        while isinstance(d, list):
+            d = d[0]
+        return d * 2
+
+
+class _Proxy:
+    def __init__(self) -> None:
+        self.t = torch.randn(2)
+
+    def __getattr__(self, name):
+        raise KeyError(name)
+
+
+class _TakesProxy(nn.Module):
+    def forward(self, o):
+        return o.t + 1
+
+
+def _cyclic() -> dict:
+    d = {"x": torch.randn(2)}
+    d["self"] = d
+    return d
+
+
+def _deep() -> list:
+    value: object = torch.randn(2)
+    for _ in range(5000):
+        value = [value]
+    return value  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    "model, make", [(_TakesDict, _cyclic), (_Unwraps, _deep), (_TakesProxy, _Proxy)], ids=["cycle", "deep", "proxy"]
+)
+def test_inputs_the_model_takes_untraced_are_walked_as_pytree_walks_them(model, make) -> None:
+    m, arg = model(), make()
+    expected = m(arg)
+    graph = torchatlas.trace(m, (arg,))
+    assert [tuple(o.shape) for o in graph.ir.nodes[-1].outputs] == [tuple(expected.shape)]
+
+
+def test_tensors_are_found_in_order_through_shared_and_cyclic_containers() -> None:
+    from torchatlas._capture._values import tensors_flat
+
+    a, b, c = torch.ones(1), torch.ones(2), torch.ones(3)
+    shared = [b]
+    cyclic: list = [a, shared, (shared, {"c": c})]
+    cyclic.append(cyclic)
+    found: list = []
+    tensors_flat(cyclic, found)
+    assert [t.numel() for t in found] == [1, 2, 2, 3]
