@@ -273,3 +273,21 @@ def test_tensors_are_found_in_order_through_shared_and_cyclic_containers() -> No
     found: list = []
     tensors_flat(cyclic, found)
     assert [t.numel() for t in found] == [1, 2, 2, 3]
+
+
+class _Buffered(nn.Module):
+    def forward(self, x):
+        buf = torch.empty(4096)
+        buf.fill_(float("nan"))  # the model's own NaN, written before it is read
+        return x + buf[:4].nan_to_num() + torch.empty_like(x).zero_() + x.new_empty(4).fill_(0)
+
+
+def test_stats_do_not_blame_uninitialised_memory_but_do_see_what_the_model_writes() -> None:
+    graph = torchatlas.trace(_Buffered(), torch.randn(4), stats=True)
+    allocations = [n for n in graph.ir.ops() if n.target.rsplit(".", 1)[-1] in ("empty", "empty_like", "new_empty")]
+    assert len(allocations) == 3
+    for node in allocations:
+        assert "stats" not in node.meta or node.meta["stats"] == [None]
+        assert "uninitialised memory" in node.meta["stats_skipped"][0]
+    first = graph.first_nonfinite()
+    assert first is not None and first.target.endswith("fill_")
