@@ -35,7 +35,7 @@ def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
         return "?"
     text = format_shape(meta.shape)
     if meta.dtype and meta.dtype != dominant:
-        text += f" {meta.dtype}"
+        text += f" {visible(meta.dtype)}"
     if meta.placements:  # a DTensor: its global shape, then how the ranks hold it
         text += f" [{placement_text(meta)}]"
     return text
