@@ -14,6 +14,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import errno
 import re
 import sys
 import traceback
@@ -247,9 +248,12 @@ def _report(e: BaseException, code: int, debug: bool, notes: Sequence[str] = ())
     return code
 
 
-def _print(stream: TextIO, text: str) -> None:
+def _print(stream: TextIO | None, text: str) -> None:
     """Write ``text``; a stream that cannot encode it (an ASCII-only terminal or pipe) gets the
-    ASCII spelling the tree uses (arrows as ``->``, anything else escaped) instead of a crash."""
+    ASCII spelling the tree uses (arrows as ``->``, anything else escaped) instead of a crash.
+    A closed stream (None: ``2>&-``) gets nothing."""
+    if stream is None:
+        return
     try:
         text.encode(getattr(stream, "encoding", None) or "utf-8")
     except (UnicodeEncodeError, LookupError):
@@ -373,6 +377,8 @@ def _trace_seeded(opts: argparse.Namespace) -> Graph:
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
     if opts.tp or opts.fsdp:
+        if opts.fsdp and device is not None and torch.device(device).type == "meta":
+            raise SpecError("--fsdp shards parameters that hold values: FSDP2 refuses the meta device; leave out --device meta")
         if not isinstance(model, torch.nn.Module):
             raise SpecError("--tp and --fsdp shard an nn.Module")
         _models.shard(model, opts.tp, opts.fsdp, loaded.spec)
@@ -479,6 +485,8 @@ def _text(graph: Graph, fmt: str, opts: argparse.Namespace) -> str:
 
 def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Namespace) -> None:
     renderer = torchatlas.FORMATS[fmt]
+    if sys.stdout is None and output in (None, "-") and (renderer.text or output == "-"):
+        raise OSError(errno.EBADF, "standard output is closed; write to a file with -o")
     if renderer.text and output in (None, "-"):
         _print(sys.stdout, _with_newline(_text(graph, fmt, opts)))
         return
