@@ -236,3 +236,29 @@ def test_model_explorer_is_written_without_a_folding_flag(tmp_path: Path, capsys
     code, _, err = _run(capsys, "--format", "model-explorer", "-o", str(tmp_path / "me.json"))
     assert code == 0, err
     assert (tmp_path / "me.json").read_text().startswith("{")
+
+
+@pytest.mark.parametrize("closed, fmt", [(1, "tree"), (1, "summary"), (2, "json")])
+def test_a_closed_stdout_or_stderr_is_no_traceback(tmp_path: Path, closed: int, fmt: str) -> None:
+    import os
+
+    import torch
+
+    graph = torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)).save(tmp_path / "g.json")
+    output = ["-o", str(tmp_path / "out.json")] if closed == 2 else []
+    env = {**os.environ, "PYTHONPATH": str(Path(torchatlas.__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "torchatlas", str(graph), "--format", fmt, *output],
+        stdout=subprocess.PIPE if closed == 2 else None, stderr=subprocess.PIPE if closed == 1 else None,
+        text=True, env=env, preexec_fn=lambda: os.close(closed),
+    )
+    if closed == 1:
+        assert "Traceback" not in done.stderr and done.returncode == 1
+        assert done.stderr.strip() == "torchatlas: error: [Errno 9] standard output is closed; write to a file with -o"
+    else:
+        assert done.returncode == 0 and (tmp_path / "out.json").exists()
+
+
+def test_a_rank_count_past_what_torch_takes_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--tp", "99999999999999999999")
+    assert code == 2 and err.strip().startswith("torchatlas: error: --tp needs a number of ranks from 1 to 65,536")
