@@ -262,3 +262,21 @@ def test_a_closed_stdout_or_stderr_is_no_traceback(tmp_path: Path, closed: int, 
 def test_a_rank_count_past_what_torch_takes_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "--tp", "99999999999999999999")
     assert code == 2 and err.strip().startswith("torchatlas: error: --tp needs a number of ranks from 1 to 65,536")
+
+
+_LLAMA = ["hf:llama", "--tokens", "1,8", "--set", "num_hidden_layers=1", "--set", "hidden_size=64", "--set",
+          "intermediate_size=128", "--set", "num_attention_heads=4", "--set", "num_key_value_heads=2", "--set", "vocab_size=100"]
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [(["--fsdp", "2", "--device", "meta"], "FSDP2 refuses the meta device"),
+     (["--tp", "8", "--device", "meta"], "num_attention_heads=4, which 8 ranks cannot share evenly")],
+    ids=["fsdp-on-meta", "tp-past-the-heads"],
+)
+def test_a_sharding_the_cli_cannot_do_is_a_usage_error_not_the_models_failure(
+    capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    pytest.importorskip("transformers")
+    code, _, err = _run(capsys, *_LLAMA, *extra)
+    assert code == 2 and says in err and "forward failed" not in err
