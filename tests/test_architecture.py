@@ -171,3 +171,8 @@ def test_no_public_attribute_is_left_out_of_all() -> None:
         if not name.startswith("_") and not isinstance(value, type(torchatlas))
     }
     assert public <= set(torchatlas.__all__)
+
+
+def test_dir_lists_the_public_api_and_no_imported_module() -> None:
+    public = {name for name in dir(torchatlas) if not name.startswith("_")}
+    assert public == {name for name in torchatlas.__all__ if not name.startswith("_")}

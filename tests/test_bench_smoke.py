@@ -190,3 +190,10 @@ def test_llama_8b_is_llama_3_8b_in_bfloat16_on_the_meta_device_off_the_gpu() -> 
     assert "llama-8b" not in models.zoo_models() and "llama-8b" in models.zoo_models("cuda")
     with pytest.raises(ValueError, match="only built on a CUDA device or on the meta device"):
         models.build_llama_8b("cpu")
+
+
+def test_bench_scaling_prints_a_ladder_per_case() -> None:
+    done = _bench("bench_scaling.py", "--scale", "0.02")
+    rows = _tables(done.stdout)[""][1:]
+    assert len(rows) == 5 * 4 and all(float(row[2]) >= 0 for row in rows)
+    assert {row[0] for row in rows} >= {"tree, op reading n values", "diff, n-op chains at two input sizes"}

@@ -268,7 +268,8 @@ def test_one_swapped_activation_is_exactly_the_change_found(case) -> None:
     assert [n.status for n in d.nodes].count("changed") == 1
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Programs that write are skipped: depending on the draws, most of a run's may write (filter_too_much).
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.data())
 def test_a_pass_through_call_added_at_the_end_computes_the_same(data) -> None:
     from _randmodels import Program, Step, build, programs

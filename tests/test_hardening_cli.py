@@ -11,10 +11,12 @@ from pathlib import Path
 
 import pytest
 from _capture_helpers import load_coolcnn
+from _cli_helpers import run_cli as _run
 
 import torchatlas
 
 cli = pytest.importorskip("torchatlas._cli", reason="the CLI (torchatlas._cli) is not written yet")
+from torchatlas._cli._main import build_parser  # noqa: E402
 
 USER_MODEL = '''
 import torch
@@ -218,3 +220,63 @@ def test_cli_wrote_line_shows_a_hostile_path_escaped(capsys: pytest.CaptureFixtu
     lines = capsys.readouterr().err.splitlines()
     assert code == 0 and (tmp_path / name).exists()
     assert lines == [f"torchatlas: wrote {tmp_path}/graph\\n\\x1b[31mred\\x1b[0m\\u202e.json"]
+
+
+def test_random_inputs_are_the_same_every_run_unless_the_seed_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    def stats(*seed: str) -> str:
+        code, out, _ = _run(capsys, "--input", "2,3,32,32", "--stats", "--format", "summary", "--wide", *seed)
+        assert code == 0
+        return out
+
+    assert stats() == stats() == stats("--seed", "0") != stats("--seed", "1")
+    assert "--seed N" in " ".join(build_parser().format_help().split())
+
+
+def test_model_explorer_is_written_without_a_folding_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--format", "model-explorer", "-o", str(tmp_path / "me.json"))
+    assert code == 0, err
+    assert (tmp_path / "me.json").read_text().startswith("{")
+
+
+@pytest.mark.parametrize("closed, fmt", [(1, "tree"), (1, "summary"), (2, "json")])
+def test_a_closed_stdout_or_stderr_is_no_traceback(tmp_path: Path, closed: int, fmt: str) -> None:
+    import os
+
+    import torch
+
+    graph = torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)).save(tmp_path / "g.json")
+    output = ["-o", str(tmp_path / "out.json")] if closed == 2 else []
+    env = {**os.environ, "PYTHONPATH": str(Path(torchatlas.__file__).parents[1])}
+    done = subprocess.run(
+        [sys.executable, "-m", "torchatlas", str(graph), "--format", fmt, *output],
+        stdout=subprocess.PIPE if closed == 2 else None, stderr=subprocess.PIPE if closed == 1 else None,
+        text=True, env=env, preexec_fn=lambda: os.close(closed),
+    )
+    if closed == 1:
+        assert "Traceback" not in done.stderr and done.returncode == 1
+        assert done.stderr.strip() == "torchatlas: error: [Errno 9] standard output is closed; write to a file with -o"
+    else:
+        assert done.returncode == 0 and (tmp_path / "out.json").exists()
+
+
+def test_a_rank_count_past_what_torch_takes_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--tp", "99999999999999999999")
+    assert code == 2 and err.strip().startswith("torchatlas: error: --tp needs a number of ranks from 1 to 65,536")
+
+
+_LLAMA = ["hf:llama", "--tokens", "1,8", "--set", "num_hidden_layers=1", "--set", "hidden_size=64", "--set",
+          "intermediate_size=128", "--set", "num_attention_heads=4", "--set", "num_key_value_heads=2", "--set", "vocab_size=100"]
+
+
+@pytest.mark.parametrize(
+    "extra, says",
+    [(["--fsdp", "2", "--device", "meta"], "FSDP2 refuses the meta device"),
+     (["--tp", "8", "--device", "meta"], "num_attention_heads=4, which 8 ranks cannot share evenly")],
+    ids=["fsdp-on-meta", "tp-past-the-heads"],
+)
+def test_a_sharding_the_cli_cannot_do_is_a_usage_error_not_the_models_failure(
+    capsys: pytest.CaptureFixture[str], extra: list[str], says: str
+) -> None:
+    pytest.importorskip("transformers")
+    code, _, err = _run(capsys, *_LLAMA, *extra)
+    assert code == 2 and says in err and "forward failed" not in err

@@ -362,3 +362,58 @@ def test_a_graph_count_below_the_graphs_ops_ran_in_is_refused(documents: dict[st
     (tmp_path / "graph.json").write_text(encode(doc), encoding="utf-8")
     with pytest.raises(torchatlas.GraphFormatError, match=f"compile_graphs is {highest}, but an op ran in compiled graph {highest}"):
         torchatlas.load(tmp_path / "graph.json")
+
+
+def _deep_calls(doc: dict[str, Any], levels: int) -> None:
+    parent = doc["scopes"][-1]["id"]
+    for i in range(levels):
+        doc["scopes"].append({"id": f"z{i}", "parent": parent, "path": f"deep{i}", "class": "D", "call": 0, "outputs": []})
+        parent = f"z{i}"
+    next(n for n in doc["nodes"] if n["kind"] == "op")["scope"] = parent
+
+
+def _nested_argument(doc: dict[str, Any], levels: int) -> None:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    next(n for n in doc["nodes"] if n["kind"] == "op").setdefault("args", []).append(value)
+
+
+def _shape(doc: dict[str, Any], dims: int) -> None:
+    next(n for n in doc["nodes"] if n["kind"] == "op")["outputs"][0]["shape"] = [2**62] * dims
+
+
+def _source_line(doc: dict[str, Any], code: str) -> None:
+    for item in doc["nodes"] + doc["scopes"]:
+        if item.get("source"):
+            item["source"]["code"] = code
+
+
+@pytest.mark.parametrize(
+    "edit, outcome",
+    [
+        (lambda d: _deep_calls(d, 700), "rendered"),
+        (lambda d: _nested_argument(d, 32), "rendered"),
+        (lambda d: _nested_argument(d, 400), "refused"),
+        (lambda d: _shape(d, 1), "rendered"),
+        (lambda d: _shape(d, 2), "refused"),
+        (lambda d: _source_line(d, "-" * 100_000 + "1"), "rendered"),
+        (lambda d: _source_line(d, "a" + ".b" * 200_000), "rendered"),
+        (lambda d: _source_line(d, "x" + " " * 300_000 + "!"), "rendered"),
+    ],
+    ids=["calls-700-deep", "argument-32-deep", "argument-400-deep", "size-2**62", "2**124-elements",
+         "long-minus-line", "long-attribute-line", "long-space-line"],
+)
+def test_a_document_deep_or_long_loads_and_renders_or_is_refused(
+    documents: dict[str, dict[str, Any]], tmp_path: Path, edit: Any, outcome: str
+) -> None:
+    doc = copy.deepcopy(documents["tiny"])
+    edit(doc)
+    assert loads_and_renders_or_is_refused(encode(doc), tmp_path) == outcome
+
+
+def test_the_tree_opens_a_hundred_levels_of_calls_and_closes_the_rest(documents: dict[str, dict[str, Any]]) -> None:
+    doc = copy.deepcopy(documents["tiny"])
+    _deep_calls(doc, 300)
+    lines = torchatlas.Graph(torchatlas.GraphIR.from_dict(doc)).tree(ascii=True).splitlines()
+    assert any("deep9" in line for line in lines) and not any("deep299" in line for line in lines)

@@ -269,3 +269,16 @@ def test_an_error_whose_reason_is_on_its_next_line_keeps_the_reason() -> None:
     exc = ValueError("Validation error for field 'rope_parameters':\n  expected dict, got str (value: 'foo')\n\nmore")
     assert error_text(exc) == "ValueError: Validation error for field 'rope_parameters': expected dict, got str (value: 'foo')"
     assert error_text(RuntimeError("shape mismatch\nat line 2")) == "RuntimeError: shape mismatch"
+
+
+class TwoInputs(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return x * mask
+
+
+@pytest.mark.parametrize("second", [torch.ones(3), torch.ones(1), 5], ids=["tensor", "one-element", "int"])
+def test_a_second_positional_input_is_answered_with_the_tuple_call(second: object) -> None:
+    with pytest.raises(TypeError, match=r"trace\(model, \(x, mask\)\)"):
+        torchatlas.trace(TwoInputs(), torch.randn(3), second)
+    graph = torchatlas.trace(TwoInputs(), (torch.randn(3), torch.ones(3)))
+    assert [n.path for n in graph.ir.nodes if n.kind == "input"] == ["args[0]", "args[1]"]

@@ -276,3 +276,39 @@ def test_crash_at_rename_leaves_no_temp_file(graph: torchatlas.Graph, tmp_path: 
     with pytest.raises(OSError):
         graph.save(tmp_path / "graph.json")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_spelled_as_a_folder_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    from torchatlas._io import write_atomic
+
+    with pytest.raises(IsADirectoryError):
+        write_atomic(f"{tmp_path}/newdir/", "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX permissions")
+def test_a_read_only_file_is_refused_as_a_shell_refuses_it() -> None:
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="torchatlas-readonly-"))  # in /tmp, reachable by another user
+    try:
+        target = folder / "mine.json"
+        target.write_text("keep me\n")
+        target.chmod(0o444)
+        write = "import sys; from torchatlas._io import write_atomic; write_atomic(sys.argv[1], 'x')"
+        command = [sys.executable, "-c", write, str(target)]
+        if os.geteuid() == 0:  # root may write any file: run as nobody, owner of both
+            if shutil.which("setpriv") is None:
+                pytest.skip("needs setpriv to run as another user")
+            os.chown(folder, 65534, 65534)
+            os.chown(target, 65534, 65534)
+            command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *command]
+        env = {**os.environ, "PYTHONPATH": str(Path(torchatlas.__file__).parents[1])}
+        done = subprocess.run(command, capture_output=True, text=True, env=env)
+        assert "PermissionError: [Errno 13] Permission denied" in done.stderr, done.stderr
+        assert target.read_text() == "keep me\n"
+    finally:
+        shutil.rmtree(folder)

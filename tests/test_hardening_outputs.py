@@ -233,3 +233,13 @@ def test_links_the_kernel_would_follow_are_followed(sticky: Path, tmp_path: Path
     _plant(plain / "link.json", target, OTHER_USER)
     write_atomic(plain / "link.json", "plain")
     assert target.read_text() == "plain"
+
+
+def test_a_symbolic_size_with_control_characters_is_shown_escaped_everywhere() -> None:
+    from torchatlas._ir import TensorMeta
+    from torchatlas._text import format_shape
+    from torchatlas._view import shape_text
+
+    meta = TensorMeta(("batch\x00\x1b", 8), "float\x07", "cpu")
+    for text in (format_shape(meta.shape), shape_text(meta, "float32")):
+        assert "batch\\x00\\x1b" in text and not any(ord(c) < 32 for c in text)

@@ -456,3 +456,19 @@ def test_model_and_inputs_are_freed_after_trace() -> None:
     gc.collect()
     assert [r() is None for r in refs] == [True, True, True]
     assert graph.ir.nodes  # the graph itself lives on
+
+
+def test_an_interrupt_while_installing_leaves_no_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchatlas._capture import _patches
+
+    call_impl, set_ = torch.nn.Module._call_impl, torch.Tensor.set_
+
+    def interrupted() -> bool:  # Ctrl-C after the first stand-ins are in
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_patches._distributed, "initialized", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2))
+    monkeypatch.undo()
+    assert torch.nn.Module._call_impl is call_impl and torch.Tensor.set_ is set_ and _patches._users == 0
+    assert torchatlas.trace(torch.nn.Linear(2, 2), torch.randn(1, 2)).ir.ops()

@@ -247,3 +247,84 @@ def test_the_program_read_is_model_or_the_one_program(clean_archive: Path, clean
     several = _craft(clean_archive, tmp_path / "several.pt2", rename(["forward", "backward"]), tmp_path / "unused")
     with pytest.raises(torchatlas.UnsafeArchiveError, match="several programs"):
         torchatlas.from_export(several)
+
+
+def _edited(clean: Path, folder: Path, edit: Callable[[dict], None], compression: int = zipfile.ZIP_STORED) -> Path:
+    """``clean`` with its program JSON changed by ``edit``."""
+    with zipfile.ZipFile(clean) as z:
+        members = {i.filename: z.read(i) for i in z.infolist()}
+    name = _member(members, "models/model.json")
+    program = json.loads(members[name])
+    edit(program["graph_module"])
+    path = folder / "edited.pt2"
+    with zipfile.ZipFile(path, "w", compression) as z:
+        for member, data in members.items():
+            z.writestr(member, json.dumps(program).encode() if member == name else data)
+    return path
+
+
+def _first_op(module: dict) -> dict:
+    return next(n for n in module["graph"]["nodes"] if n["target"].startswith("torch.ops.aten"))
+
+
+def test_a_crafted_stack_trace_is_read_in_linear_time_and_a_real_one_still_names_the_line(
+    clean_archive: Path, tmp_path: Path
+) -> None:
+    from torchatlas._capture._fx_import import _user_source
+
+    assert _user_source('File "a", line 1, in ' * 200_000) is None  # one line, no code line: seconds were minutes
+    real = 'File "/x/torch/nn/f.py", line 3, in g\n    y()\n  File "/home/me/model.py", line 12, in forward\n    return self.fc(x)\n'
+    assert _user_source(real.replace("/x/torch/nn/f.py", torch.__file__)) == torchatlas.Source("/home/me/model.py", 12, "return self.fc(x)")
+    assert _user_source('File "m.py", line ' + "9" * 4000 + ", in f\n    x\n") is None  # no int of 4,000 digits
+
+    def long_trace(module: dict) -> None:
+        _first_op(module)["metadata"]["stack_trace"] = 'File "a", line 1, in ' * 100_000
+    assert torchatlas.from_export(_edited(clean_archive, tmp_path, long_trace, zipfile.ZIP_DEFLATED)).ir.ops()
+
+
+def test_sizes_and_numbers_of_a_pt2_pass_the_checks_load_makes(clean_archive: Path, tmp_path: Path) -> None:
+    def sizes(*values: int) -> Callable[[dict], None]:
+        def edit(module: dict) -> None:
+            name = _first_op(module)["outputs"][0]["as_tensor"]["name"]
+            module["graph"]["tensor_values"][name]["sizes"] = [{"as_int": v} for v in values]
+        return edit
+
+    for values in ((10**4000, 3), (-2, 3)):  # no tensor has them: read as unknown, and the graph saves and loads
+        graph = torchatlas.from_export(_edited(clean_archive, tmp_path, sizes(*values)))
+        assert any(o.shape == ("?", 3) for n in graph.ir.ops() for o in n.outputs)
+        graph.summary(format="text")
+        assert torchatlas.load(graph.save(tmp_path / "g.json")).ir.ops()
+
+    def float_argument(module: dict) -> None:
+        _first_op(module)["inputs"].append({"name": "alpha", "arg": {"as_float": 10**400}, "kind": 2})
+
+    def int_argument(module: dict) -> None:
+        _first_op(module)["inputs"].append({"name": "alpha", "arg": {"as_int": 2**70}, "kind": 2})
+
+    with pytest.raises(torchatlas.UnsafeArchiveError, match="not a torch.export program: OverflowError"):
+        torchatlas.from_export(_edited(clean_archive, tmp_path, float_argument))
+    with pytest.raises(torchatlas.UnsafeArchiveError, match="an argument must be a finite number"):
+        torchatlas.from_export(_edited(clean_archive, tmp_path, int_argument))
+    with pytest.raises(torchatlas.UnsafeArchiveError, match=r"holds 2\*\*63 elements or more"):
+        torchatlas.from_export(_edited(clean_archive, tmp_path, sizes(*[2**62] * 40)))
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_DEFLATED, zipfile.ZIP_LZMA], ids=["deflate", "lzma"])
+def test_a_corrupt_compressed_stream_is_an_unsafe_archive(clean_archive: Path, tmp_path: Path, method: int) -> None:
+    path = _edited(clean_archive, tmp_path, lambda module: None, method)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = next(i for i in z.infolist() if i.filename.endswith("models/model.json"))
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    for k in range(start + 10, start + 60):
+        data[k] ^= 0x5A
+    path.write_bytes(bytes(data))
+    with pytest.raises(torchatlas.UnsafeArchiveError, match="cannot be read"):
+        torchatlas.from_export(path)
+
+
+def test_an_empty_zip_is_refused_as_empty(tmp_path: Path) -> None:
+    path = tmp_path / "empty.pt2"
+    zipfile.ZipFile(path, "w").close()
+    with pytest.raises(torchatlas.UnsafeArchiveError, match="holds no members"):
+        torchatlas.from_export(path)

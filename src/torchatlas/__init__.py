@@ -1,13 +1,13 @@
 """torchatlas: the real computation graph of a PyTorch model, from one forward pass."""
 
-import importlib
-import typing
+import importlib as _importlib
+import typing as _typing
 
 from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, Ref, Scope, Source, TensorMeta
 from ._render import RENDERERS as FORMATS
 from ._render import DotOptions, GraphvizNotFoundError, HtmlOptions, SummaryOptions, TreeOptions, ViewerBundleMissing
 
-if typing.TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from ._api import (
         Graph,
         GraphDiff,
@@ -53,11 +53,11 @@ _NEEDS_TORCH = {
 }
 
 
-def __getattr__(name: str) -> typing.Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _NEEDS_TORCH.get(name)
     if module is None:
         raise AttributeError(f"module 'torchatlas' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(_importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 

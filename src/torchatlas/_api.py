@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -327,7 +327,7 @@ def trace(
     if backward and partial:
         raise ValueError("torchatlas: partial=True records a failing forward pass; it cannot run backward")
     args = _normalize_args(args)
-    kwargs = dict(kwargs or {})
+    kwargs = _keyword_inputs(kwargs)
     options: dict[str, Any] = {"loss_fn": loss_fn} if backward else {}
     with _progress_reporter(progress) as report:
         result = _capture.capture(
@@ -346,7 +346,7 @@ def profile(
     if repeat < 1 or warmup < 0:
         raise ValueError("torchatlas: profile needs repeat >= 1 and warmup >= 0")
     args = _normalize_args(args)
-    result = _capture.capture(model, args, dict(kwargs or {}), profile=True, profile_rounds=(repeat, warmup))
+    result = _capture.capture(model, args, _keyword_inputs(kwargs), profile=True, profile_rounds=(repeat, warmup))
     return Graph(result.ir)
 
 
@@ -401,7 +401,7 @@ def compile_report(
     compiled code in other threads runs on (``docs/compile.md`` says what may run beside
     it); dynamo's config and the model are left as they were.
     """
-    args, kwargs = _normalize_args(args), dict(kwargs or {})
+    args, kwargs = _normalize_args(args), _keyword_inputs(kwargs)
     graph = trace(model, args, kwargs)  # first: a model that fails, fails as it does in trace
     input_sets = [(args, kwargs)] + [(_normalize_args(more), kwargs) for more in more_args]
     try:
@@ -462,6 +462,18 @@ def model_device(model: Any) -> torch.device:
         for t in model.buffers():
             return t.device
     return torch.device("cpu")
+
+
+def _keyword_inputs(kwargs: Any) -> dict[str, Any]:
+    """``kwargs`` as a dict; anything else is most likely a second positional input."""
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, Mapping):
+        raise TypeError(
+            f"torchatlas: the third argument is the model's keyword inputs (a dict), not a {type(kwargs).__name__}; "
+            "pass several positional inputs as one tuple: trace(model, (x, mask))"
+        )
+    return dict(kwargs)
 
 
 def _normalize_args(args: Any) -> tuple[Any, ...]:

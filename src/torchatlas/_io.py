@@ -10,8 +10,10 @@ What happens is decided by what the path *is*, never by how it is spelled:
   sticky world-writable folder (``/tmp``, ``/dev/shm``) is followed only if it belongs to us
   or to the folder's owner; another user's is refused (``UnsafeLinkError``), since it could
   point our output at any file we may write.
-* A regular file with other hard links is written in place (truncated, then written), so
-  every link sees the new contents; that write is not atomic.
+* A regular file with other hard links, or in a folder we may not write, is written in place
+  (truncated, then written), so every link sees the new contents; that write is not atomic.
+* A file we may not write (mode ``0o444``) is refused, and so is a path spelled as a folder
+  (``out/``), as a shell's ``>`` refuses them.
 * An open file descriptor of this process (``/dev/fd/N``, ``/proc/self/fd/N``,
   ``/dev/stdout``) is written through that descriptor, at its position: a shell's
   ``> out.json`` or ``>> log`` keeps its meaning.
@@ -44,6 +46,8 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
     """Write ``data`` to ``path`` (see the module docstring for what happens to what is there)."""
     target = Path(path)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    if os.fspath(path).endswith(("/", os.sep)):  # a folder by its spelling, as a shell's `> out/` reads it
+        raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fspath(path))
     if os.name == "posix":
         # Joined, not normalised: "link/.." is the parent of where the link points, as for the kernel.
         resolved, fd = _resolve(os.path.join(os.getcwd(), target))
@@ -60,6 +64,11 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
         _write_through(resolved, payload, truncate=False)
     elif existing is not None and existing.st_nlink > 1:
         _write_through(resolved, payload, truncate=True)
+    elif existing is not None and not os.access(resolved, os.W_OK):
+        # renaming over it needs only the folder's permission; a shell's `>` asks the file's
+        raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+    elif existing is not None and not os.access(resolved.parent, os.W_OK | os.X_OK):
+        _write_through(resolved, payload, truncate=True)  # no temporary file can be made beside it
     else:
         resolved.parent.mkdir(parents=True, exist_ok=True)
         _replace(resolved, payload, None if existing is None else stat.S_IMODE(existing.st_mode))

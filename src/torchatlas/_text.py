@@ -90,7 +90,8 @@ def format_shape(shape: list[Any] | tuple[Any, ...]) -> str:
     a bare ``0`` that reads as a value (an empty KV cache's ``tensor([])``)."""
     if tuple(shape) == (0,):
         return "0 (empty)"
-    return "×".join(str(d) for d in shape) if shape else "scalar"
+    # a symbolic size is text from a document or a .pt2: it may hold any character
+    return "×".join(visible(d) if isinstance(d, str) else str(d) for d in shape) if shape else "scalar"
 
 
 def count_runs(texts: Iterable[str]) -> list[str]:

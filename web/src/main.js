@@ -218,7 +218,8 @@ class App {
   }
 
   fileName() {
-    return (this.title || "graph").replace(/[^\w.-]+/g, "_");
+    // A file name is at most 255 bytes on most file systems (browsers refuse a download name over 1 MB).
+    return (this.title || "graph").slice(0, 120).replace(/[^\w.-]+/g, "_");
   }
 
   toggleTheme() {

@@ -108,23 +108,26 @@ def compile_facts(
         config = dynamo.config.get_config_copy()
         logger = logging.getLogger("torch._dynamo")
         level = logger.level
-        logger.setLevel(max(logging.ERROR, level))  # its graph-break warnings are what this reports
-        context = dynamo.optimize(
-            recorder, nopython=False, dynamic=dynamic, guard_fail_fn=recorder.guard_failed, **_isolated(dynamo)
-        )
         try:
+            logger.setLevel(max(logging.ERROR, level))  # its graph-break warnings are what this reports
+            context = dynamo.optimize(
+                recorder, nopython=False, dynamic=dynamic, guard_fail_fn=recorder.guard_failed, **_isolated(dynamo)
+            )
             compiled = context(model)
             with torch.compiler.set_stance("default"):
                 for call, (args, kwargs) in enumerate(input_sets):
                     recorder.call = call
                     compiled(*args, **kwargs)
         finally:
-            _forget_compiled(recorder)
-            with warnings.catch_warnings():  # reading a deprecated key warns
-                warnings.simplefilter("ignore", FutureWarning)
-                changed = {k: v for k, v in config.items() if getattr(dynamo.config, k) != v}
-            dynamo.config.load_config(changed)  # only what changed: the rest keeps its user-set marks
+            # The logger and config first: forgetting what was compiled may itself be interrupted.
             logger.setLevel(level)
+            try:
+                _forget_compiled(recorder)
+            finally:
+                with warnings.catch_warnings():  # reading a deprecated key warns
+                    warnings.simplefilter("ignore", FutureWarning)
+                    changed = {k: v for k, v in config.items() if getattr(dynamo.config, k) != v}
+                dynamo.config.load_config(changed)  # only what changed: the rest keeps its user-set marks
     facts, recorder.facts = recorder.facts, CompileFacts()  # the spent entries keep the recorder
     return facts
 

@@ -25,7 +25,11 @@ from .._ops import op_name
 from . import _naming, _source
 from ._values import dtype_name, encode, shape_of, tensor_table
 
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in [^\n]*\n(?P<code>[^\n]*)')
+# One frame's first line, matched at a line's start only, so reading a trace is linear in its length
+# (a search from every offset of a crafted one-line trace is quadratic); 18 digits stay an int64.
+_FRAME_LINE = re.compile(r'\s*File "(?P<file>[^"]+)", line (?P<line>\d{1,18}), in ')
+MAX_STACK_TRACE_CHARS = 64 << 10
+"""The end of a node's ``stack_trace`` that is read (innermost frames last; a real one is a few KB)."""
 # dynamo spells ``model.layers[0]`` as ``L['self'].layers[0]`` or ``L__self___layers_0``.
 _DYNAMO_ROOT = re.compile(r"^L\['self'\]\.?|^L__self__\.?")
 
@@ -126,12 +130,13 @@ def _user_source(trace: str | None) -> Source | None:
     """The innermost user frame of a node's ``stack_trace``."""
     if not trace:
         return None
-    frames = list(_FRAME.finditer(trace))
-    user = [f for f in frames if not f["file"].startswith(_source._INTERNAL_PREFIXES)]
-    if not user:
-        return None
-    last = user[-1]  # innermost user frame, as a trace reports it
-    return Source(last["file"], int(last["line"]), last["code"].strip())
+    lines = trace[-MAX_STACK_TRACE_CHARS:].split("\n")
+    innermost = None  # a trace lists the innermost frame last
+    for line, code in zip(lines, lines[1:]):
+        frame = _FRAME_LINE.match(line)
+        if frame is not None and not frame["file"].startswith(_source._INTERNAL_PREFIXES):
+            innermost = Source(frame["file"], int(frame["line"]), code.strip())
+    return innermost
 
 
 # A torch.nn leaf whose call is one functional op reads as that op, as a trace of the module

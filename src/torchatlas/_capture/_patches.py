@@ -195,35 +195,53 @@ _skip_frames(*(make(lambda: None).__code__ for make in (_module_call, _script_ca
 def installed(
     active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes, inside_dtensor_op: ActiveLevel
 ) -> Iterator[None]:
-    """Wrap the calls while the block runs, in every thread that traces at once."""
+    """Wrap the calls while the block runs, in every thread that traces at once. An exception
+    (Ctrl-C) at any line of installing takes back what was installed."""
     global _users
-    with _lock:
-        if _users == 0:
-            with _compiles_paused():
-                torch.nn.Module._call_impl = _opaque_to_dynamo(_module_call(tracker_of))
-                torch.jit.ScriptFunction.__call__ = _opaque_to_dynamo(_script_call(active))
-                torch.Tensor.set_ = _opaque_to_dynamo(_set(active))  # shadows the TensorBase method it inherits
-                torch.overrides.has_torch_function = _opaque_to_dynamo(_fast_path_check(ours_of))
-                if _distributed.initialized():
-                    stand_ins = [*_distributed.stand_ins(active), *_distributed.functional_stand_ins(active, inside_dtensor_op)]
-                    for namespace, name, stand_in in stand_ins:
-                        _replaced.append((namespace, name, getattr(namespace, name)))
-                        setattr(namespace, name, stand_in)
-        _users += 1
+    counted = False
     try:
+        with _lock:
+            if _users == 0:
+                try:
+                    _install(active, tracker_of, ours_of, inside_dtensor_op)
+                except BaseException:
+                    _uninstall()
+                    raise
+            _users += 1
+            counted = True
         yield
     finally:
         with _lock:
-            _users -= 1
-            if _users == 0:
-                with _compiles_paused():
-                    torch.nn.Module._call_impl = _CALL_IMPL
-                    torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
-                    del torch.Tensor.set_
-                    torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
-                    while _replaced:
-                        namespace, name, original = _replaced.pop()
-                        setattr(namespace, name, original)
+            if counted:
+                _users -= 1
+                if _users == 0:
+                    _uninstall()
+
+
+def _install(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingModes, inside_dtensor_op: ActiveLevel) -> None:
+    with _compiles_paused():
+        torch.nn.Module._call_impl = _opaque_to_dynamo(_module_call(tracker_of))
+        torch.jit.ScriptFunction.__call__ = _opaque_to_dynamo(_script_call(active))
+        torch.Tensor.set_ = _opaque_to_dynamo(_set(active))  # shadows the TensorBase method it inherits
+        torch.overrides.has_torch_function = _opaque_to_dynamo(_fast_path_check(ours_of))
+        if _distributed.initialized():
+            stand_ins = [*_distributed.stand_ins(active), *_distributed.functional_stand_ins(active, inside_dtensor_op)]
+            for namespace, name, stand_in in stand_ins:
+                _replaced.append((namespace, name, getattr(namespace, name)))
+                setattr(namespace, name, stand_in)
+
+
+def _uninstall() -> None:
+    """Every original back, whatever part of :func:`_install` ran."""
+    with _compiles_paused():
+        torch.nn.Module._call_impl = _CALL_IMPL
+        torch.jit.ScriptFunction.__call__ = _SCRIPT_CALL
+        if "set_" in vars(torch.Tensor):
+            del torch.Tensor.set_
+        torch.overrides.has_torch_function = _HAS_TORCH_FUNCTION
+        while _replaced:
+            namespace, name, original = _replaced.pop()
+            setattr(namespace, name, original)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .._ir import GraphIR
+from .._ir import GraphFormatError, GraphIR, checked
 from ._export_graph import graph_of
 from ._pt2_reader import UnsafeArchiveError, read_program
 
@@ -27,8 +27,13 @@ __all__ = ["UnsafeArchiveError", "load_exported", "read_exported"]
 
 def read_exported(path: str | os.PathLike[str]) -> GraphIR:
     """The graph of the program in a ``.pt2`` file, read as data: the same graph
-    ``from_export`` gives of the program in memory."""
-    return graph_of(read_program(path), "torch.export", torch.__version__)
+    ``from_export`` gives of the program in memory. It passes the checks ``load`` makes of a
+    document (sizes, numbers, nesting), so whatever it renders or saves is a graph ``load`` reads."""
+    graph = graph_of(read_program(path), "torch.export", torch.__version__)
+    try:
+        return checked(graph)
+    except GraphFormatError as e:
+        raise UnsafeArchiveError(f"{os.fspath(path)}: its program is not a graph torchatlas can read: {e}") from None
 
 
 def load_exported(path: str | os.PathLike[str]) -> Any:

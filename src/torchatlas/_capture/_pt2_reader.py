@@ -20,12 +20,14 @@ from __future__ import annotations
 import functools
 import json
 import keyword
+import lzma
 import os
 import re
 import zipfile
+import zlib
 from typing import Any
 
-from .._ir import TensorMeta
+from .._ir import TensorMeta, is_count
 from ._export_graph import ExportLeaf, ExportOp, ExportProgram, SizeExpressionError, Use, size_text
 from ._fx_import import _module_path
 
@@ -37,6 +39,8 @@ a few hundred MiB parsed, where 64 MiB of ``[],`` would make 21 million lists.""
 MAX_MEMBERS = 1 << 18
 MAX_DIRECTORY_BYTES = 64 << 20
 _CHUNK = 1 << 20
+UNKNOWN_SIZE = "?"
+"""The text of a static size that no tensor has (torch writes none: the file was edited)."""
 _PROGRAM = "model"
 """The program ``torch.export.save`` writes; another is read only when it is the archive's one program."""
 
@@ -79,7 +83,7 @@ def read_program(path: str | os.PathLike[str]) -> ExportProgram:
         program = _ProgramReader(document).program()
     except SizeExpressionError as e:
         raise UnsafeArchiveError(f"{where}: member {member!r} has {e}; it is read as text, never evaluated") from None
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError, RuntimeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError, RuntimeError, OverflowError) as e:
         raise UnsafeArchiveError(
             f"{where}: member {member!r} is not a torch.export program: {type(e).__name__}: {str(e)[:120]}"
         ) from None
@@ -133,13 +137,16 @@ def _open_archive(file: Any, where: str) -> zipfile.ZipFile:
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError, NotImplementedError) as e:
         raise UnsafeArchiveError(f"{where}: not a torch.export program: not a readable zip archive: {str(e)[:120]}") from None
     infos = archive.infolist()
+    if not infos:
+        archive.close()
+        raise UnsafeArchiveError(f"{where}: not a torch.export program: the zip archive holds no members")
     file.seek(0)
     # Python shifts every offset by the bytes before the directory it did not expect (a
     # self-extractor stub); other readers, torch's included, do not. Both must agree.
-    if archive.start_dir != end[zipfile._ECD_OFFSET] or not infos or min(i.header_offset for i in infos) != 0 \
+    if archive.start_dir != end[zipfile._ECD_OFFSET] or min(i.header_offset for i in infos) != 0 \
             or file.read(4) != b"PK\x03\x04":
         archive.close()
-        first = infos[0].filename if infos else "(none)"
+        first = infos[0].filename
         raise UnsafeArchiveError(
             f"{where}: member {first!r} is not where the archive's directory says: data before the first "
             "member or a second central directory (another zip reader would read other members)"
@@ -190,7 +197,7 @@ def _read(archive: zipfile.ZipFile, infos: list[zipfile.ZipInfo], name: str, cap
                 if total > min(cap, info.file_size):
                     raise UnsafeArchiveError(f"{where}: member {name!r} inflates past its declared {info.file_size} bytes")
                 chunks.append(chunk)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError) as e:
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, RuntimeError, zlib.error, lzma.LZMAError) as e:
         if isinstance(e, UnsafeArchiveError):
             raise
         raise UnsafeArchiveError(f"{where}: member {name!r} cannot be read: {str(e)[:120]}") from None
@@ -399,7 +406,10 @@ class _ProgramReader:
         shape = []
         for size in _list(meta["sizes"]):
             kind, value = _one(size)
-            shape.append(_int(value) if kind == "as_int" else size_text(_str(_dict(value)["expr_str"])))
+            if kind == "as_int":  # a size no tensor has (negative, 2**63 or more) reads as unknown
+                shape.append(_int(value) if is_count(value) else UNKNOWN_SIZE)
+            else:
+                shape.append(size_text(_str(_dict(value)["expr_str"])))
         dtype = str(self.dtypes[_int(meta["dtype"])]).removeprefix("torch.")
         return TensorMeta(tuple(shape), dtype, str(_device(_dict(meta["device"]))))
 

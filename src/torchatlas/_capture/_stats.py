@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .._ops import op_name
 from .._text import error_text
 from . import _distributed, _stats_fused, _stats_staging
 from ._records import Recording
@@ -119,6 +120,12 @@ class _DeviceRows:
         return self.buffer[self.reserve()]
 
 
+ALLOCATES_ONLY = frozenset({"empty", "empty_like", "new_empty", "empty_strided", "new_empty_strided", "empty_permuted"})
+"""Ops whose output is memory not yet written (FSDP's all-gather buffers are ``empty`` too): a NaN
+there is whatever the allocator handed out, read by nothing before the model overwrites it."""
+UNINITIALISED = "uninitialised memory (torch.empty and kin): its values are not the model's until it writes them"
+
+
 class OutputStats:
     """Per op output: a few numbers on the tensor's device now, a dict at :meth:`finish`."""
 
@@ -137,6 +144,9 @@ class OutputStats:
         self._fused_works = True
 
     def op_recorded(self, index: int, outs: list[Tensor]) -> None:
+        if op_name(self.recording.nodes[index].target or "") in ALLOCATES_ONLY:
+            self._skipped.extend((index, slot, UNINITIALISED) for slot in range(len(outs)))
+            return
         with torch._C.DisableTorchFunction(), _disable_current_modes(), torch.no_grad():
             for slot, t in enumerate(outs):
                 try:

@@ -59,27 +59,40 @@ _SCALARS = (bool, int, float, complex, str, bytes, torch.dtype, torch.device, to
 
 def _holds_attributes(value: Any) -> bool:
     """A plain Python object whose attributes may hold tensors: not a module (its parameters
-    are the model's, not values passed around), a class, a function or a Python module."""
-    return (
-        hasattr(value, "__dict__")
-        and not isinstance(value, (torch.nn.Module, type, types.FunctionType, types.MethodType, types.ModuleType))
-        and not callable(getattr(value, "__torch_function__", None))  # a tensor-like subclass wrapper
-    )
+    are the model's, not values passed around), a class, a function or a Python module. An
+    object whose ``__getattr__`` raises what it likes (a proxy, a lazy config) holds none we read."""
+    try:
+        return (
+            hasattr(value, "__dict__")
+            and not isinstance(value, (torch.nn.Module, type, types.FunctionType, types.MethodType, types.ModuleType))
+            and not callable(getattr(value, "__torch_function__", None))  # a tensor-like subclass wrapper
+        )
+    except Exception:
+        return False
 
 
 def tensors_flat(value: Any, out: list[Tensor]) -> None:
-    """Append the tensors in a torch call's arguments (tuples, lists and dicts only) to ``out``."""
+    """Append the tensors in a torch call's arguments (tuples, lists and dicts only) to ``out``, in
+    order, as torch's pytree finds them; a container inside itself is not entered again, and any
+    depth is walked (a loop, not recursion)."""
     if isinstance(value, Tensor):
         out.append(value)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
+        return
+    if not isinstance(value, (list, tuple, dict)):
+        return
+    stack = [iter(value.values() if isinstance(value, dict) else value)]
+    inside = [id(value)]  # the containers being walked, outermost first
+    while stack:
+        for item in stack[-1]:
             if isinstance(item, Tensor):
                 out.append(item)
-            elif isinstance(item, (list, tuple, dict)):
-                tensors_flat(item, out)
-    elif isinstance(value, dict):
-        for item in value.values():
-            tensors_flat(item, out)
+            elif isinstance(item, (list, tuple, dict)) and id(item) not in inside:
+                stack.append(iter(item.values() if isinstance(item, dict) else item))
+                inside.append(id(item))
+                break
+        else:
+            stack.pop()
+            inside.pop()
 
 
 class TensorArg(int):

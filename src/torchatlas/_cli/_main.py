@@ -14,6 +14,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import errno
 import re
 import sys
 import traceback
@@ -129,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--fsdp", type=int, metavar="N",
         help="FSDP2 over N ranks: each decoder layer and the root (with --tp: a 2-D dp×tp mesh)",
     )
+    parser.add_argument(
+        "--seed", type=_seed, default=0, metavar="N",
+        help="seed torch's random numbers before the model's weights and the random inputs are made "
+        "(default 0: every run draws the same values, so data-dependent branches take the same path)",
+    )
     parser.add_argument("--rank", type=int, metavar="R", help="with --tp/--fsdp: trace what rank R runs (default 0)")
     parser.add_argument(
         "--ranks", type=int, nargs="?", const=0, metavar="N",
@@ -154,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--depth", type=int, metavar="N", help="collapse module calls nested deeper than N")
     parser.add_argument("--ascii", action="store_true", default=None, help="draw the tree with ASCII only")
     parser.add_argument(
-        "--no-fold", dest="fold", action="store_false",
+        "--no-fold", dest="fold", action="store_false", default=None,
         help="list or draw every call of a run of identical layers (default: one 'layers.0–79 ×80', as its first member)",
     )
     parser.add_argument("--wide", action="store_true", help="summary: every column, whatever the terminal's width")
@@ -253,9 +259,12 @@ def _report(e: BaseException, code: int, debug: bool, notes: Sequence[str] = ())
     return code
 
 
-def _print(stream: TextIO, text: str) -> None:
+def _print(stream: TextIO | None, text: str) -> None:
     """Write ``text``; a stream that cannot encode it (an ASCII-only terminal or pipe) gets the
-    ASCII spelling the tree uses (arrows as ``->``, anything else escaped) instead of a crash."""
+    ASCII spelling the tree uses (arrows as ``->``, anything else escaped) instead of a crash.
+    A closed stream (None: ``2>&-``) gets nothing."""
+    if stream is None:
+        return
     try:
         text.encode(getattr(stream, "encoding", None) or "utf-8")
     except (UnicodeEncodeError, LookupError):
@@ -347,7 +356,25 @@ def _choose_format(opts: argparse.Namespace) -> str:
     return "tree"
 
 
+def _seed(text: str) -> int:
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed < 2**63:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to 2**63-1, not {text[:40]!r}")
+    return seed
+
+
 def _trace_model(opts: argparse.Namespace) -> Graph:
+    import torch
+
+    with torch.random.fork_rng():  # the run's seed; a caller of main() keeps its own random state
+        torch.manual_seed(opts.seed)
+        return _trace_seeded(opts)
+
+
+def _trace_seeded(opts: argparse.Namespace) -> Graph:
     model, inputs, spec = _prepared(opts)
     import torch
 
@@ -399,6 +426,8 @@ def _prepared(opts: argparse.Namespace, mesh: Any = None) -> tuple[Any, Any, str
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
     if opts.tp or opts.fsdp:
+        if opts.fsdp and device is not None and torch.device(device).type == "meta":
+            raise SpecError("--fsdp shards parameters that hold values: FSDP2 refuses the meta device; leave out --device meta")
         if not isinstance(model, torch.nn.Module):
             raise SpecError("--tp and --fsdp shard an nn.Module")
         _models.shard(model, opts.tp, opts.fsdp, loaded.spec, mesh)
@@ -482,6 +511,8 @@ def _text(graph: Graph, fmt: str, opts: argparse.Namespace) -> str:
 
 def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Namespace) -> None:
     renderer = torchatlas.FORMATS[fmt]
+    if sys.stdout is None and output in (None, "-") and (renderer.text or output == "-"):
+        raise OSError(errno.EBADF, "standard output is closed; write to a file with -o")
     if renderer.text and output in (None, "-"):
         _print(sys.stdout, _with_newline(_text(graph, fmt, opts)))
         return
@@ -491,11 +522,11 @@ def _write_format(graph: Graph, fmt: str, output: str | None, opts: argparse.Nam
         sys.stdout.buffer.write(made.encode("utf-8") if isinstance(made, str) else made)
         sys.stdout.buffer.flush()
         return
-    path = Path(output) if output else Path(f"{_file_stem(graph)}.{fmt}")
+    path = output if output else Path(f"{_file_stem(graph)}.{fmt}")  # as given: `out/` names a folder
     _write(graph, fmt, path, opts)
 
 
-def _write(graph: Graph, fmt: str, path: Path, opts: argparse.Namespace) -> None:
+def _write(graph: Graph, fmt: str, path: str | Path, opts: argparse.Namespace) -> None:
     if torchatlas.FORMATS[fmt].text:
         write_atomic(path, _with_newline(str(graph.view(fmt, **_view_options(fmt, opts)))))
     else:
@@ -538,7 +569,7 @@ def _file_stem(graph: Graph) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "graph"
 
 
-def _wrote(path: Path) -> None:
+def _wrote(path: str | Path) -> None:
     _say(f"torchatlas: wrote {visible(str(path))}")  # a path may hold a newline or ESC
 
 

@@ -464,6 +464,10 @@ def _open_exported(path: Path, trust_pickle: bool) -> Graph:
         raise SpecError(f"{path}: not a torch.export program: {error_text(e)}") from e
 
 
+MAX_RANKS = 1 << 16
+"""The most ranks --tp or --fsdp simulate (torch's process group takes no more than an int32)."""
+
+
 def sharded_world(tp: int | None, fsdp: int | None, rank: int | None) -> AbstractContextManager[None]:
     """``--tp N`` / ``--fsdp M``: a fake process group of N (M, or N×M for both) ranks while the command traces."""
     if tp is None and fsdp is None:
@@ -473,8 +477,8 @@ def sharded_world(tp: int | None, fsdp: int | None, rank: int | None) -> Abstrac
     world = 1
     for flag, size in (("--tp", tp), ("--fsdp", fsdp)):
         if size is not None:
-            if size < 1:
-                raise SpecError(f"{flag} needs a number of ranks >= 1, not {size}")
+            if not 1 <= size <= MAX_RANKS:
+                raise SpecError(f"{flag} needs a number of ranks from 1 to {MAX_RANKS:,}, not {size}")
             world *= size
     from . import _parallel
 

@@ -70,6 +70,11 @@ def tensor_parallel(model: torch.nn.Module, mesh: Any, spec: str) -> int:
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     size = mesh.size()
+    config = getattr(model, "config", None)
+    for key in ("num_attention_heads", "num_key_value_heads"):  # each rank computes whole heads
+        heads = getattr(config, key, None)
+        if isinstance(heads, int) and heads % size:
+            raise SpecError(f"--tp {size}: {spec}'s config has {key}={heads}, which {size} ranks cannot share evenly")
     plan: dict[str, Any] = {}
     for name, module in model.named_modules():
         leaf = name.rsplit(".", 1)[-1]

@@ -4,7 +4,7 @@ It imports only the standard library: capture builds it, passes read it,
 renderers draw it.
 """
 
-from ._document import FORMAT, GRAPH_FACTS, NODE_FACTS, SCOPE_FACTS, VERSION, graph_from_json
+from ._document import FORMAT, GRAPH_FACTS, NODE_FACTS, SCOPE_FACTS, VERSION, checked, graph_from_json, is_count
 from ._graph import (
     NODE_KINDS,
     READ_KINDS,
@@ -43,7 +43,9 @@ __all__ = [
     "Scope",
     "Source",
     "TensorMeta",
+    "checked",
     "graph_from_json",
+    "is_count",
     "read_locally",
     "ranks_from_json",
     "ranks_to_json",

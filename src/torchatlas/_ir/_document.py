@@ -32,6 +32,8 @@ FORMAT = "torchatlas-graph"
 VERSION = 1
 
 _MAX_INT = 2**63
+MAX_ARGUMENT_DEPTH = 32
+"""How deeply an op's arguments may nest (a capture records five levels, then a ``repr``)."""
 
 
 # -- writing -------------------------------------------------------------------
@@ -151,6 +153,12 @@ def _reject_non_finite(doc: Any) -> None:
             stack.extend((v, f"{where}[{i}]") for i, v in enumerate(value))
 
 
+def checked(ir: GraphIR) -> GraphIR:
+    """``ir`` as ``load`` would read it back from its document: a graph read from another format
+    (a ``.pt2`` file) passes the same checks, so what it renders and saves, ``load`` reads."""
+    return graph_from_dict(graph_to_dict(ir))
+
+
 def graph_from_dict(doc: Any) -> GraphIR:
     try:
         _reject_non_finite(doc)
@@ -166,8 +174,13 @@ def _require(cond: bool, msg: str) -> None:
         raise GraphFormatError(msg)
 
 
+def is_count(value: Any) -> bool:
+    """A size, index or count a document may hold: an int in [0, 2**63)."""
+    return type(value) is int and 0 <= value < _MAX_INT
+
+
 def _count(value: Any, where: str) -> int:
-    _require(type(value) is int and 0 <= value < _MAX_INT, f"{where} must be a non-negative integer")
+    _require(is_count(value), f"{where} must be a non-negative integer")
     return value
 
 
@@ -213,12 +226,20 @@ def _load_source(raw: Any, where: str) -> Source | None:
     )
 
 
-def _load_tensor_meta(raw: Any, where: str) -> TensorMeta:
-    raw = _obj(raw, where)
-    shape = _list(raw.get("shape"), f"{where}.shape")
+def _sizes(value: Any, where: str) -> list[Any]:
+    """A shape: counts or symbolic sizes (text), of fewer than 2**63 elements, as torch allows."""
+    shape = _list(value, where)
+    elements = 1
     for i, size in enumerate(shape):
         if not isinstance(size, str):
-            _count(size, f"{where}.shape[{i}]")
+            elements *= _count(size, f"{where}[{i}]")
+            _require(elements < _MAX_INT, f"{where} holds 2**63 elements or more")
+    return shape
+
+
+def _load_tensor_meta(raw: Any, where: str) -> TensorMeta:
+    raw = _obj(raw, where)
+    shape = _sizes(raw.get("shape"), f"{where}.shape")
     dtype, device = _string(raw.get("dtype", ""), f"{where}.dtype"), _string(raw.get("device", ""), f"{where}.device")
     if "placements" not in raw:
         return TensorMeta(tuple(shape), dtype, device)
@@ -231,10 +252,7 @@ def _load_tensor_meta(raw: Any, where: str) -> TensorMeta:
         mesh.append((_string(pair[0], f"{where}.mesh[{i}][0]"), _count(pair[1], f"{where}.mesh[{i}][1]")))
     local = raw.get("local_shape")
     if local is not None:
-        local = _list(local, f"{where}.local_shape")
-        for i, size in enumerate(local):
-            if not isinstance(size, str):
-                _count(size, f"{where}.local_shape[{i}]")
+        local = _sizes(local, f"{where}.local_shape")
     return TensorMeta(tuple(shape), dtype, device, placements, tuple(mesh), None if local is None else tuple(local))
 
 
@@ -345,17 +363,20 @@ def _parse_node(raw: Any, where: str, known: dict[str, Node], scopes: dict[str, 
 
 
 def _check_argument_refs(args: list[Any], kwargs: dict[str, Any], inputs: int, shape_inputs: int, where: str) -> None:
-    """Every ``{"tensor": i}`` names an input, every ``{"shape_of": i}`` a shape input; numbers are finite."""
-    stack: list[Any] = [args, kwargs]
+    """Every ``{"tensor": i}`` names an input, every ``{"shape_of": i}`` a shape input; numbers are
+    finite; nesting is at most :data:`MAX_ARGUMENT_DEPTH` deep (renderers walk it)."""
+    stack: list[tuple[Any, int]] = [(args, 0), (kwargs, 0)]
     while stack:
-        value = stack.pop()
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            _require(depth <= MAX_ARGUMENT_DEPTH, f"{where}: an argument nests over {MAX_ARGUMENT_DEPTH} deep")
         if isinstance(value, dict):
             for key, limit in (("tensor", inputs), ("shape_of", shape_inputs)):
                 if key in value:
                     _require(type(value[key]) is int and 0 <= value[key] < limit, f"{where}: argument {key} {value[key]!r} is out of range")
-            stack.extend(value.values())
+            stack.extend((v, depth + 1) for v in value.values())
         elif isinstance(value, list):
-            stack.extend(value)
+            stack.extend((v, depth + 1) for v in value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             _number(value, f"{where}: an argument")
 
@@ -411,9 +432,7 @@ def _string_list(value: Any, where: str) -> None:
 
 
 def _shape(value: Any, where: str) -> None:
-    for i, size in enumerate(_list(value, where)):
-        if not isinstance(size, str):
-            _count(size, f"{where}[{i}]")
+    _sizes(value, where)
 
 
 def _sizes_by_scope(value: Any, where: str, _nodes: dict[str, Node], scopes: dict[str, Scope]) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import difflib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,23 +309,51 @@ def _by_difflib(a_steps: list[Step], b_steps: list[Step]) -> tuple[list[tuple[St
     pairs: list[tuple[Step, Step]] = []
     only_a: list[Step] = []
     only_b: list[Step] = []
-    outer = difflib.SequenceMatcher(None, [s.key for s in a_steps], [s.key for s in b_steps], autojunk=False)
-    for tag, i1, i2, j1, j2 in outer.get_opcodes():
+
+    def pair(xa: list[Step], xb: list[Step]) -> None:
+        n = min(len(xa), len(xb))
+        pairs.extend(zip(xa[:n], xb[:n]))
+        only_a.extend(xa[n:])
+        only_b.extend(xb[n:])
+
+    for tag, sa, sb in _run_opcodes(a_steps, b_steps, lambda s: s.key):
         if tag == "equal":
-            pairs += zip(a_steps[i1:i2], b_steps[j1:j2])
+            pair(sa, sb)
             continue
-        sa, sb = a_steps[i1:i2], b_steps[j1:j2]
-        inner = difflib.SequenceMatcher(None, [s.name for s in sa], [s.name for s in sb], autojunk=False)
-        for tag2, k1, k2, l1, l2 in inner.get_opcodes():
-            if tag2 in ("equal", "replace"):  # same op with other shapes, or another op in its place
-                n = min(k2 - k1, l2 - l1)
-                pairs += zip(sa[k1:k1 + n], sb[l1:l1 + n])
-                only_a += sa[k1 + n:k2]
-                only_b += sb[l1 + n:l2]
+        for inner, xa, xb in _run_opcodes(sa, sb, lambda s: s.name):
+            if inner in ("equal", "replace"):  # same op with other shapes, or another op in its place
+                pair(xa, xb)
             else:
-                only_a += sa[k1:k2]
-                only_b += sb[l1:l2]
+                only_a.extend(xa)
+                only_b.extend(xb)
     return pairs, only_a, only_b
+
+
+def _run_opcodes(
+    a: list[Step], b: list[Step], key: Callable[[Step], Any]
+) -> Iterator[tuple[str, list[Step], list[Step]]]:
+    """difflib's opcodes over runs of steps of one key: (tag, a's steps, b's steps), an ``equal``
+    per pair of runs (their lengths may differ). difflib is quadratic in a long run of one
+    element (a chain of 6,000 ``relu``); a run is one element here."""
+    runs_a, runs_b = _runs(a, key), _runs(b, key)
+    matcher = difflib.SequenceMatcher(None, [k for k, _ in runs_a], [k for k, _ in runs_b], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for (_, run_a), (_, run_b) in zip(runs_a[i1:i2], runs_b[j1:j2]):
+                yield tag, run_a, run_b
+        else:
+            yield tag, [s for _, run in runs_a[i1:i2] for s in run], [s for _, run in runs_b[j1:j2] for s in run]
+
+
+def _runs(steps: list[Step], key: Callable[[Step], Any]) -> list[tuple[Any, list[Step]]]:
+    runs: list[tuple[Any, list[Step]]] = []
+    for step in steps:
+        k = key(step)
+        if runs and runs[-1][0] == k:
+            runs[-1][1].append(step)
+        else:
+            runs.append((k, [step]))
+    return runs
 
 
 def _source_key(ir: GraphIR, ref: Ref, mapped: dict[str, str] | None) -> tuple[Any, ...] | None:

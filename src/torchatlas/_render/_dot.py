@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 from pathlib import PurePath
+from typing import Any
 
 from torchatlas._ir import GraphIR, Node, Ref, Source
 from torchatlas._ops import LEGEND, category, collective_kind
@@ -124,16 +125,24 @@ class _Writer:
 
     # containers: clusters hold their units and child clusters, ordered by first execution
     def _container(self, scope_id: str | None, indent: int) -> None:
-        items = [(unit.first, "unit", unit.id) for unit in self.units_in.get(scope_id, [])]
-        parent = self.layout.root if scope_id is None else scope_id
-        for child in self.children.get(parent, []):
-            if child in self.cluster_first:
-                items.append((self.cluster_first[child], "cluster", child))
-        for _, what, ident in sorted(items):
+        """The container's units and clusters, nested any number of levels deep (a loop, not recursion)."""
+        work: list[tuple[str, Any, int]] = [("contents", scope_id, indent)]
+        while work:
+            what, ident, level = work.pop()
             if what == "unit":
-                self._unit(self.layout.units[ident], indent)
+                self._unit(self.layout.units[ident], level)
+            elif what == "cluster":
+                self._open_cluster(ident, level)
+                work += [("close", ident, level), ("contents", ident, level + 1)]
+            elif what == "close":
+                self.lines.append(f"{'  ' * level}}}")
             else:
-                self._cluster(ident, indent)
+                items = [(unit.first, "unit", unit.id) for unit in self.units_in.get(ident, [])]
+                parent = self.layout.root if ident is None else ident
+                for child in self.children.get(parent, []):
+                    if child in self.cluster_first:
+                        items.append((self.cluster_first[child], "cluster", child))
+                work += [(kind, item, level) for _, kind, item in sorted(items, reverse=True)]
 
     def _first_per_cluster(self) -> dict[str, int]:
         """Expanded scope -> first execution index of any unit drawn inside it (empty ones are left out)."""
@@ -145,7 +154,7 @@ class _Writer:
                 cur = self.ir.scope(cur).parent
         return first
 
-    def _cluster(self, scope_id: str, indent: int) -> None:
+    def _open_cluster(self, scope_id: str, indent: int) -> None:
         scope, pad, p = self.ir.scope(scope_id), "  " * indent, self.palette
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
         border = BACKWARD if scope_id.startswith(BACKWARD_SCOPE) else p.cluster_border
@@ -164,8 +173,6 @@ class _Writer:
             f' color="{border}", penwidth=1, fontsize=10, margin=10,'
             f" tooltip={tooltip(scope.cls, _source_line(scope.source))}];",
         ]
-        self._container(scope_id, indent + 1)
-        self.lines.append(f"{pad}}}")
 
     def _unit(self, unit: Unit, indent: int) -> None:
         pad = "  " * indent

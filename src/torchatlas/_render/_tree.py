@@ -157,6 +157,10 @@ def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
     return ScopeFlow(items, edges, references, flow.inputs)
 
 
+MAX_LEVELS = 100
+"""The most levels of module calls the tree opens (deeper calls are one line each, as with depth=)."""
+
+
 class _TreeBuilder:
     def __init__(self, ir: GraphIR, depth: int | None, source: bool = False, fold: bool = True) -> None:
         self.ir = ir
@@ -164,7 +168,9 @@ class _TreeBuilder:
         # first member's scope id -> the run's scope ids
         self.runs = fold_runs(ir, self.children) if fold else {}
         self.folded = {sid for run in self.runs.values() for sid in run[1:]}
-        self.depth = depth
+        # Laying out a call recurses into the calls inside it: nesting past this many levels is cut
+        # as depth= cuts it (a document may nest calls any number of levels deep).
+        self.depth = min(depth, MAX_LEVELS) if depth is not None else MAX_LEVELS
         self.show_source = source
         self.flows = scope_flows(forward_part(ir))  # backward ops: a section of their own
         # a folded loop: its later iterations (calls and the caller's ops) stand for the first
@@ -341,7 +347,7 @@ class _TreeBuilder:
             )
             label = "◀ " + ("(loss)" if of_the_loss(forward, nodes, read) else forward.label)
             line = Line(visible(label + (f"  ← saved: {', '.join(saved)}" if saved else ""), LINE_LIMIT))
-            if self.depth is None or self.depth >= 2:
+            if self.depth >= 2:
                 line.children = [Line(self.op_label(n)) for n in nodes]
             section.children.append(line)
         return section
@@ -389,7 +395,8 @@ class _TreeBuilder:
             return line  # a leaf module that is one op: its own line says it all
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.
         dead = self.listed_apart(flow)
-        live = [it for it in flow.items if it not in dead] if dead else flow.items
+        apart = set(dead)
+        live = [it for it in flow.items if it not in apart] if dead else flow.items
         # Flow that does not nest is broken at values read in several places (named references).
         line.children = self.sequence(untangled(self, flow, live) or flow, live, level + 1)
         if dead:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from torchatlas._ir import Ref, Source
 from torchatlas._text import visible
-from torchatlas._view import LINE_LIMIT, operand_names
+from torchatlas._view import LINE_LIMIT, operand_names, parsed_line
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow
 
@@ -186,9 +186,8 @@ def _first_argument(source: Source | None) -> str | None:
     if source is None or not source.code:
         return None
     text = source.code.strip()
-    try:
-        tree = ast.parse(text[len("return "):] if text.startswith("return ") else text)
-    except SyntaxError:
+    tree = parsed_line(text[len("return "):] if text.startswith("return ") else text)
+    if tree is None:
         return None
     names = {
         call.args[0].id for call in ast.walk(tree)

@@ -72,7 +72,7 @@ from ._labels import (
     value_source_name,
     variable_name,
 )
-from ._names import ReadingNames, assigned_names, operand_names
+from ._names import ReadingNames, assigned_names, operand_names, parsed_line
 from ._options import CONSTANT_KINDS, LOCAL_KINDS, STATE_KINDS, ViewOptions
 from ._page import (
     METRICS,
@@ -221,6 +221,7 @@ __all__ = [
     "of_the_loss",
     "op_display",
     "operand_names",
+    "parsed_line",
     "page_document",
     "page_folds",
     "page_view",

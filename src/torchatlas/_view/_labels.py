@@ -13,6 +13,8 @@ from torchatlas._ops import collective_kind, op_title
 from torchatlas._text import count_runs, format_bytes, format_shape, visible
 from torchatlas._text import fold_name as _fold_name
 
+from ._names import MAX_READ_LINE
+
 LINE_LIMIT = 2_000
 """Characters of one line of the tree or one summary cell at most: a name of megabytes is
 cut before it is escaped."""
@@ -32,7 +34,7 @@ def shape_text(meta: TensorMeta | None, dominant: str | None = None) -> str:
         return "?"
     text = format_shape(meta.shape)
     if meta.dtype and meta.dtype != dominant:
-        text += f" {meta.dtype}"
+        text += f" {visible(meta.dtype)}"
     if meta.placements:  # a DTensor: its global shape, then how the ranks hold it
         text += f" [{placement_text(meta)}]"
     return text
@@ -355,7 +357,8 @@ def loop_note(ir: GraphIR, scope: Scope) -> str:
     if not isinstance(stop, dict):
         return ""
     src, loop = stop.get("source"), stop.get("loop")
-    header = _LOOP_HEADER.match(loop.get("code", "")) if isinstance(loop, dict) else None
+    code = loop.get("code", "") if isinstance(loop, dict) else ""
+    header = _LOOP_HEADER.match(code) if len(code) <= MAX_READ_LINE else None
     of = f" of {header.group(1)}" if header and len(header.group(1)) <= 40 else ""
     at = f" at {short_source(Source(src['file'], src['line']))}" if isinstance(src, dict) else ""
     return visible(f"{of}, broke{at}", LINE_LIMIT)

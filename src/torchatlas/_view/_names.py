@@ -26,12 +26,28 @@ _STANDARD_LAYERS = "torch.nn."
 _ASSIGNED = re.compile(r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*,?\s*=(?!=)\s*[A-Za-z_][\w.]*(?:\[[^\]]*\])?\(")
 
 
+MAX_READ_LINE = 1_000
+"""The longest source line read for names: a line of code is far shorter, and a document's
+line of any length must not cost the tree more than this (regexes and ``ast`` backtrack or
+recurse on long runs)."""
+
+
+def parsed_line(code: str) -> ast.Module | None:
+    """A source line's syntax tree; None when it is not one line of Python, or too long to read."""
+    if len(code) > MAX_READ_LINE:
+        return None
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def assigned_names(scope: Scope) -> list[str]:
     """``["attn_output", "_"]`` for a call made as ``attn_output, _ = self.attn(x)``: the
     variables its caller assigned its result to; empty unless the line assigns plain names the
     result of one call and nothing more (``h = x + self.pos(i)`` names the sum, not the call)."""
     code = (scope.source.code if scope.source is not None else None) or ""
-    match = _ASSIGNED.match(code)
+    match = _ASSIGNED.match(code) if len(code) <= MAX_READ_LINE else None
     if not match:
         return []
     depth = 1
@@ -60,10 +76,10 @@ def operand_names(node: Node) -> dict[int, str]:
     ``position_bias`` in ``torch.where(mask, position_bias, low)``; only plain names, matched to
     the recorded arguments (``{"tensor": k}``), so a constant between them shifts nothing."""
     code = (node.source.code if node.source is not None else None) or ""
-    try:
-        statement = ast.parse(code.strip()).body[0]
-    except (SyntaxError, IndexError, ValueError):
+    tree = parsed_line(code.strip())
+    if tree is None or not tree.body:
         return {}
+    statement = tree.body[0]
     name = op_name(node.target or "")
     written: list[ast.expr] = []
     if isinstance(statement, ast.AugAssign):
@@ -98,6 +114,7 @@ class ReadingNames:
         self._begins: dict[str, int] | None = None
         self._children = ir.children()
         self._named: dict[tuple[str, str], list[int]] | None = None
+        self._operands: dict[str, dict[Ref, str]] = {}  # op id -> each input's name on its line, first read
 
     def _begin(self, scope_id: str) -> int:
         """Where a call began: the position of the first node recorded inside it."""
@@ -160,9 +177,15 @@ class ReadingNames:
     def read_by_op(self, ref: Ref, reader: Node) -> str | None:
         """What an op's own line calls ``ref`` (``residual`` in ``h = residual + h``), else what
         the code around it calls it (:meth:`name`)."""
-        names = operand_names(reader)
-        named = [names[k] for k, r in enumerate(reader.inputs) if r == ref and k in names]
-        return named[0] if named else self.name(ref, reader.scope, at=self._position[reader.id])
+        operands = self._operands.get(reader.id)
+        if operands is None:  # once per op: an op may read thousands of values (torch.stack)
+            names = operand_names(reader)
+            operands = self._operands[reader.id] = {}
+            for k, r in enumerate(reader.inputs):
+                if k in names:
+                    operands.setdefault(r, names[k])
+        named = operands.get(ref)
+        return named if named is not None else self.name(ref, reader.scope, at=self._position[reader.id])
 
     def read_by_call(self, ref: Ref, call_id: str) -> str | None:
         """What a module call calls ``ref``: the parameter the nearest call around it (itself

@@ -87,7 +87,7 @@ class ShapeWords:
 
 
 def shape_words(meta: TensorMeta, dominant: str | None = None) -> ShapeWords:
-    return ShapeWords(shape_text(meta, dominant), f"{format_shape(meta.shape)}  {meta.dtype}  {meta.device}")
+    return ShapeWords(shape_text(meta, dominant), visible(f"{format_shape(meta.shape)}  {meta.dtype}  {meta.device}"))
 
 
 @dataclass(frozen=True)
