@@ -413,7 +413,7 @@ def test_cli_fsdp_gathers_per_layer(capsys: pytest.CaptureFixture[str], tmp_path
     [
         (("--rank", "1"), "add one of them"),
         (("--tp", "4", "--rank", "4"), "not a rank of 4"),
-        (("--tp", "0"), ">= 1"),
+        (("--tp", "0"), "from 1 to 65,536"),
         (("--tp", "3"), "cannot share evenly"),
     ],
 )
