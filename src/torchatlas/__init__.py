@@ -24,6 +24,7 @@ if typing.TYPE_CHECKING:
         user_location,
     )
     from ._capture import TraceError, UnsafeArchiveError
+    from ._compare_api import Comparison, compare
 
 __version__ = "0.1.0"
 
@@ -45,6 +46,8 @@ _NEEDS_TORCH = {
     "user_location": "_api",
     "TraceError": "_capture",
     "UnsafeArchiveError": "_capture",
+    "Comparison": "_compare_api",
+    "compare": "_compare_api",
 }
 
 
@@ -63,6 +66,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "FORMATS",
+    "Comparison",
     "DotOptions",
     "Graph",
     "GraphBreak",
@@ -82,6 +86,7 @@ __all__ = [
     "UnsafeArchiveError",
     "ViewerBundleMissing",
     "__version__",
+    "compare",
     "compile_report",
     "diff",
     "from_export",

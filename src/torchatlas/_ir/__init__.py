@@ -20,6 +20,7 @@ from ._graph import (
     Source,
     TensorMeta,
 )
+from ._overlays import add_overlay, overlays
 
 __all__ = [
     "FORMAT",
@@ -40,5 +41,7 @@ __all__ = [
     "Scope",
     "Source",
     "TensorMeta",
+    "add_overlay",
     "graph_from_json",
+    "overlays",
 ]
