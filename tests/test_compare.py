@@ -68,6 +68,11 @@ def test_a_nudged_weight_diverges_at_its_linear_and_everything_after_inherits() 
     assert all(op.status == "inherits" and op.origin == first.id for op in ops[at + 1:])
     assert "inherits a difference from fc2 (linear)" in c.explain(ops[-1].node)
     assert c.diverged
+    tree = c.tree(ascii=False)
+    assert "fc2 (Linear)  5×16 → 5×16  [error " in tree and tree.count("✗ diverges here") == 1
+    assert next(line for line in tree.splitlines() if "fc2 (Linear)" in line).endswith("✗ diverges here]")
+    assert "inherits from fc2]" in next(line for line in tree.splitlines() if "fc3 (Linear)" in line)
+    assert "error" in c.summary(format="text").splitlines()[0]
     # the errors are the eager ones: the sample holds every element of these small outputs
     with torch.no_grad():
         expected = (nudged(x) - model(x)).abs().max().item()
@@ -108,6 +113,7 @@ def test_fp32_against_bf16_autocast_llama_diverges_first_at_an_op_run_in_bf16() 
     before = [op for op in c.runs[0].ops.values() if int(op.node[1:]) < int(first.id[1:])]
     assert before and all(op.status in ("equal", "within") for op in before)
     assert not c.runs[0].unmatched
+    assert "q_proj (Linear)" in next(line for line in c.tree(ascii=False).splitlines() if "✗ diverges here" in line)
 
 
 def test_eager_against_its_export_is_equal() -> None:

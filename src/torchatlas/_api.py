@@ -33,6 +33,7 @@ from ._render import (
     diff_graph_page,
     diff_page,
     image_format,
+    model_explorer_node_data,
     notebook_html,
     render_dot,
     responsive_svg,
@@ -116,8 +117,9 @@ class Graph:
         """Attach your own number or category per op or per module call, shown by every output
         (tree, summary, diagram, page, Model Explorer) and saved with the graph.
 
-        ``values`` maps ops or calls to values: a ``Node`` or ``Scope``, its id (``"n12"``,
-        ``"s3"``) or a module path (``"layers.0.mlp"``; ``"layers.0.mlp#1"`` its second call).
+        ``values`` maps ops or calls to values (a dict, or ``(key, value)`` pairs): the key an id
+        (``"n12"``, ``"s3"``), a module path (``"layers.0.mlp"``; ``"layers.0.mlp#1"`` its second
+        call), or in pairs a ``Node`` or ``Scope``.
         ``kind``: ``"number"`` (``scale`` ``"linear"`` or ``"log"``) or ``"category"`` (text).
         An overlay of the same name is replaced. Returns the graph, so calls chain."""
         self._captured = add_overlay(self._captured, name, values, kind, scale)
@@ -251,6 +253,12 @@ class Graph:
         ``options`` are ``ModelExplorerOptions``' fields (``show_params=True``: parameters as nodes)."""
         text = self._emit("model-explorer", ModelExplorerOptions(title=title, **options), None)
         return json.loads(text) if path is None else write_atomic(path, text)
+
+    def to_model_explorer_node_data(self, name: str | None = None, path: PathLike | None = None) -> dict[str, Any] | Path:
+        """One overlay (default: the first number one) as Model Explorer's node data JSON, to load
+        beside ``to_model_explorer``'s graph: each op's value, coloured by a gradient."""
+        data = model_explorer_node_data(self.ir, name)
+        return data if path is None else write_atomic(path, json.dumps(data))
 
     def _repr_html_(self) -> str | None:
         """Jupyter and VS Code notebooks show the interactive viewer inline (an iframe)."""

@@ -295,7 +295,9 @@ def _with_overlays(graph: Graph, labels: list[str], runs: list[RunComparison], m
         values = {i: v for i, op in r.ops.items() if (v := error_value(op, metric)) is not None}
         marked.overlay(name, values, kind="number", scale="log")
         for i, op in r.ops.items():
-            mark = {"diverges": "✗ diverges", "inherits": "inherits"}.get(op.status)
+            mark = "✗ diverges" if op.status == "diverges" else None
+            if op.status == "inherits" and op.origin is not None:
+                mark = f"inherits from {graph.ir.scope(graph.ir.node(op.origin).scope).path or 'model'}"
             if mark and marks.get(i) != "✗ diverges here":
                 marks[i] = mark
         if r.first_divergence is not None:

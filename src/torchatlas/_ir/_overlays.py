@@ -9,7 +9,7 @@ scope ids (``s3``). Every output reads them from there (``docs/format.md``), and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -19,12 +19,13 @@ KINDS = ("number", "category")
 SCALES = ("linear", "log")
 
 
-def add_overlay(ir: GraphIR, name: str, values: Mapping[Any, Any], kind: str = "number", scale: str | None = None) -> GraphIR:
+def add_overlay(ir: GraphIR, name: str, values: Mapping[Any, Any] | Iterable[tuple[Any, Any]], kind: str = "number", scale: str | None = None) -> GraphIR:
     """``ir`` with the overlay ``name`` set (replacing one of that name).
 
-    ``values`` maps an op or a module call to its value: a ``Node`` or ``Scope``, a node or
-    scope id, or a module path (``"layers.0.mlp"``: its first call; ``"layers.0.mlp#1"``: its
-    second). Numbers must be finite; a category is any text.
+    ``values`` maps an op or a module call to its value (a dict, or ``(key, value)`` pairs): the
+    key a node or scope id, a module path (``"layers.0.mlp"``: its first call;
+    ``"layers.0.mlp#1"``: its second), or in pairs a ``Node`` or ``Scope``. Numbers must be
+    finite; a category is any text.
     """
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"torchatlas: an overlay's name must be non-empty text, not {name!r}")
@@ -38,7 +39,7 @@ def add_overlay(ir: GraphIR, name: str, values: Mapping[Any, Any], kind: str = "
         raise ValueError(f"torchatlas: overlay {name!r}: a category has no scale (got {scale!r})")
     paths = _paths(ir)
     resolved: dict[str, Any] = {}
-    for key, value in values.items():
+    for key, value in values.items() if isinstance(values, Mapping) else values:
         where = _resolve(ir, key, paths)
         if where is None:
             raise ValueError(f"torchatlas: overlay {name!r}: {key!r} is no op, module call or module path of this graph")

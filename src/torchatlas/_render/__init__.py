@@ -20,7 +20,7 @@ from ._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, image_format, to_d
 from ._dot import render as render_dot
 from ._graphviz import GraphvizNotFoundError, responsive_svg
 from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, to_html, viewer_bundle_built
-from ._model_explorer import ModelExplorerOptions, model_explorer_json
+from ._model_explorer import ModelExplorerOptions, model_explorer_json, model_explorer_node_data
 from ._summary import SummaryOptions, summary
 from ._tree import TreeOptions, render_tree
 
@@ -87,6 +87,7 @@ __all__ = [
     "diff_graph_page",
     "diff_page",
     "image_format",
+    "model_explorer_node_data",
     "notebook_html",
     "render_dot",
     "responsive_svg",

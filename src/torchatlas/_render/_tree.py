@@ -32,6 +32,7 @@ from torchatlas._view import (
     loop_iterations,
     of_the_loss,
     op_display,
+    overlay_marks,
     relative_name,
     run_label,
     shape_text,
@@ -127,6 +128,11 @@ def _nonfinite_mark(node: Node) -> str:
     return "  ⚠ " + " ".join(f"{kind}×{count}" for kind, count in counts.items() if count)
 
 
+def _overlay_mark(text: str) -> str:
+    """``  [error 2.1e-03, ✗ diverges here]``: the graph's overlays (``graph.overlay``, compare)."""
+    return f"  [{text}]" if text else ""
+
+
 def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
     """``flow`` with the items ``rep`` maps left out: their edges start or end at the items they
     map to, where that keeps execution order (a later iteration reading the one before does not)."""
@@ -179,6 +185,7 @@ class _TreeBuilder:
         self.dead = unused_ops(ir)
         self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
+        self.overlays = overlay_marks(ir)
         self.probing = False
         """Lay out without drawing, only to learn whether a numbered listing is needed (``_tree_refs``)."""
         self.probe_failed = False
@@ -250,6 +257,7 @@ class _TreeBuilder:
             text += "  (unused)"
         text += decision_text(node, self.iterations.get(node.id))
         text += _nonfinite_mark(node)
+        text += _overlay_mark(self.overlays.text(node.id))
         if "error" in node.meta:
             text += f"  ✗ FAILED: {node.meta['error']}"
         if self.show_source and node.source:
@@ -359,7 +367,11 @@ class _TreeBuilder:
         if not item.is_scope:
             return line
         line.text += self.time_mark(item.id)
-        if self.depth is not None and level >= self.depth:
+        closed = self.depth is not None and level >= self.depth
+        flow = self.flows.get(item.id)
+        one_op = flow is not None and level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
+        line.text += _overlay_mark(self.overlays.text(item.id, inside=closed or one_op))
+        if closed:
             if item.id in self.failed_scopes:
                 line.text += "  ✗ FAILED inside"
             if self.ir.scope(item.id).meta.get("nonfinite_ops"):
@@ -367,11 +379,7 @@ class _TreeBuilder:
             if self.ir.scope(item.id).meta.get("graph_breaks"):
                 line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
-        flow = self.flows[item.id]
-        if (
-            level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
-            and "error" not in self.ir.node(flow.items[0].id).meta
-        ):
+        if one_op and "error" not in self.ir.node(flow.items[0].id).meta:
             line.text += _nonfinite_mark(self.ir.node(flow.items[0].id))
             return line  # a leaf module that is one op: its own line says it all
         # Ops whose results nothing uses would jump over the live flow: listed apart, at the end.

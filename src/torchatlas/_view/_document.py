@@ -61,6 +61,11 @@ class _Facts:
     """A diff: a renamed module's path in A, so search finds it by either name."""
     dch: Flag | None = None
     """A diff: 1 where anything differs (what the fill menu's "changes" colours)."""
+    ov: dict[str, int | float | str] | None = None
+    """``graph.overlay``: overlay name -> its value here (a call's: its own, else its inside's);
+    a number overlay is in the fill menu as ``ov:<name>``."""
+    ovw: dict[str, str] | None = None
+    """``ov`` in words, as the tree and summary write them (``0.127``, ``✗ diverges here``)."""
 
 
 @dataclass(kw_only=True, slots=True)
