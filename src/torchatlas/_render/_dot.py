@@ -235,7 +235,7 @@ class _Writer:
         item = self._overlay_id(unit)
         colour = self.overlays.fill(self.fill, item, self.palette.overlay) if self.fill and item else None
         attrs = f', fillcolor="{colour}"' if colour else ""
-        if item and self.overlays.text(item).startswith("✗") or "✗" in self.overlays.text(item or "").split(", ")[-1][:1]:
+        if item and any(str(self.overlays.value(name, item)).startswith("✗") for name in self.overlays.names):
             attrs += f', color="{_FAILED}", penwidth=2.4'  # where a compared run diverges
         return attrs
 
