@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchatlas",
         description="Trace a PyTorch model's forward pass and show its computation graph. "
-        "With no MODEL, traces the bundled CoolCNN example. `torchatlas diff A B` compares two graphs (saved, or model specs).",
+        "With no MODEL, traces the bundled CoolCNN example. `torchatlas diff A B` compares two graphs (saved, or model specs); "
+        "`torchatlas compare A B [C…]` finds the op where their numbers part.",
     )
     parser.add_argument(
         "model",
@@ -213,6 +214,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if argv[:1] == ["diff"]:
             return _diff(build_diff_parser().parse_args(argv[1:]))
+        if argv[:1] == ["compare"]:
+            from ._compare import build_compare_parser, run_compare
+
+            return run_compare(build_compare_parser().parse_args(argv[1:]))
         return _trace(build_parser().parse_args(argv))
     except SpecError as e:
         return _report(e, EXIT_USAGE, debug)
@@ -372,6 +377,7 @@ def _trace_model(opts: argparse.Namespace) -> Graph:
                 progress=opts.progress,
                 stats=opts.stats or opts.find_nan,
                 profile=opts.profile,
+                fingerprint=getattr(opts, "fingerprint", False),  # set by `torchatlas compare`
             )
     except torchatlas.TraceError:
         raise
