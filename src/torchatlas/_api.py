@@ -22,8 +22,10 @@ from ._render import (
     MAX_DOT_ELEMENTS,
     RENDERERS,
     DotOptions,
+    GraphmlOptions,
     GraphvizNotFoundError,
     HtmlOptions,
+    MermaidOptions,
     ModelExplorerOptions,
     SummaryOptions,
     TreeOptions,
@@ -32,6 +34,7 @@ from ._render import (
     diagram_size,
     diff_graph_page,
     diff_page,
+    graph_records,
     image_format,
     model_explorer_node_data,
     notebook_html,
@@ -253,6 +256,27 @@ class Graph:
         ``options`` are ``ModelExplorerOptions``' fields (``show_params=True``: parameters as nodes)."""
         text = self._emit("model-explorer", ModelExplorerOptions(title=title, **options), None)
         return json.loads(text) if path is None else write_atomic(path, text)
+
+    def to_mermaid(self, path: PathLike | None = None, depth: int | None = None, **options: Any) -> str | Path:
+        """A Mermaid flowchart for GitHub READMEs and issues: the diagram's boxes, folds and names
+        (``MermaidOptions``: ``depth`` first; paste it inside a ```` ```mermaid ```` block)."""
+        return self._emit("mermaid", MermaidOptions(depth=depth, **options), path)
+
+    def to_graphml(self, path: PathLike | None = None) -> str | Path:
+        """GraphML of every node and read (target, module path, shapes, FLOPs, overlays as attributes)."""
+        return self._emit("graphml", GraphmlOptions(), path)
+
+    def to_networkx(self) -> Any:
+        """A ``networkx.MultiDiGraph`` of every node and read, with GraphML's attributes (needs networkx)."""
+        try:
+            import networkx
+        except ImportError:
+            raise ImportError("torchatlas: to_networkx needs networkx (pip install 'torchatlas[networkx]')") from None
+        nodes, edges = graph_records(self.ir)
+        made = networkx.MultiDiGraph(name=self.ir.meta.get("model", ""))
+        made.add_nodes_from(nodes)
+        made.add_edges_from(edges)
+        return made
 
     def to_model_explorer_node_data(self, name: str | None = None, path: PathLike | None = None) -> dict[str, Any] | Path:
         """One overlay (default: the first number one) as Model Explorer's node data JSON, to load

@@ -51,6 +51,8 @@ _SUFFIX_FORMATS = {
     ".pdf": "pdf",
     ".html": "html",
     ".htm": "html",
+    ".mmd": "mermaid",
+    ".graphml": "graphml",
 }
 
 
