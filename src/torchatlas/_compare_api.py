@@ -105,7 +105,9 @@ class Comparison:
         return self.graph.summary(**options)
 
     def to_html(self, path: PathLike | None = None, title: str | None = None, **options: Any) -> str | Path:
-        """The first run's page, filled by error (``Graph.to_html``'s options)."""
+        """The first run's page, its boxes filled by the first later run's error on a log scale
+        (``Graph.to_html``'s options; ``fill=`` another overlay)."""
+        options.setdefault("fill", "error" if len(self.runs) == 1 else f"error: {self.runs[0].label}")
         return self.graph.to_html(path, title=title or "torchatlas compare", **options)
 
     def to_dict(self) -> dict[str, Any]:

@@ -125,6 +125,8 @@ class HtmlOptions(ViewOptions):
 
     title: str | None = None
     """The page's title; default: the model's class name."""
+    fill: str | None = None
+    """A number overlay (``graph.overlay``; compare's ``error``) the boxes start filled by; None: by category."""
 
 
 def sha256_source(text: str) -> str:

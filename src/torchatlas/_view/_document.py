@@ -240,6 +240,9 @@ class PageView:
     closed: list[int] = field(default_factory=list)
     """Scope indices that start closed at any depth: standard ``torch.nn`` layers, as the
     diagram boxes them (``_view.standard_leaves``); a click opens them."""
+    fill: str | None = None
+    """The fill menu's choice the page starts with (``ov:<name>``: an overlay's, ``HtmlOptions.fill``);
+    left out: the category colours."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -258,6 +258,16 @@ def _stats(stats: Any) -> list[Any] | None:
     ]
 
 
+def _with_fill(view: PageView, marks: OverlayMarks, fill: str | None) -> PageView:
+    """The first view filled by the number overlay ``fill`` (``HtmlOptions.fill``), if given."""
+    if fill is None:
+        return view
+    if marks.fill_name(fill) and marks.entries[fill]["kind"] != "number":
+        raise ValueError(f"the page fills by numbers: overlay {fill!r} is a category")
+    view.fill = f"ov:{fill}"
+    return view
+
+
 def _overlay_fields(marks: OverlayMarks, item_id: str) -> dict[str, Any]:
     """``ov`` and ``ovw``: the values of the graph's overlays at an op or call, and their words."""
     values = {name: v for name in marks.names if (v := marks.value(name, item_id)) is not None}
@@ -440,7 +450,10 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     return PageDocument(
         title=visible(title or model),
         status=counts.text,
-        view=page_view(options, sorted(scope_index[sid] for sid in standard_leaves(ir, options) if sid in scope_index)),
+        view=_with_fill(
+            page_view(options, sorted(scope_index[sid] for sid in standard_leaves(ir, options) if sid in scope_index)),
+            marks, getattr(options, "fill", None),  # HtmlOptions.fill
+        ),
         folds=folds,
         overlaySteps=len(PALETTES["light"].overlay),
         metrics=[list(m) for m in METRICS if m[0] in metrics]
