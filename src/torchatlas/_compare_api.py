@@ -9,6 +9,7 @@ renderer draws.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -128,8 +129,6 @@ class Comparison:
 
     def save(self, path: PathLike) -> Path:
         """The comparison's records as JSON (``to_dict``), written atomically."""
-        import json
-
         return write_atomic(path, json.dumps(self.to_dict(), indent=1))
 
 
