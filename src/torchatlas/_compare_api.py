@@ -22,6 +22,7 @@ from ._api import Graph, PathLike, _normalize_args
 from ._io import write_atomic
 from ._ir import GraphIR, Node
 from ._passes import OpComparison, RunComparison, compare_runs, error_value, op_label
+from ._render import HtmlOptions, ViewerBundleMissing, notebook_html
 
 METRICS = ("max_abs", "max_rel", "cosine")
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
@@ -108,8 +109,18 @@ class Comparison:
     def to_html(self, path: PathLike | None = None, title: str | None = None, **options: Any) -> str | Path:
         """The first run's page, its boxes filled by the first later run's error on a log scale
         (``Graph.to_html``'s options; ``fill=`` another overlay)."""
-        options.setdefault("fill", "error" if len(self.runs) == 1 else f"error: {self.runs[0].label}")
+        options.setdefault("fill", self._fill())
         return self.graph.to_html(path, title=title or "torchatlas compare", **options)
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter shows the first run's page inline, filled by error; without the viewer bundle, the report."""
+        try:
+            return notebook_html(self.graph.ir, options=HtmlOptions(title="torchatlas compare", fill=self._fill()))
+        except ViewerBundleMissing:
+            return None
+
+    def _fill(self) -> str:
+        return "error" if len(self.runs) == 1 else f"error: {self.runs[0].label}"
 
     def to_dict(self) -> dict[str, Any]:
         def op_row(op: OpComparison) -> dict[str, Any]:
