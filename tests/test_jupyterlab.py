@@ -84,7 +84,8 @@ def test_a_notebook_cell_draws_the_page_inside_its_output_iframe(lab, browser, c
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     try:
-        page.goto(f"{url}/lab/tree/{cell}.ipynb?token={token}", timeout=120_000)
+        # a workspace of its own: JupyterLab would restore the other test's notebook in front of this one
+        page.goto(f"{url}/lab/workspaces/{cell}/tree/{cell}.ipynb?token={token}&reset", timeout=120_000)
         page.locator(".jp-Notebook .jp-Cell .cm-content").first.click(timeout=120_000)
         page.wait_for_function("() => /\\| Idle/.test(document.body.innerText)", timeout=180_000)  # the kernel is up
         page.keyboard.press("Shift+Enter")
