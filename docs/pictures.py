@@ -39,13 +39,32 @@ SCREENSHOTS = {
 
 
 def diagrams() -> None:
-    """The README's CoolCNN diagram and docs/levels.md's backward MLP."""
+    """The README's CoolCNN diagram and bf16 comparison, docs/levels.md's backward MLP."""
     torch.manual_seed(0)
     cool = torchatlas.trace(_example.CoolCNN(), _example.example_input())
     cool.render(IMG / "coolcnn.svg")
     cool.render(IMG / "coolcnn.png")
     mlp = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
     torchatlas.trace(mlp, torch.randn(3, 4), backward=True).render(IMG / "backward.png")
+    bf16_comparison().graph.render(IMG / "compare-bf16.png", depth=3, fold_repeats=False)
+
+
+def bf16_comparison() -> torchatlas.Comparison:
+    """A 2-layer Llama (random weights) in float32 against itself under bfloat16 autocast."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64,
+    )
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    ids = torch.randint(0, 128, (1, 16))
+    with torch.no_grad():
+        fp32 = torchatlas.trace(model, ids, fingerprint=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = torchatlas.trace(model, ids, fingerprint=True)
+    return torchatlas.compare(fp32, bf16, rtol=1e-2, atol=1e-4, labels=["fp32", "bf16"])
 
 
 def screenshots() -> None:

@@ -24,6 +24,7 @@ if _typing.TYPE_CHECKING:
         user_location,
     )
     from ._capture import TraceError, UnsafeArchiveError
+    from ._compare_api import Comparison, compare
     from ._ranks import Ranks, load_ranks, merge, trace_ranks
 
 __version__ = "0.1.0"
@@ -50,6 +51,8 @@ _NEEDS_TORCH = {
     "merge": "_ranks",
     "trace_ranks": "_ranks",
     "UnsafeArchiveError": "_capture",
+    "Comparison": "_compare_api",
+    "compare": "_compare_api",
 }
 
 
@@ -68,6 +71,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "FORMATS",
+    "Comparison",
     "DotOptions",
     "Graph",
     "GraphBreak",
@@ -88,6 +92,7 @@ __all__ = [
     "UnsafeArchiveError",
     "ViewerBundleMissing",
     "__version__",
+    "compare",
     "compile_report",
     "diff",
     "from_export",

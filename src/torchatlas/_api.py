@@ -14,7 +14,7 @@ import torch
 
 from . import _capture
 from ._io import write_atomic
-from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, graph_from_json
+from ._ir import GraphBreak, GraphFormatError, GraphIR, Node, add_overlay, graph_from_json
 from ._passes import GraphDiff as _GraphDiff
 from ._passes import diff as diff_graphs
 from ._passes import ensure_analyzed, first_nonfinite, strip_analyses
@@ -22,8 +22,10 @@ from ._render import (
     MAX_DOT_ELEMENTS,
     RENDERERS,
     DotOptions,
+    GraphmlOptions,
     GraphvizNotFoundError,
     HtmlOptions,
+    MermaidOptions,
     ModelExplorerOptions,
     SummaryOptions,
     TreeOptions,
@@ -32,7 +34,9 @@ from ._render import (
     diagram_size,
     diff_graph_page,
     diff_page,
+    graph_records,
     image_format,
+    model_explorer_node_data,
     notebook_html,
     render_dot,
     responsive_svg,
@@ -111,6 +115,20 @@ class Graph:
     def activations(self) -> dict[str, Any]:
         """Every output ``save`` kept, by module path (``path#k`` for later calls) and node id."""
         return dict(self._activations)
+
+    def overlay(self, name: str, values: Any, kind: str = "number", scale: str | None = None) -> Graph:
+        """Attach your own number or category per op or per module call, shown by every output
+        (tree, summary, diagram, page, Model Explorer) and saved with the graph.
+
+        ``values`` maps ops or calls to values (a dict, or ``(key, value)`` pairs): the key an id
+        (``"n12"``, ``"s3"``), a module path (``"layers.0.mlp"``; ``"layers.0.mlp#1"`` its second
+        call), or in pairs a ``Node`` or ``Scope``.
+        ``kind``: ``"number"`` (``scale`` ``"linear"`` or ``"log"``) or ``"category"`` (text).
+        An overlay of the same name is replaced. Returns the graph, so calls chain."""
+        self._captured = add_overlay(self._captured, name, values, kind, scale)
+        if self._analyzed is not None:
+            self._analyzed = add_overlay(self._analyzed, name, values, kind, scale)
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready graph document (``docs/format.md``)."""
@@ -239,6 +257,33 @@ class Graph:
         text = self._emit("model-explorer", ModelExplorerOptions(title=title, **options), None)
         return json.loads(text) if path is None else write_atomic(path, text)
 
+    def to_mermaid(self, path: PathLike | None = None, depth: int | None = None, **options: Any) -> str | Path:
+        """A Mermaid flowchart for GitHub READMEs and issues: the diagram's boxes, folds and names
+        (``MermaidOptions``: ``depth`` first; paste it inside a ```` ```mermaid ```` block)."""
+        return self._emit("mermaid", MermaidOptions(depth=depth, **options), path)
+
+    def to_graphml(self, path: PathLike | None = None) -> str | Path:
+        """GraphML of every node and read (target, module path, shapes, FLOPs, overlays as attributes)."""
+        return self._emit("graphml", GraphmlOptions(), path)
+
+    def to_networkx(self) -> Any:
+        """A ``networkx.MultiDiGraph`` of every node and read, with GraphML's attributes (needs networkx)."""
+        try:
+            import networkx
+        except ImportError:
+            raise ImportError("torchatlas: to_networkx needs networkx (pip install 'torchatlas[networkx]')") from None
+        nodes, edges = graph_records(self.ir)
+        made = networkx.MultiDiGraph(name=self.ir.meta.get("model", ""))
+        made.add_nodes_from(nodes)
+        made.add_edges_from(edges)
+        return made
+
+    def to_model_explorer_node_data(self, name: str | None = None, path: PathLike | None = None) -> dict[str, Any] | Path:
+        """One overlay (default: the first number one) as Model Explorer's node data JSON, to load
+        beside ``to_model_explorer``'s graph: each op's value, coloured by a gradient."""
+        data = model_explorer_node_data(self.ir, name)
+        return data if path is None else write_atomic(path, json.dumps(data))
+
     def _repr_html_(self) -> str | None:
         """Jupyter and VS Code notebooks show the interactive viewer inline (an iframe)."""
         try:
@@ -284,6 +329,7 @@ def trace(
     save_device: str | torch.device | None = None,
     profile: bool = False,
     rank: int | None = None,
+    fingerprint: bool = False,
 ) -> Graph:
     """Run ``model(*args, **kwargs)`` once and record every tensor op with its module call.
 
@@ -312,6 +358,8 @@ def trace(
       (module hooks that only read a clock; a mode that only reads a clock around each torch
       call), matched to the trace by call order; on CUDA also ``cuda_time_us``, the device
       time from ``torch.profiler``. Buffers and random state are put back after those passes.
+    * ``fingerprint=True``: each op's outputs get ``node.meta["fingerprint"]`` (statistics,
+      1,024 values at fixed positions, a hash of the bytes), what ``torchatlas.compare`` reads.
     * ``progress`` shows a live op counter on big traces (default: when stderr is a terminal).
     * Under a ``torch.distributed`` process group (the ``"fake"`` one runs any world size in one
       process) collectives are op nodes and DTensors keep their placements; the graph is what
@@ -332,7 +380,7 @@ def trace(
     with _progress_reporter(progress) as report:
         result = _capture.capture(
             model, args, kwargs, level="backward" if backward else level, partial=partial, progress=report,
-            stats=stats, save=save, save_device=save_device, profile=profile, **options,
+            stats=stats, save=save, save_device=save_device, profile=profile, fingerprint=fingerprint, **options,
         )
     return Graph(result.ir, result.error, result.activations)
 

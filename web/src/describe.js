@@ -60,6 +60,7 @@ export class Describer {
    */
   metric(id, name) {
     const m = this.model;
+    if (name.startsWith("ov:")) return this.overlayOf(id)?.ov?.[name.slice(3)] ?? null;
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
       if (name === "nf") return n.nf ? 1 : n.st ? 0 : null;
@@ -73,6 +74,7 @@ export class Describer {
   /** The words of a box's number, as every output writes it ("7.1B", "3.40 ms"); "" where none. */
   metricWord(id, name) {
     const m = this.model;
+    if (name.startsWith("ov:")) return this.overlayOf(id)?.ovw?.[name.slice(3)] ?? "";
     if (id[0] === "n") {
       const n = m.nodes[Number(id.slice(1))];
       return name === "nf" ? (n.nf ? "1" : "0") : (n.w && n.w[name]) || "";
@@ -80,6 +82,15 @@ export class Describer {
     const s = m.scopes[Model.unitScope(id)];
     const words = id[0] === "g" ? this.fold(s).w : s.w;
     return (words && words[name]) || "";
+  }
+
+  /**
+   * Where a box's overlay values (graph.overlay: `ov`, `ovw`) are: its node, its call, or a
+   * folded run's first member.
+   */
+  overlayOf(id) {
+    const m = this.model;
+    return id[0] === "n" ? m.nodes[Number(id.slice(1))] : m.scopes[Model.unitScope(id)];
   }
 
   /** The page document's fold a scope belongs to: {name, v: totals, w: their words}. */

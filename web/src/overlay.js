@@ -27,6 +27,12 @@ export class Overlay {
       else onFill();
     });
     this.sizeToggle.addEventListener("change", () => onSize());
+    // the page's first fill (HtmlOptions.fill: compare's error), where the menu offers it
+    const start = model.doc.view.fill;
+    if (start && model.doc.metrics.some(([value]) => value === start)) {
+      this.select.value = start;
+      this.sizeToggle.disabled = false;
+    }
     this.bar = h("div", { class: "scale hidden" });
   }
 

@@ -66,6 +66,12 @@ export class DetailsPanel {
     this.rows(sec, [["status", x.dfw || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
   }
 
+  /** graph.overlay's values (torchatlas.compare's error among them), in the words the page document carries. */
+  overlays(x) {
+    if (!x.ovw) return;
+    this.rows(this.section("Overlays"), Object.entries(x.ovw).map(([name, words]) => [name, words, words.startsWith("✗") ? "warn" : null]));
+  }
+
   tensors(parent, title, items) {
     if (!items.length) return;
     const sec = h("div", "tensors");
@@ -146,6 +152,7 @@ export class DetailsPanel {
       ["output bytes", n.w?.ab],
     ]);
     this.diff(n);
+    this.overlays(n);
     const ins = (n.i || []).map((i, j) => {
       const src = m.nodes[i];
       const srcKind = m.kindOf(src);
@@ -214,6 +221,7 @@ export class DetailsPanel {
         boundary.push({ name: src.nm || src.path || (k === "op" ? this.describer.opName(src) : k), meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) });
       });
     }
+    this.overlays(s);
     const sec = this.section("Tensors");
     const outs = (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) }));
     this.tensors(sec, "inputs", boundary);

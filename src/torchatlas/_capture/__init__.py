@@ -20,6 +20,7 @@ from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
 from ._distributed import check_rank, fake_rank
 from ._export_import import from_export
+from ._fingerprints import Fingerprints
 from ._fx_import import from_fx
 from ._patches import collection_paused
 from ._pt2 import UnsafeArchiveError, load_exported, read_exported
@@ -132,6 +133,9 @@ def capture(
     save_device: str | torch.device | None = None,
     profile: bool = False,
     profile_rounds: tuple[int, int] = (1, 0),
+    fingerprint: bool = False,
+    keep_full: frozenset[str] = frozenset(),
+    keep_budget: int = 0,
     **options: Any,
 ) -> Capture:
     """Run ``model(*args, **kwargs)`` once, recording it at ``level``.
@@ -139,21 +143,31 @@ def capture(
     Without ``partial`` an exception propagates unchanged, with a note naming where it
     happened. ``stats``, ``save`` and ``profile`` record what the model did at run time.
     ``profile_rounds``: (timed, untimed first) passes of the timing that ``profile`` adds.
+    ``fingerprint``: a numeric fingerprint of every op output (``_fingerprints``); the whole
+    outputs of the node ids in ``keep_full`` are kept too (in ``activations``, by node id)
+    while they fit ``keep_budget`` bytes.
     ``options`` go to the level (``loss_fn`` for "backward").
     """
     session = Session(model, args, kwargs, progress)
     LEVELS[level](session, **options)
     keep = Keeper(save, save_device, session.result[0]) if save is not None else None
     session.watch_run_time(stats, keep, profile, profile_rounds)
+    prints = Fingerprints(session.result[0], keep_full, keep_budget) if fingerprint else None
+    if prints is not None:
+        session.watch_fingerprints(prints)
     try:
         ir, output, error = session.run(partial)
     except BaseException:
         if keep is not None:  # the traceback's frames still reach the keeper: free the copies now
             keep.kept.clear()
+        if prints is not None:
+            prints.kept.clear()
         raise
     kept: dict[str, Any] = {}
     if keep is not None:  # the graph alone holds the copies: the keeper may sit in a cycle of the recorder's
         kept, keep.kept = keep.kept, {}
+    if prints is not None:
+        kept, prints.kept = {**kept, **prints.kept}, {}
     return Capture(ir, output, error, kept)
 
 

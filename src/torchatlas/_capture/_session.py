@@ -24,6 +24,7 @@ from .._text import error_text
 from . import _distributed, _patches, _source
 from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
+from ._fingerprints import Fingerprints
 from ._python import PythonLevel
 from ._records import Failure, NodeRecord, Recording
 from ._runtime import Keeper
@@ -162,6 +163,11 @@ class Session:
             )
             self.python.timer = timer
             self.after_release = timer.measure
+
+    def watch_fingerprints(self, fingerprints: Fingerprints) -> None:
+        """A numeric fingerprint of every op output (``torchatlas.compare``)."""
+        self.recorder.watchers.append(fingerprints)
+        self.finishers.append(fingerprints.finish)
 
     def run(self, partial: bool) -> tuple[GraphIR, Any, BaseException | None]:
         """Run forward once, recording it: the graph, the model's output, and (``partial``) the failure."""

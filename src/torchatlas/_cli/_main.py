@@ -54,6 +54,8 @@ _SUFFIX_FORMATS = {
     ".pdf": "pdf",
     ".html": "html",
     ".htm": "html",
+    ".mmd": "mermaid",
+    ".graphml": "graphml",
 }
 
 
@@ -83,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchatlas",
         description="Trace a PyTorch model's forward pass and show its computation graph. "
-        "With no MODEL, traces the bundled CoolCNN example. `torchatlas diff A B` compares two graphs (saved, or model specs).",
+        "With no MODEL, traces the bundled CoolCNN example. `torchatlas diff A B` compares two graphs (saved, or model specs); "
+        "`torchatlas compare A B [C…]` finds the op where their numbers part.",
     )
     parser.add_argument(
         "model",
@@ -230,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _diff(build_diff_parser().parse_args(argv[1:]))
         if argv[:1] == ["merge"]:
             return _ranks.merge(_ranks.build_merge_parser(_Parser).parse_args(argv[1:]), _show)
+        if argv[:1] == ["compare"]:
+            from ._compare import build_compare_parser, run_compare
+
+            return run_compare(build_compare_parser().parse_args(argv[1:]))
         return _trace(build_parser().parse_args(argv))
     except SpecError as e:
         return _report(e, EXIT_USAGE, debug)
@@ -395,6 +402,7 @@ def _trace_seeded(opts: argparse.Namespace) -> Graph:
                 progress=opts.progress,
                 stats=opts.stats or opts.find_nan,
                 profile=opts.profile,
+                fingerprint=getattr(opts, "fingerprint", False),  # set by `torchatlas compare`
             )
     except torchatlas.TraceError:
         raise

@@ -21,6 +21,7 @@ from ._graph import (
     TensorMeta,
     read_locally,
 )
+from ._overlays import add_overlay, overlays
 from ._ranks_document import RANKS_FORMAT, ranks_from_json, ranks_to_json
 
 __all__ = [
@@ -43,10 +44,12 @@ __all__ = [
     "Scope",
     "Source",
     "TensorMeta",
+    "add_overlay",
     "checked",
     "graph_from_json",
     "is_count",
-    "read_locally",
+    "overlays",
     "ranks_from_json",
     "ranks_to_json",
+    "read_locally",
 ]

@@ -27,6 +27,7 @@ from ._graph import (
     Source,
     TensorMeta,
 )
+from ._overlays import check_overlays
 
 FORMAT = "torchatlas-graph"
 VERSION = 1
@@ -441,6 +442,11 @@ def _sizes_by_scope(value: Any, where: str, _nodes: dict[str, Node], scopes: dic
         _count(item, f"{where}.{key}")
 
 
+def _overlays(value: Any, where: str, nodes: dict[str, Node], scopes: dict[str, Scope]) -> None:
+    problem = check_overlays(value, where, set(nodes), set(scopes))
+    _require(problem is None, problem or "")
+
+
 def _graph_breaks(value: Any, where: str, nodes: dict[str, Node], scopes: dict[str, Scope]) -> None:
     """``compile_report``'s breaks: every field ``GraphBreak`` reads, ids that name this graph's nodes and calls."""
     for i, item in enumerate(_list(value, where)):
@@ -518,6 +524,7 @@ NODE_FACTS: dict[str, Check] = {
     "requires_grad": _of(_bool),
     "stats": _of(lambda v, w: [_numbers(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
     "stats_skipped": _of(lambda v, w: [_string(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
+    "fingerprint": _of(lambda v, w: [_obj(s, f"{w}[{i}]") for i, s in enumerate(_list(v, w)) if s is not None]),
     "time_us": _of(_number),
     "cuda_time_us": _of(_number),
     "compile_region": _of(_opt_int),
@@ -551,6 +558,7 @@ GRAPH_FACTS: dict[str, Check] = {
     "time_measure": _of(_string),
     "compile_graphs": _compile_graphs,
     "graph_breaks": _graph_breaks,
+    "overlays": _overlays,
     "distributed": _of(lambda v, w: [_count(_obj(v, w).get(k), f"{w}.{k}") for k in ("rank", "world_size")]),
 }
 

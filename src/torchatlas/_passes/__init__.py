@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torchatlas._passes._analyze import PASSES, analyze, ensure_analyzed, strip_analyses
 from torchatlas._passes._common import Pass
+from torchatlas._passes._compare import OpComparison, RunComparison, Unmatched, compare_runs, error_value, op_label
 from torchatlas._passes._deadcode import dead_code
 from torchatlas._passes._diff import GraphDiff, ScopeChange, diff
 from torchatlas._passes._flops import flops
@@ -21,18 +22,24 @@ from torchatlas._passes._shapes import io_shapes
 __all__ = [
     "PASSES",
     "GraphDiff",
+    "OpComparison",
     "Pass",
+    "RunComparison",
     "ScopeChange",
+    "Unmatched",
     "analyze",
     "check_ranks",
+    "compare_runs",
     "dead_code",
     "diff",
     "ensure_analyzed",
+    "error_value",
     "find_repeats",
     "first_nonfinite",
     "flops",
     "io_shapes",
     "memory",
+    "op_label",
     "parameters",
     "rank_differences",
     "rank_of",

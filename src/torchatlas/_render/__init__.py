@@ -18,9 +18,11 @@ from ._decisions import decision_table
 from ._diff_page import diff_graph_page, diff_page
 from ._dot import MAX_DOT_ELEMENTS, DotOptions, diagram_size, image_format, to_dot
 from ._dot import render as render_dot
+from ._graphml import GraphmlOptions, graph_records, to_graphml
 from ._graphviz import GraphvizNotFoundError, responsive_svg
 from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, ranks_page, to_html, viewer_bundle_built
-from ._model_explorer import ModelExplorerOptions, model_explorer_json
+from ._mermaid import MermaidOptions, to_mermaid
+from ._model_explorer import ModelExplorerOptions, model_explorer_json, model_explorer_node_data
 from ._ranks import differences_text, hang_report, ranks_summary
 from ._summary import SummaryOptions, summary
 from ._tree import TreeOptions, render_tree
@@ -54,7 +56,7 @@ class Renderer:
 
 class Formats(dict[str, Renderer]):
     """Every output format by name (``tree``, ``json``, ``summary``, ``dot``, ``svg``, ``png``, ``pdf``,
-    ``html``, ``model-explorer``): what ``Graph.view`` and the CLI's ``--format`` accept."""
+    ``html``, ``model-explorer``, ``mermaid``, ``graphml``): what ``Graph.view`` and the CLI's ``--format`` accept."""
 
 
 RENDERERS = Formats({
@@ -67,6 +69,8 @@ RENDERERS = Formats({
     "pdf": Renderer(partial(render_dot, fmt="pdf"), DotOptions, "graph.pdf", text=False),
     "html": Renderer(to_html, HtmlOptions, "graph.html", text=False),
     "model-explorer": Renderer(model_explorer_json, ModelExplorerOptions, "model_explorer.json"),
+    "mermaid": Renderer(to_mermaid, MermaidOptions, "graph.mmd"),
+    "graphml": Renderer(to_graphml, GraphmlOptions, "graph.graphml"),
 })
 """Format name -> renderer, in the order ``--out-dir`` writes them."""
 
@@ -75,9 +79,11 @@ __all__ = [
     "RENDERERS",
     "DotOptions",
     "Formats",
+    "GraphmlOptions",
     "GraphvizNotFoundError",
     "HtmlOptions",
     "JsonOptions",
+    "MermaidOptions",
     "ModelExplorerOptions",
     "Renderer",
     "SummaryOptions",
@@ -89,7 +95,9 @@ __all__ = [
     "diff_graph_page",
     "diff_page",
     "hang_report",
+    "graph_records",
     "image_format",
+    "model_explorer_node_data",
     "notebook_html",
     "ranks_page",
     "ranks_summary",

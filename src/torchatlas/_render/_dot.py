@@ -44,6 +44,7 @@ from torchatlas._view import (
     leaf_module_category,
     legend_graphs,
     model_title,
+    overlay_marks,
     plain_reason,
     rank_pins,
     read_label,
@@ -100,6 +101,8 @@ class _Writer:
         self.cluster_first = self._first_per_cluster()
         # compile_report: each unit's compiled graph; edges into the op a break resumed at are marked.
         self.compiled = "graph_breaks" in ir.meta
+        self.overlays = overlay_marks(ir)
+        self.fill = self.overlays.fill_name(options.fill)  # graph.overlay's values fill the boxes
         self.break_at = {b.node: b for brks in break_anchors(ir).values() for b in brks if b.node}
 
     def write(self) -> str:
@@ -182,6 +185,7 @@ class _Writer:
             attrs = self._ref_attrs(unit)
         else:
             attrs = self._box_attrs(unit)
+        attrs += self._overlay_fill(unit)
         self.lines.append(f"{pad}{quoted(unit.id)} [{attrs}{self._region_attrs(unit)}];")
         if unit.kind == "node" and "reads" in unit.node.meta:
             self._decision(unit.id, unit.node, pad)
@@ -192,6 +196,23 @@ class _Writer:
                     f'{pad}{quoted(f"t_{node_id}_{slot}")} [label=<{label}>, shape=box, style="rounded,dashed",'
                     f' color="{self.palette.edge}", fontcolor="{self.palette.muted}", fontsize=9, height=0.2];'
                 )
+
+    def _overlay_id(self, unit: Unit) -> str | None:
+        return unit.node.id if unit.kind == "node" and unit.node else (unit.scope.id if unit.scope else None)
+
+    def _overlay_fill(self, unit: Unit) -> str:
+        """The fill of the overlay the boxes are filled by (the attribute given last wins)."""
+        item = self._overlay_id(unit)
+        colour = self.overlays.fill(self.fill, item, self.palette.overlay) if self.fill and item else None
+        attrs = f', fillcolor="{colour}"' if colour else ""
+        if item and any(str(self.overlays.value(name, item)).startswith("✗") for name in self.overlays.names):
+            attrs += f', color="{_FAILED}", penwidth=2.4'  # where a compared run diverges
+        return attrs
+
+    def _overlay_line(self, item_id: str) -> str:
+        """``error 0.127, ✗ diverges here``: every overlay's value, a line of the label."""
+        text = self.overlays.text(item_id)
+        return f"<BR/>{_font(html_text(text, 80), self.palette.text, 9)}" if text else ""
 
     def _decision(self, unit_id: str, node: Node, pad: str) -> None:
         """A small diamond beside an op whose value Python read to decide (``if``, ``break``,
@@ -239,6 +260,7 @@ class _Writer:
         if words.subtitle is not None:
             label += f"<BR/>{_font(html_text(words.subtitle), p.muted, 9)}"
         tip = tooltip(*[m.text for m in words.marks if m.kind == "collective"], n.target or n.path or n.kind, _source_line(n.source))
+        label += self._overlay_line(n.id)
         extra = ", penwidth=2" if n.inplace else ""
         if n.scope.startswith(BACKWARD_SCOPE):
             extra += f', style="rounded,filled,dashed", color="{BACKWARD}"'
@@ -256,6 +278,7 @@ class _Writer:
         if words.facts:
             label += "<BR/>" + _font(html_text(" · ".join(words.facts), 120), p.muted, 9)
         full = fold_name(unit.members) if unit.kind == "fold" else scope_name(scope, self.model)
+        label += self._overlay_line(scope.id)
         tip = tooltip(f"{full} ({scope.cls})", _source_line(scope.source))
         if unit.kind == "fold":
             extra = f', peripheries=2, penwidth=1.4, fillcolor="{p.fill["module"]}:{p.badge}", gradientangle=0'
@@ -359,8 +382,18 @@ class _Writer:
         title = f'<TD COLSPAN="{2 * max(1, len(self.used_categories))}"><B>{html_text(self.model)}</B></TD>'
         return (
             f'<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="4" CELLPADDING="2"><TR>{title}</TR>'
-            f"<TR>{cells or '<TD></TD>'}</TR>{self._region_legend()}</TABLE>"
+            f"<TR>{cells or '<TD></TD>'}</TR>{self._region_legend()}{self._overlay_legend()}</TABLE>"
         )
+
+    def _overlay_legend(self) -> str:
+        """A row of the fill's swatches: a number overlay's lowest and highest, or each category."""
+        if self.fill is None:
+            return ""
+        cells = "".join(
+            f'<TD BGCOLOR="{colour}" BORDER="1"> </TD><TD ALIGN="LEFT">{_font(html_text(words, 60), self.palette.muted, 9)}</TD>'
+            for colour, words in self.overlays.legend(self.fill, self.palette.overlay)
+        )
+        return f"<TR><TD>{_font('fill:', self.palette.muted, 9)}</TD>{cells}</TR>"
 
     def _region_legend(self) -> str:
         """compile_report: a border swatch per compiled graph (the first few), eager, and the break edges."""

@@ -125,6 +125,8 @@ class HtmlOptions(ViewOptions):
 
     title: str | None = None
     """The page's title; default: the model's class name."""
+    fill: str | None = None
+    """A number overlay (``graph.overlay``; compare's ``error``) the boxes start filled by; None: by category."""
 
 
 def sha256_source(text: str) -> str:
@@ -214,12 +216,12 @@ def _breaks_legend(ir: GraphIR) -> str:
     )
 
 
-def notebook_html(ir: GraphIR, height: int = 640) -> str:
+def notebook_html(ir: GraphIR, height: int = 640, options: HtmlOptions | None = None) -> str:
     """An ``<iframe srcdoc>`` holding the page, for Jupyter's ``_repr_html_``.
 
     An iframe keeps the viewer's styles and scripts away from the notebook's own.
     """
-    page = to_html(ir)
+    page = to_html(ir, options)
     return (
         f'<iframe srcdoc="{html.escape(page, quote=True)}" '
         f'style="width:100%;height:{int(height)}px;border:1px solid #ddd;border-radius:6px" '

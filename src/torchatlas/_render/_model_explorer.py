@@ -23,6 +23,8 @@ from typing import Any, ClassVar
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._view import (
     LOCAL_KINDS,
+    PALETTES,
+    OverlayMarks,
     ViewOptions,
     arguments_text,
     backward_apart,
@@ -30,7 +32,9 @@ from torchatlas._view import (
     dominant_dtype,
     far_name,
     model_title,
+    number_text,
     op_display,
+    overlay_marks,
     stand_in_reads,
     value_words,
 )
@@ -125,6 +129,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
     stand_ins = _broadcast_stand_ins(ir)
     dominant = dominant_dtype(ir)
     hidden = options.hidden_kinds()
+    marks = overlay_marks(ir)
     nodes = []
     made: set[str] = set()
     for n in ir.nodes:
@@ -145,6 +150,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
                 ("flops", n.meta.get("flops")),
                 ("source", f"{n.source.file}:{n.source.line}" if n.source else None),
                 ("code", n.source.code if n.source else None),
+                *_overlay_attrs(marks, n.id, False),
             ]
         )
         outputs = [
@@ -186,6 +192,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
                 ("class", s.cls),
                 ("params", s.meta.get("params")),
                 ("flops", s.meta.get("flops")),
+                *_overlay_attrs(marks, s.id, True),
             )
             if v is not None
         }
@@ -193,6 +200,33 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
         if s.parent is not None
     }
     return {"label": label, "graphs": [{"id": label, "nodes": nodes, "groupNodeAttributes": group_attrs}]}
+
+
+def _overlay_attrs(marks: OverlayMarks, item_id: str, inside: bool) -> list[tuple[str, Any]]:
+    """``overlay: error`` -> ``0.127``: the node's (or namespace's) value of each overlay."""
+    found = []
+    for name in marks.names:
+        value = marks.value(name, item_id, inside)
+        if value is not None:
+            found.append((f"overlay: {name}", number_text(value) if marks.entries[name]["kind"] == "number" else value))
+    return found
+
+
+def model_explorer_node_data(ir: GraphIR, name: str | None = None, title: str | None = None) -> dict[str, Any]:
+    """One overlay as Model Explorer's node data (load it beside the graph in Model Explorer's
+    "node data" panel): ``{graph id: {"results": {node id: {"value": v}}, "gradient": …}}``, the
+    graph id the export's. A number overlay colours from the palette's lowest to its highest step."""
+    marks = overlay_marks(ir)
+    name = marks.fill_name(name)
+    if name is None:
+        raise ValueError("this graph has no overlay (add one with graph.overlay)")
+    entry = marks.entries[name]
+    results = {k: {"value": v} for k, v in entry["values"].items() if ir.has_node(k)}
+    data: dict[str, Any] = {"results": results}
+    if entry["kind"] == "number":
+        steps = PALETTES["light"].overlay
+        data["gradient"] = [{"stop": 0, "bgColor": steps[0]}, {"stop": 1, "bgColor": steps[-1]}]
+    return {(title or model_title(ir)): data}
 
 
 def _stand_in(ir: GraphIR, ref: Ref, node_id: str, namespace: str, model: str) -> dict[str, Any]:

@@ -34,10 +34,13 @@ from torchatlas._text import (
 from torchatlas._view import (
     LINE_LIMIT,
     STATE_KINDS,
+    OverlayMarks,
     ViewOptions,
     dominant_dtype,
     fold_runs,
     fold_totals,
+    number_text,
+    overlay_marks,
     relative_name,
     run_label,
     shape_list,
@@ -103,6 +106,7 @@ def summary_columns(ir: GraphIR) -> tuple[str, ...]:
         extra.append(DISTRIBUTED_COLUMNS[1])
     if "comm_bytes" in ir.meta:
         extra += DISTRIBUTED_COLUMNS[2:]
+    extra += [name for name in overlay_marks(ir).names if name not in COLUMNS and name not in extra]
     return (*COLUMNS, *extra)
 
 
@@ -278,9 +282,12 @@ def _runtime_cells(
     ``numbers``: the call's meta, or a folded run's totals (``_view.fold_totals``, summed once
     by the repeats pass), where its time and NaN/Inf counts are read; the range is over all members."""
     root = next((s for s in ir.scopes if s.parent is None), None)
+    marks = overlay_marks(ir)
     cells: list[str] = []
     for name in columns[len(COLUMNS) :]:
-        if name == BREAKS_COLUMN:
+        if name in marks.entries and name not in _NON_OVERLAY:
+            cells.append(_overlay_cell(marks, name, members))
+        elif name == BREAKS_COLUMN:
             count = sum(m.meta.get("graph_breaks", 0) for m in members) if members is not None else sum(
                 1 for b in ir.graph_breaks if b.kind != "recompile"
             )
@@ -312,6 +319,22 @@ def _runtime_cells(
             count = (numbers if numbers is not None else ir.meta).get("nonfinite_ops", 0)
             cells.append(str(count) if count else "-")
     return cells
+
+
+_NON_OVERLAY = frozenset((BREAKS_COLUMN, *TIME_COLUMNS, *DEVICE_TIME_COLUMNS, *NUMERICS_COLUMNS, *DISTRIBUTED_COLUMNS))
+
+
+def _overlay_cell(marks: OverlayMarks, name: str, members: list[Scope] | None) -> str:
+    """A call's value of overlay ``name`` (a folded run's: its members' largest number, or its
+    first member's category); ``-`` where none, "" on the totals row."""
+    if members is None:
+        return ""
+    values = [v for m in members if (v := marks.value(name, m.id)) is not None]
+    if not values:
+        return "-"
+    if marks.entries[name]["kind"] == "number":
+        return number_text(max(values))
+    return visible(str(values[0]))
 
 
 _DISTRIBUTED_KEYS: dict[str, tuple[str, str, Callable[[Any], str]]] = {
@@ -367,7 +390,8 @@ def fit_columns(
     # the four wanted columns with a short module column; then the names get room (up to
     # _WANT_MODULE) before any further column
     chosen = [0]
-    for names, module in ((_FIRST, _MIN_MODULE), (_THEN, _WANT_MODULE)):
+    overlays = tuple(c for c in columns[len(COLUMNS) :] if c not in _FIRST and c not in _THEN)  # graph.overlay's
+    for names, module in (((*_FIRST, *overlays), _MIN_MODULE), (_THEN, _WANT_MODULE)):
         used = min(widths[0], module) + sum(widths[i] + gap for i in chosen[1:])
         for name in (n for n in names if n in columns):
             i = columns.index(name)

@@ -40,6 +40,7 @@ from torchatlas._view import (
     nonfinite_mark,
     of_the_loss,
     op_display,
+    overlay_marks,
     relative_name,
     run_label,
     shape_text,
@@ -134,6 +135,11 @@ def _marked(mark: Mark | None) -> str:
     return f"  {mark.text}" if mark is not None else ""
 
 
+def _overlay_mark(text: str) -> str:
+    """``  [error 2.1e-03, ✗ diverges here]``: the graph's overlays (``graph.overlay``, compare)."""
+    return f"  [{text}]" if text else ""
+
+
 def _without(flow: ScopeFlow, rep: dict[Item, Item]) -> ScopeFlow:
     """``flow`` with the items ``rep`` maps left out: their edges start or end at the items they
     map to, where that keeps execution order (a later iteration reading the one before does not)."""
@@ -192,6 +198,7 @@ class _TreeBuilder:
         self.dead = unused_ops(ir)
         self.failed_scopes = {s.id for s in ir.scopes if s.meta.get("failed")}  # the failures pass
         self.breaks = {item: [break_label(b) for b in brks] for item, brks in break_anchors(ir).items()}
+        self.overlays = overlay_marks(ir)
         self.probing = False
         """Lay out without drawing, only to learn whether a numbered listing is needed (``_tree_refs``)."""
         self.probe_failed = False
@@ -270,6 +277,7 @@ class _TreeBuilder:
             text += "  (unused)"
         text += decision_text(node, self.iterations.get(node.id))
         text += _marked(nonfinite_mark(node)) + _marked(failed_mark(node))
+        text += _overlay_mark(self.overlays.text(node.id))
         if self.show_source and node.source:
             text += f"  @ {short_source(node.source)}"
         return visible(text, LINE_LIMIT)
@@ -377,17 +385,17 @@ class _TreeBuilder:
         if not item.is_scope:
             return line
         line.text += self.time_mark(item.id)
-        if self.depth is not None and level >= self.depth:
+        closed = self.depth is not None and level >= self.depth
+        flow = self.flows.get(item.id)
+        one_op = flow is not None and level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
+        line.text += _overlay_mark(self.overlays.text(item.id, inside=closed or one_op))
+        if closed:
             failed = FAILED_INSIDE if item.id in self.failed_scopes else None
             line.text += _marked(failed) + _marked(nonfinite_inside_mark(self.ir.scope(item.id).meta.get("nonfinite_ops")))
             if self.ir.scope(item.id).meta.get("graph_breaks"):
                 line.text += f"  ✂ {self.ir.scope(item.id).meta['graph_breaks']} graph break(s) inside"
             return line
-        flow = self.flows[item.id]
-        if (
-            level > 0 and len(flow.items) == 1 and not flow.items[0].is_scope and not self.children[item.id]
-            and "error" not in self.ir.node(flow.items[0].id).meta
-        ):
+        if one_op and "error" not in self.ir.node(flow.items[0].id).meta:
             op = self.ir.node(flow.items[0].id)
             if decisions(op):  # the op's line is not drawn: its decisions go on the call's
                 line.text += decision_text(op, self.iterations.get(op.id))

@@ -74,6 +74,7 @@ from ._labels import (
 )
 from ._names import ReadingNames, assigned_names, operand_names, parsed_line
 from ._options import CONSTANT_KINDS, LOCAL_KINDS, STATE_KINDS, ViewOptions
+from ._overlays import OverlayMarks, number_text, overlay_marks
 from ._page import (
     METRICS,
     GraphCounts,
@@ -170,6 +171,7 @@ __all__ = [
     "Edge",
     "GraphCounts",
     "Layout",
+    "OverlayMarks",
     "PageBreak",
     "PageCompile",
     "PageDocument",
@@ -196,6 +198,8 @@ __all__ = [
     "break_anchors",
     "break_label",
     "build_layout",
+    "number_text",
+    "overlay_marks",
     "call_name",
     "call_holding",
     "decision_text",

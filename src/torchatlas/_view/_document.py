@@ -69,6 +69,11 @@ class _Facts:
     mk: list[list[str]] | None = None
     """Its marks (``_view.Words.marks``), ``[kind, words]`` each, the one that wins first:
     ``["failed", "✗ failed: …"]``, ``["nonfinite", "⚠ NaN×8"]``, ``["unused", "unused"]``."""
+    ov: dict[str, int | float | str] | None = None
+    """``graph.overlay``: overlay name -> its value here (a call's: its own, else its inside's);
+    a number overlay is in the fill menu as ``ov:<name>``."""
+    ovw: dict[str, str] | None = None
+    """``ov`` in words, as the tree and summary write them (``0.127``, ``✗ diverges here``)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -247,6 +252,9 @@ class PageView:
     closed: list[int] = field(default_factory=list)
     """Scope indices that start closed at any depth: standard ``torch.nn`` layers, as the
     diagram boxes them (``_view.standard_leaves``); a click opens them."""
+    fill: str | None = None
+    """The fill menu's choice the page starts with (``ov:<name>``: an overlay's, ``HtmlOptions.fill``);
+    left out: the category colours."""
 
 
 @dataclass(kw_only=True, slots=True)

@@ -50,6 +50,7 @@ from torchatlas._view._labels import (
     shape_text,
 )
 from torchatlas._view._options import STATE_KINDS, ViewOptions
+from torchatlas._view._overlays import OverlayMarks, number_text, overlay_marks
 from torchatlas._view._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._view._units import fold_runs, fold_totals, standard_leaves
 from torchatlas._view._words import DIFF_STATUS, call_marks, far_name, op_marks, params_words, stats_words, value_words
@@ -233,6 +234,25 @@ def _stats(stats: Any) -> list[Any] | None:
     ]
 
 
+def _with_fill(view: PageView, marks: OverlayMarks, fill: str | None) -> PageView:
+    """The first view filled by the number overlay ``fill`` (``HtmlOptions.fill``), if given."""
+    if fill is None:
+        return view
+    if marks.fill_name(fill) and marks.entries[fill]["kind"] != "number":
+        raise ValueError(f"the page fills by numbers: overlay {fill!r} is a category")
+    view.fill = f"ov:{fill}"
+    return view
+
+
+def _overlay_fields(marks: OverlayMarks, item_id: str) -> dict[str, Any]:
+    """``ov`` and ``ovw``: the values of the graph's overlays at an op or call, and their words."""
+    values = {name: v for name in marks.names if (v := marks.value(name, item_id)) is not None}
+    if not values:
+        return {}
+    words = {name: number_text(v) if marks.entries[name]["kind"] == "number" else visible(str(v)) for name, v in values.items()}
+    return {"ov": values, "ovw": words}
+
+
 def _facts(meta: dict[str, Any], bytes_key: str | None) -> dict[str, Any]:
     """Fields every node and call may have: a diff's marks; and those of ops and calls (``bytes_key``
     is where their activation bytes are): activation bytes and profiled times."""
@@ -288,6 +308,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     dominant = dominant_dtype(ir)
     model = model_title(ir)
     metrics: set[str] = set()
+    marks = overlay_marks(ir)
 
     def meta_entry(m: TensorMeta) -> int:
         words = shape_words(m, dominant)
@@ -362,6 +383,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
             d["cr"] = -1 if n.meta["compile_region"] is None else n.meta["compile_region"]
+        d.update(_overlay_fields(marks, n.id))
         metrics.update(k for k in METRIC_KEYS if k in d)
         out_nodes.append(PageNode(**d))
 
@@ -412,6 +434,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
             d["bw"] = 1
         d["w"] = words_entry(d, ("params", "f", "ab", "tu", "ctu", "nf"))
+        d.update(_overlay_fields(marks, s.id))
         metrics.update(k for k in METRIC_KEYS if k in d)
         out_scopes.append(PageScope(**d))
 
@@ -419,10 +442,14 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         title=visible(title or model),
         status=counts.text,
         # the backward part starts as one closed box beside the forward graph (a click opens it)
-        view=page_view(options, sorted(scope_index[sid] for sid in {*standard_leaves(ir, options), BACKWARD_SCOPE} if sid in scope_index)),
+        view=_with_fill(
+            page_view(options, sorted(scope_index[sid] for sid in {*standard_leaves(ir, options), BACKWARD_SCOPE} if sid in scope_index)),
+            marks, getattr(options, "fill", None),  # HtmlOptions.fill
+        ),
         folds=folds,
         overlaySteps=len(PALETTES["light"].overlay),
-        metrics=[list(m) for m in METRICS if m[0] in metrics],
+        metrics=[list(m) for m in METRICS if m[0] in metrics]
+        + [[f"ov:{name}", name, ""] for name in marks.names if marks.entries[name]["kind"] == "number"],
         kinds=list(NODE_KINDS),
         categories=categories,
         legend=[list(item) for item in LEGEND],

@@ -38,6 +38,9 @@ class DotOptions(ViewOptions):
     theme: Literal["light", "dark"] = "light"
     legend: bool = True
     """Add the model name and a colour legend under the diagram."""
+    fill: str | None = None
+    """The overlay (``graph.overlay``) whose values fill the boxes; None: the graph's first number
+    overlay, if it has any. Every overlay's values are written in the boxes either way."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
