@@ -308,7 +308,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     dominant = dominant_dtype(ir)
     model = model_title(ir)
     metrics: set[str] = set()
-    marks = overlay_marks(ir)
+    overlays = overlay_marks(ir)
 
     def meta_entry(m: TensorMeta) -> int:
         words = shape_words(m, dominant)
@@ -383,7 +383,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
             d["cr"] = -1 if n.meta["compile_region"] is None else n.meta["compile_region"]
-        d.update(_overlay_fields(marks, n.id))
+        d.update(_overlay_fields(overlays, n.id))
         metrics.update(k for k in METRIC_KEYS if k in d)
         out_nodes.append(PageNode(**d))
 
@@ -434,7 +434,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
             d["bw"] = 1
         d["w"] = words_entry(d, ("params", "f", "ab", "tu", "ctu", "nf"))
-        d.update(_overlay_fields(marks, s.id))
+        d.update(_overlay_fields(overlays, s.id))
         metrics.update(k for k in METRIC_KEYS if k in d)
         out_scopes.append(PageScope(**d))
 
@@ -444,12 +444,12 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         # the backward part starts as one closed box beside the forward graph (a click opens it)
         view=_with_fill(
             page_view(options, sorted(scope_index[sid] for sid in {*standard_leaves(ir, options), BACKWARD_SCOPE} if sid in scope_index)),
-            marks, getattr(options, "fill", None),  # HtmlOptions.fill
+            overlays, getattr(options, "fill", None),  # HtmlOptions.fill
         ),
         folds=folds,
         overlaySteps=len(PALETTES["light"].overlay),
         metrics=[list(m) for m in METRICS if m[0] in metrics]
-        + [[f"ov:{name}", name, ""] for name in marks.names if marks.entries[name]["kind"] == "number"],
+        + [[f"ov:{name}", name, ""] for name in overlays.names if overlays.entries[name]["kind"] == "number"],
         kinds=list(NODE_KINDS),
         categories=categories,
         legend=[list(item) for item in LEGEND],
