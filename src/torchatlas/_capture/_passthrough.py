@@ -70,6 +70,9 @@ class Passed:
     node: Slot
     before: Slot
     deliveries: list[Delivery]
+    holders: tuple[tuple[int, Any], ...] = ()
+    """(id, code) of the user frames that held the tensor under a name when the call was made:
+    the only frames where a name can hold what the call was given."""
 
 
 class _Code:
@@ -145,7 +148,8 @@ class PassThroughs:
         chain = entry[1] if entry is not None and entry[0]() is t else []
         if chain and before != chain[0].before and all(p.node != before for p in chain):
             chain = []  # written since: the earlier calls' results are gone
-        chain.append(Passed(node, before, [self._delivery(guard, site)]))
+        holders = _holders(t, sys._getframe(1)) if site is not None else ()
+        chain.append(Passed(node, before, [self._delivery(guard, site)], holders))
         self._by_tensor[id(t)] = (weakref.ref(t), chain)
         self.nodes.add(node[0])
 
@@ -187,7 +191,7 @@ class PassThroughs:
         key = ("consumer", offset)  # a call site answers the same each time it runs
         known = facts.answers.get(key)
         if known is None:
-            known = facts.answers[key] = _consumer_of(facts, offset)
+            known = facts.answers[key] = _consumer_of(facts, code, offset)
         return known
 
     # -- reading ------------------------------------------------------------------------
@@ -209,16 +213,66 @@ class PassThroughs:
         frames = _Frames(sys._getframe(1))
         # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
         for passed in reversed(entry[1]):
-            if any(self._reads_through(d, running, frames, returning) for d in passed.deliveries):
+            if any(self._reads_through(d, running, frames, returning, t) for d in passed.deliveries):
                 return passed.node
-        return entry[1][0].before
+        # No path of the result is seen to reach the reader. The reader reads what the call was
+        # given only if a frame that held it then loads it now under a name the result is not
+        # bound to (``short(x)`` beside ``block(x)``); anywhere else (a hook's list, a tuple of
+        # hidden states built by a decorator) the tensor was passed on after the call: its result.
+        if self._reads_before(entry[1], running, frames, t):
+            return entry[1][0].before
+        return entry[1][-1].node
 
-    def _reads_through(self, d: Delivery, running: set[int], frames: _Frames, returning: int | None) -> bool:
+    def _reads_before(self, chain: list[Passed], running: set[int], frames: _Frames, t: Any) -> bool:
+        """A holder of the tensor (see ``Passed.holders``) running now loads it, for the reader,
+        under a name that holds it and that no delivery of the result bound."""
+        seen: set[int] = set()
+        for passed in chain:
+            for key, code in passed.holders:
+                if key in seen:
+                    continue
+                seen.add(key)
+                frame = frames.get(key)
+                if frame is None or frame.f_code is not code:
+                    continue
+                if self._loads_original(frame, chain, frames, t):
+                    return True
+        return False
+
+    def _loads_original(self, frame: Any, chain: list[Passed], frames: _Frames, t: Any) -> bool:
+        facts = self._facts(frame.f_code)
+        i = facts.at(frame.f_lasti) if facts is not None else None
+        reader = _span(facts.instructions[i]) if i is not None else None
+        if reader is None:
+            return False
+        spans = [reader]
+        arguments = self._arguments_read(frames.chain, frame, t)
+        if arguments is not None:
+            spans = _argument_spans(frame.f_code, reader, arguments) or spans
+        results: set[str] = set()
+        for passed in chain:
+            for d in passed.deliveries:
+                if d.frame == id(frame) and d.code is frame.f_code:
+                    if d.kind == INLINE and i > (facts.at(d.offset) or 0) and facts.span(d.offset) is not None and any(
+                        _direct(facts, i, span, facts.span(d.offset)) for span in spans
+                    ):
+                        return False  # the reader reads the call's result inline
+                    if d.kind == STORED:
+                        results.update(_assigned_on(facts, facts.at(d.offset), i, d.names))
+        held = frame.f_locals
+        return any(
+            name not in results and _holds(held.get(name), t)
+            for name in _loaded_in(facts, i, spans)
+        )
+
+    def _reads_through(
+        self, d: Delivery, running: set[int], frames: _Frames, returning: int | None, t: Any
+    ) -> bool:
         if d.kind == ESCAPED and not d.superseded:
             return True
         frame = frames.get(d.frame) if d.guard in running else None
         if frame is not None and frame.f_code is d.code:
-            return self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame))
+            return self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame, t))
         if d.guard is not None and d.guard == returning:
             return self._returned_by_code(d, anywhere=True)
         if d.guard in running and not d.superseded:
@@ -227,17 +281,22 @@ class PassThroughs:
             return self._returned_by_code(d, anywhere=False)
         return not d.superseded and d.kind == RETURNED
 
-    def _arguments_read(self, frames: list[Any], caller: Any) -> Arguments | None:
+    def _arguments_read(self, frames: list[Any], caller: Any, t: Any) -> Arguments | None:
         """Which arguments of the call ``caller`` makes now the code reading reads, where its
-        callee's frame loads them as its own parameters (``conv1(x)`` in ``forward(self, x, shortcut)``)."""
+        callee's frame loads ``t`` only under its own parameters (``conv1(x)`` in
+        ``forward(self, x, shortcut)``); None where it loads ``t`` under another name
+        (``next_kv = hidden_states``) or none, the call's every argument."""
         callee = _callee(frames, caller)
         facts = self._facts(callee.f_code) if callee is not None else None
         if facts is None:
             return None
-        key = ("parameters", callee.f_lasti)
+        key = ("names read", callee.f_lasti)
         if key not in facts.answers:
-            facts.answers[key] = _parameters_read(facts, callee.f_code, callee.f_lasti)
-        return facts.answers[key]
+            i = facts.at(callee.f_lasti)
+            span = _span(facts.instructions[i]) if i is not None else None
+            facts.answers[key] = _loaded_in(facts, i, [span]) if span is not None else ()
+        held = callee.f_locals
+        return _as_arguments(callee.f_code, [n for n in facts.answers[key] if held.get(n) is t])
 
     def _reader_got(self, d: Delivery, offset: int, arguments: Arguments | None) -> bool:
         """The frame that got the result now runs the instruction at ``offset``: does it use it?
@@ -269,7 +328,7 @@ class PassThroughs:
         return known
 
 
-def _consumer_of(facts: _Code, offset: int) -> tuple[str, tuple[str, ...]]:
+def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, ...]]:
     """Where the result of the call at ``offset`` went (see ``PassThroughs._consumer``)."""
     i = facts.at(offset)
     if i is None or i + 1 >= len(facts.instructions):
@@ -287,11 +346,35 @@ def _consumer_of(facts: _Code, offset: int) -> tuple[str, tuple[str, ...]]:
     contained = False
     for inst in facts.instructions[i + 1 : i + 400]:
         if inst.opname in _STATEMENT_ENDS:
+            if inst.opname in _STORES and not contained:
+                # ``q, k = self.q_norm(q), self.k_norm(k)``: stored, as one item of a tuple
+                target = _tuple_target(code, call_span)
+                if target is not None:
+                    return STORED, (target,)
             return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
         span = _span(inst)
         if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
             contained = True
     return ESCAPED, ()
+
+
+def _tuple_target(code: Any, call: tuple[int, int, int, int]) -> str | None:
+    """The variable an assignment of tuples (``q, k = f(q), g(k)``) stores the call at ``call`` in."""
+    lines = linecache.getlines(code.co_filename)
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and node.lineno <= call[0] <= (node.end_lineno or 0)):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            for name, item in zip(target.elts, value.elts):
+                span = (item.lineno, item.col_offset, item.end_lineno, item.end_col_offset)
+                if span == call and isinstance(name, ast.Name):
+                    return name.id
+    return None
 
 
 def _returns_it(facts: _Code, d: Delivery, anywhere: bool) -> bool:
@@ -323,6 +406,8 @@ def _got(facts: _Code, d: Delivery, i: int, arguments: Arguments | None) -> bool
     if arguments is not None:
         spans = _argument_spans(d.code, reader, arguments) or spans
     delivered = facts.span(d.offset) if d.kind == INLINE else None
+    if delivered is not None and i <= (facts.at(d.offset) or 0):
+        return False  # the call's own site run again (a loop): it reads its arguments, not its result
     names = _assigned_on(facts, facts.at(d.offset), i, d.names) if d.kind == STORED else ()
     for span in spans:
         if d.kind == INLINE:
@@ -351,24 +436,46 @@ def _callee(frames: list[Any], caller: Any) -> Any:
     return None
 
 
-def _parameters_read(facts: _Code, code: Any, offset: int) -> Arguments | None:
-    """The parameters of ``code`` the instruction at ``offset`` loads directly, as the
-    (positions, keywords) of the call that passed them."""
-    i = facts.at(offset)
-    span = _span(facts.instructions[i]) if i is not None else None
-    if span is None:
-        return None
+def _as_arguments(code: Any, names: list[str]) -> Arguments | None:
+    """``names``, all parameters of ``code``, as the (positions, keywords) of the call that
+    passed them; None if one is not a parameter (or there are none)."""
     parameters = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    read = {
-        n for inst in facts.instructions[:i] if inst.opname in _LOADS for n in _names(inst)
-        if n in parameters and (inner := _span(inst)) is not None and _direct(facts, i, span, inner)
-    }
-    bound = 1 if parameters and parameters[0] == "self" else 0
-    read.discard("self")  # the module the code belongs to, not a tensor argument
-    if not read:
+    read = set(names) - {"self"}  # the module the code belongs to, not a tensor argument
+    if not read or not read <= set(parameters):
         return None
+    bound = 1 if parameters and parameters[0] == "self" else 0
     positions = tuple(sorted(parameters.index(n) - bound for n in read if parameters.index(n) < code.co_argcount))
     return positions, tuple(sorted(read))
+
+
+def _loaded_in(facts: _Code, reader: int | None, spans: list[tuple[int, int, int, int]]) -> tuple[str, ...]:
+    """The variables the instruction at index ``reader`` loads directly as operands within ``spans``."""
+    if reader is None:
+        return ()
+    found: list[str] = []
+    for inst in facts.instructions[:reader]:
+        if inst.opname in _LOADS:
+            inner = _span(inst)
+            if inner is not None and any(_direct(facts, reader, span, inner) for span in spans):
+                found += [n for n in _names(inst) if n not in found]
+    return tuple(found)
+
+
+def _holds(value: Any, t: Any) -> bool:
+    """``value`` is ``t``, or a list or tuple with ``t`` in it (HRNet's branches ``x[i]``)."""
+    return value is t or (type(value) in (list, tuple) and any(item is t for item in value))
+
+
+def _holders(t: Any, frame: Any) -> tuple[tuple[int, Any], ...]:
+    """(id, code) of each user frame from ``frame`` up that holds ``t`` in a variable (or in a
+    list or tuple a variable holds)."""
+    found = []
+    while frame is not None:
+        code = frame.f_code
+        if not _source.is_library_file(code.co_filename) and any(_holds(v, t) for v in frame.f_locals.values()):
+            found.append((id(frame), code))
+        frame = frame.f_back
+    return tuple(found)
 
 
 def _argument_spans(code: Any, call: tuple[int, int, int, int], arguments: Arguments) -> list[tuple[int, int, int, int]]:
