@@ -9,7 +9,8 @@ unless every model with an oracle agrees.
 
 The whole corpus is about 1,300 cases, an hour or more of CPU: run it in parts and add
 them up. ``--shard 2/4`` runs every fourth case from the second, ``--jsonl FILE`` appends
-each verdict to FILE as it comes, ``--tally FILE...`` prints the lines of saved verdicts.
+each verdict to FILE as it comes, ``--tally FILE...`` prints the lines of saved verdicts,
+``--skip FILE...`` leaves out the cases already saved (to resume, or run the rest).
 Names (or prefixes, ``hf:bert``) select cases; ``--sample`` is the test suite's sample.
 """
 
@@ -33,7 +34,7 @@ from corpus.hf_all import Skip  # noqa: E402
 STATUSES = ("agrees", "disagrees", "named", "no-oracle", "fails", "skipped")
 
 
-class _TimedOut(Exception):
+class _TimedOut(BaseException):
     pass
 
 
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jsonl", type=Path, help="append each verdict to this file")
     parser.add_argument("--tally", type=Path, nargs="+", help="print the lines of verdicts saved by --jsonl")
     parser.add_argument("--limit", type=int, default=300, help="seconds a case may take (0: no limit)")
+    parser.add_argument("--beyond-sample", action="store_true", help="only the cases the test suite's sample lacks")
+    parser.add_argument("--skip", type=Path, nargs="+", default=[], help="leave out the cases saved in these --jsonl files")
     opts = parser.parse_args(argv)
     if opts.tally:
         latest = {}
@@ -122,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             _report(verdict)
     else:
         cases = CASES if opts.sample else corpus_cases()
-        names = [n for n in cases if not opts.names or any(n.startswith(p) for p in opts.names)]
+        done = {json.loads(line)["name"] for path in opts.skip if path.exists() for line in path.read_text().splitlines()}
+        if opts.beyond_sample:
+            done |= set(CASES)
+        names = [n for n in cases if (not opts.names or any(n.startswith(p) for p in opts.names)) and n not in done]
         k, n = (int(part) for part in opts.shard.split("/"))
         verdicts = []
         for name in names[k - 1 :: n]:

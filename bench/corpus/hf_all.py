@@ -126,6 +126,18 @@ def _layers_only(config: Any) -> Any:
     return config
 
 
+def _base_model_class(kind: str) -> Any:
+    """The base model class of ``kind`` (the first, where transformers lists several: Funnel's
+    model and base model, which ``AutoModel`` fails to choose between for a config)."""
+    import transformers
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    names = MODEL_MAPPING_NAMES.get(kind)
+    if names is None:
+        return transformers.AutoModel.from_config
+    return getattr(transformers, names if isinstance(names, str) else names[0])._from_config
+
+
 def _build_model(kind: str) -> tuple[torch.nn.Module, Any]:
     """The model from its shrunk default config; where the shrinking breaks the config (widths a
     head count does not divide, lists of per-stage sizes), from the default with two layers, then
@@ -143,7 +155,7 @@ def _build_model(kind: str) -> tuple[torch.nn.Module, Any]:
         try:
             config = configure(transformers.AutoConfig.for_model(kind))
             torch.manual_seed(0)
-            return transformers.AutoModel.from_config(config).eval(), config
+            return _base_model_class(kind)(config).eval(), config
         except (ImportError, OSError) as exc:  # a package this environment lacks, or a download
             raise Skip(f"its build needs what is not here: {type(exc).__name__}: {_line(exc)}") from exc
         except Exception as exc:

@@ -548,8 +548,8 @@ def _loads(
 
 def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str, ...]) -> tuple[str, ...]:
     """``names``, and each variable a statement between the call at ``start`` (and the store of its
-    result, which follows it) and ``reader`` assigns from one of them, computing nothing
-    (``h = outputs[0]``; straight-line code: a later loop pass keeps ``names``)."""
+    result, which follows it) and ``reader`` assigns from one of them, calling nothing
+    (``h = outputs[0]``, ``acc = acc + (h,)``; straight-line code: a later loop pass keeps ``names``)."""
     if start is None or start + 1 >= reader:
         return names
     held = set(names)
@@ -557,8 +557,9 @@ def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str,
     for inst in facts.instructions[start + 2 : reader]:
         if inst.opname in _LOADS and any(n in held for n in _names(inst)):
             loads = True
-        elif inst.opname in _CALLS or inst.opname == "BINARY_OP":
-            computes = True  # a new value, not the one held: ``h = lin(y)``
+        elif inst.opname in _CALLS:
+            computes = True  # a new value, not the one held: ``h = lin(y)``; an operator is not
+            # one (``acc = acc + (y,)`` holds it; ``h = y * 2`` holds another tensor, never read as this)
         elif inst.opname in _STORES:
             # Never dropped when rebound: the code between may not have run (an ``if``), and a
             # variable rebound to another tensor does not hold this one anyway.
