@@ -3,25 +3,32 @@
 A module call that returns the tensor it was given (eval Dropout, Identity) becomes a node,
 but the tensor object is the same one every other path holds. Its readers are told apart by
 where the call's result went in the frame that made the call: stored in a variable (a reader
-there reads through the call only if its expression loads that variable), consumed by the
-enclosing expression (only a reader whose expression contains the call), or returned (then
-the enclosing module call, on return, delivers it to *its* caller the same way; a helper
-method of the running call hands it back if its own return is it). A reader inside a call
-the frame makes is followed into that call's arguments: ``tree1(x, shortcut)`` gives its
-body's ``conv1(x)`` the argument ``x``, not ``shortcut``. A reader on any other path reads
-the value the call was given. A result that went somewhere this cannot
-follow (an attribute, a list kept for later) is read through the call by every reader, as
-before. Frames are told apart by the scope running the call, so an address a dead frame
-leaves to a new one is never taken for it. Without instruction positions (Python 3.10), every
-reader reads through the call.
+there reads through the call if its expression loads that variable, or one assigned from it
+by no call: ``h = outputs[0]``, ``acc = acc + (h,)``; one item of a tuple assignment,
+``q, k = q_norm(q), k_norm(k)``, is stored so too), consumed by the enclosing expression
+(only a reader whose expression contains the call, later in that run of the statement), or
+returned (then the enclosing module call, on return, delivers it to *its* caller the same
+way; a helper method of the running call hands it back if its own return is it). A reader
+inside a call the frame makes is followed into that call's arguments where the callee loads
+the tensor under its own parameters: ``tree1(x, shortcut)`` gives its body's ``conv1(x)``
+the argument ``x``, not ``shortcut``.
+
+A reader no path of the result is seen to reach reads what the call was given only if it is
+shown to: a frame that held the tensor under a name when the call was made (or in a list or
+tuple a name held: HRNet's branches) runs now, and loads it for the reader under a name the
+result was not bound to (``short(x)`` beside ``block(x)``). Any other reader got the tensor
+after the call, from its result: passed on under another name (``next_kv = hidden_states``),
+kept by a hook in a list a decorator returns (transformers' ``output_hidden_states``). A
+result that went somewhere this cannot follow (an attribute, a list kept for later) is read
+through the call by every reader. Frames are told apart by the scope running the call, so
+an address a dead frame leaves to a new one is never taken for it. Without instruction
+positions (Python 3.10), every reader reads through the call.
 """
 
 from __future__ import annotations
 
-import ast
 import bisect
 import dis
-import linecache
 import sys
 import weakref
 from collections.abc import Callable, Collection
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _source
+from ._passthrough_source import argument_spans, tuple_target
 from ._records import Slot
 
 CallSite = tuple[int, Any, int]
@@ -248,7 +256,7 @@ class PassThroughs:
         spans = [reader]
         arguments = self._arguments_read(frames.chain, frame, t)
         if arguments is not None:
-            spans = _argument_spans(frame.f_code, reader, arguments) or spans
+            spans = argument_spans(frame.f_code, reader, arguments) or spans
         results: set[str] = set()
         for passed in chain:
             for d in passed.deliveries:
@@ -348,7 +356,7 @@ def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, 
         if inst.opname in _STATEMENT_ENDS:
             if inst.opname in _STORES and not contained:
                 # ``q, k = self.q_norm(q), self.k_norm(k)``: stored, as one item of a tuple
-                target = _tuple_target(code, call_span)
+                target = tuple_target(code, call_span)
                 if target is not None:
                     return STORED, (target,)
             return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
@@ -356,25 +364,6 @@ def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, 
         if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
             contained = True
     return ESCAPED, ()
-
-
-def _tuple_target(code: Any, call: tuple[int, int, int, int]) -> str | None:
-    """The variable an assignment of tuples (``q, k = f(q), g(k)``) stores the call at ``call`` in."""
-    lines = linecache.getlines(code.co_filename)
-    try:
-        tree = ast.parse("".join(lines))
-    except (SyntaxError, ValueError):
-        return None
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Assign) and node.lineno <= call[0] <= (node.end_lineno or 0)):
-            continue
-        target, value = node.targets[0], node.value
-        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
-            for name, item in zip(target.elts, value.elts):
-                span = (item.lineno, item.col_offset, item.end_lineno, item.end_col_offset)
-                if span == call and isinstance(name, ast.Name):
-                    return name.id
-    return None
 
 
 def _returns_it(facts: _Code, d: Delivery, anywhere: bool) -> bool:
@@ -404,7 +393,7 @@ def _got(facts: _Code, d: Delivery, i: int, arguments: Arguments | None) -> bool
         return True
     spans = [reader]
     if arguments is not None:
-        spans = _argument_spans(d.code, reader, arguments) or spans
+        spans = argument_spans(d.code, reader, arguments) or spans
     delivered = facts.span(d.offset) if d.kind == INLINE else None
     if delivered is not None and i <= (facts.at(d.offset) or 0):
         return False  # the call's own site run again (a loop): it reads its arguments, not its result
@@ -476,47 +465,6 @@ def _holders(t: Any, frame: Any) -> tuple[tuple[int, Any], ...]:
             found.append((id(frame), code))
         frame = frame.f_back
     return tuple(found)
-
-
-def _argument_spans(code: Any, call: tuple[int, int, int, int], arguments: Arguments) -> list[tuple[int, int, int, int]]:
-    """The spans of the arguments ``arguments`` of the call at ``call`` in ``code``'s file; empty
-    when the call cannot be read so (``*args``, a source that does not parse)."""
-    lines = linecache.getlines(code.co_filename)
-    if not lines or call[2] > len(lines):
-        return []
-    segment = _segment(lines, call)
-    wrapped = "(" + segment + ")" if call[0] != call[2] else segment
-    try:
-        node = ast.parse(wrapped, mode="eval").body
-    except (SyntaxError, ValueError):
-        return []
-    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
-        return []
-    positions, names = arguments
-    chosen = [a for k, a in enumerate(node.args) if k in positions]
-    chosen += [kw.value for kw in node.keywords if kw.arg in names]
-    return [_shift(call, call[0] != call[2], a) for a in chosen]
-
-
-def _segment(lines: list[str], span: tuple[int, int, int, int]) -> str:
-    """The source at ``span`` (columns count UTF-8 bytes, as in code positions and ``ast``)."""
-    line, col, end_line, end_col = span
-    if line == end_line:
-        return lines[line - 1].encode()[col:end_col].decode()
-    middle = "".join(lines[line : end_line - 1])
-    return lines[line - 1].encode()[col:].decode() + middle + lines[end_line - 1].encode()[:end_col].decode()
-
-
-def _shift(call: tuple[int, int, int, int], wrapped: bool, node: ast.expr) -> tuple[int, int, int, int]:
-    """A node's span in the file, from its span in the parsed source of ``call``."""
-
-    def at(lineno: int, col: int) -> tuple[int, int]:
-        if lineno == 1:
-            return call[0], call[1] + col - (1 if wrapped else 0)
-        return call[0] + lineno - 1, col
-
-    start, end = at(node.lineno, node.col_offset), at(node.end_lineno or node.lineno, node.end_col_offset or 0)
-    return start[0], start[1], end[0], end[1]
 
 
 def _direct(facts: _Code, reader: int, span: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
