@@ -130,3 +130,18 @@ def test_the_score_line_counts_named_and_missing_oracles_apart() -> None:
     ])
     assert line.startswith("fidelity: 1/2 models with an oracle agree with torch.export (50%); 1 disagree for a named")
     assert "1 have no oracle" in line
+
+
+def test_one_score_line_per_corpus_then_the_total_and_skips_counted_apart(tmp_path: Path, capsys) -> None:
+    verdicts = [Verdict("hf:a", "agrees"), Verdict("hf:b", "skipped", "its eager forward refuses"),
+                Verdict("edge:c", "disagrees", "x")]
+    lines = fidelity.score_lines(verdicts)
+    assert [line.split(":")[0] for line in lines] == ["fidelity[edge]", "fidelity[hf]", "fidelity"]
+    assert lines[1].startswith("fidelity[hf]: 1/1 models") and "1 skipped" in lines[1]
+    saved = tmp_path / "part.jsonl"
+    saved.write_text("".join(
+        f'{{"name": "{v.name}", "status": "{v.status}", "detail": "{v.detail}"}}\n' for v in verdicts
+    ))
+    assert fidelity.main(["--tally", str(saved)]) == 1  # edge:c disagrees
+    out = capsys.readouterr().out
+    assert "disagrees  edge:c: x" in out and out.rstrip().endswith(lines[-1])
