@@ -78,9 +78,9 @@ class Passed:
     node: Slot
     before: Slot
     deliveries: list[Delivery]
-    holders: tuple[tuple[int, Any], ...] = ()
-    """(id, code) of the user frames that held the tensor under a name when the call was made:
-    the only frames where a name can hold what the call was given."""
+    holders: tuple[tuple[int, Any, tuple[str, ...]], ...] = ()
+    """(id, code, names) of the user frames that held the tensor under a name when the call was
+    made: the only frames where a name can hold what the call was given."""
 
 
 class _Code:
@@ -218,6 +218,8 @@ class PassThroughs:
         if entry is None or entry[0]() is not t or entry[1][-1].node != value:
             return value
         running = set(self._running())
+        if returning is None and not running:
+            returning = 0  # the model's result, read after its call: what the root call returned
         frames = _Frames(sys._getframe(1))
         # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
         for passed in reversed(entry[1]):
@@ -227,24 +229,47 @@ class PassThroughs:
         # given only if a frame that held it then loads it now under a name the result is not
         # bound to (``short(x)`` beside ``block(x)``); anywhere else (a hook's list, a tuple of
         # hidden states built by a decorator) the tensor was passed on after the call: its result.
-        if self._reads_before(entry[1], running, frames, t):
+        if self._reads_before(entry[1], frames, t, returning):
             return entry[1][0].before
         return entry[1][-1].node
 
-    def _reads_before(self, chain: list[Passed], running: set[int], frames: _Frames, t: Any) -> bool:
+    def _reads_before(self, chain: list[Passed], frames: _Frames, t: Any, returning: int | None) -> bool:
         """A holder of the tensor (see ``Passed.holders``) running now loads it, for the reader,
         under a name that holds it and that no delivery of the result bound."""
         seen: set[int] = set()
         for passed in chain:
-            for key, code in passed.holders:
+            for key, code, names in passed.holders:
                 if key in seen:
                     continue
                 seen.add(key)
                 frame = frames.get(key)
-                if frame is None or frame.f_code is not code:
-                    continue
-                if self._loads_original(frame, chain, frames, t):
+                if frame is not None and frame.f_code is code:
+                    if self._loads_original(frame, chain, frames, t):
+                        return True
+                elif returning is not None and self._returns_original(chain, returning, key, code, names):
                     return True
+        return False
+
+    def _returns_original(
+        self, chain: list[Passed], returning: int, key: int, code: Any, names: tuple[str, ...]
+    ) -> bool:
+        """Module call ``returning`` ran the frame ``key`` that held the tensor as ``names``: a
+        ``return`` of its code loads one of them (or a variable assigned from one), no result."""
+        facts = self._facts(code)
+        if facts is None:
+            return False
+        made = [d for p in chain for d in p.deliveries if d.guard == returning and d.frame == key and d.code is code]
+        if not made:
+            return False
+        start = facts.at(made[0].offset)
+        results = {n for d in made if d.kind == STORED for n in d.names}
+        for i, inst in enumerate(facts.instructions):
+            span = _span(inst) if inst.opname in _RETURNS else None
+            if span is None:
+                continue
+            held = set(_assigned_on(facts, start, i, names)) - set(_assigned_on(facts, start, i, tuple(results)))
+            if held and _loads(facts, i, span, tuple(held), anywhere=True):
+                return True
         return False
 
     def _loads_original(self, frame: Any, chain: list[Passed], frames: _Frames, t: Any) -> bool:
@@ -450,19 +475,27 @@ def _loaded_in(facts: _Code, reader: int | None, spans: list[tuple[int, int, int
     return tuple(found)
 
 
-def _holds(value: Any, t: Any) -> bool:
-    """``value`` is ``t``, or a list or tuple with ``t`` in it (HRNet's branches ``x[i]``)."""
-    return value is t or (type(value) in (list, tuple) and any(item is t for item in value))
+def _holds(value: Any, t: Any, depth: int = 2) -> bool:
+    """``value`` is ``t``, or a list, tuple or dict with ``t`` in it, two levels deep (HRNet's
+    branches ``x[i]``, an input ``pack["zs"][0]``)."""
+    if value is t:
+        return True
+    if depth == 0 or type(value) not in (list, tuple, dict):
+        return False
+    items = value.values() if type(value) is dict else value
+    return any(_holds(item, t, depth - 1) for item in items)
 
 
-def _holders(t: Any, frame: Any) -> tuple[tuple[int, Any], ...]:
-    """(id, code) of each user frame from ``frame`` up that holds ``t`` in a variable (or in a
-    list or tuple a variable holds)."""
+def _holders(t: Any, frame: Any) -> tuple[tuple[int, Any, tuple[str, ...]], ...]:
+    """(id, code, names) of each user frame from ``frame`` up that holds ``t`` in variables
+    ``names`` (or in a list, tuple or dict they hold)."""
     found = []
     while frame is not None:
         code = frame.f_code
-        if not _source.is_library_file(code.co_filename) and any(_holds(v, t) for v in frame.f_locals.values()):
-            found.append((id(frame), code))
+        if not _source.is_library_file(code.co_filename):
+            names = tuple(name for name, value in frame.f_locals.items() if _holds(value, t))
+            if names:
+                found.append((id(frame), code, names))
         frame = frame.f_back
     return tuple(found)
 
