@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import resource
 import signal
 import sys
 import warnings
@@ -71,6 +72,8 @@ def run(name: str, cases: dict[str, Callable] | None = None, limit: int = 0) -> 
             return check(name, model, args, kwargs)
         except _TimedOut as exc:
             return Verdict(name, "skipped", f"the case {exc} (the corpus's per-case limit)")
+        except MemoryError:
+            return Verdict(name, "skipped", "the case needs more memory than the corpus's limit (--memory-gb)")
 
 
 def corpus_of(name: str) -> str:
@@ -111,9 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jsonl", type=Path, help="append each verdict to this file")
     parser.add_argument("--tally", type=Path, nargs="+", help="print the lines of verdicts saved by --jsonl")
     parser.add_argument("--limit", type=int, default=300, help="seconds a case may take (0: no limit)")
+    parser.add_argument("--memory-gb", type=float, default=16, help="address space a run may take (0: no limit); "
+                        "a default config too big to build is then skipped, not left to the kernel's OOM killer")
     parser.add_argument("--beyond-sample", action="store_true", help="only the cases the test suite's sample lacks")
     parser.add_argument("--skip", type=Path, nargs="+", default=[], help="leave out the cases saved in these --jsonl files")
     opts = parser.parse_args(argv)
+    if opts.memory_gb and not opts.tally:
+        limit = int(opts.memory_gb * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
     if opts.tally:
         latest = {}
         for path in opts.tally:
