@@ -13,7 +13,10 @@ that read from its old value and the write.
 A pass-through call (``v5 = self.drop(v2)``) returns the very tensor it was given: ``v5``
 and ``v2`` are one tensor object, and only reads through ``v5`` read through the call
 (one op that reads both variables reads both through it: capture decides per op, by the
-variables its line loads, not per operand).
+variables its line loads, not per operand). The result may be passed on first: into a tuple
+that accumulates values (``acc = acc + (v5,)``, read back as ``v6 = acc[-1]``: it reads as
+the latest pass-through of that tensor any variable appended got), or returned by a module
+whose last call is the Dropout (``self.tail``: ``h = tanh(x); h = self.drop(h); return h``).
 
 Labels follow ``_capture_helpers``: ``op3``, ``op3.1`` (second output),
 ``input:args[0]``, ``param:lins.0.weight``.
@@ -43,6 +46,7 @@ KINDS: dict[str, tuple[int, int]] = {
     "add_": (2, 1), "mul_": (1, 1), "relu_": (1, 1), "iadd": (2, 1),
     "setitem": (2, 0), "slice_mul_": (1, 0), "chunk_cat": (1, 1), "stack_sum": (2, 1),
     "dropout_eval": (1, 1), "identity": (1, 1), "second_chunk": (1, 1),
+    "accumulate": (1, 1), "dropout_last": (1, 1),
 }
 
 
@@ -98,6 +102,19 @@ class SecondChunk(nn.Module):
         return torch.cat([x, x]).chunk(2)[1]
 
 
+class Tail(nn.Module):
+    """A module whose last call is a pass-through, on a value it made, and that returns it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.drop = nn.Dropout(0.5).eval()
+
+    def forward(self, x):
+        h = torch.tanh(x)
+        h = self.drop(h)
+        return h
+
+
 class RandomNet(nn.Module):
     def __init__(self, source: str, filename: str) -> None:
         super().__init__()
@@ -108,6 +125,7 @@ class RandomNet(nn.Module):
         self.drop = nn.Dropout(0.5).eval()
         self.ident = nn.Identity()
         self.second = SecondChunk()
+        self.tail = Tail()
         # frozen, so that writes into inputs and their views never meet autograd's leaf rules
         self.requires_grad_(False)
         namespace: dict = {"torch": torch}
@@ -156,6 +174,9 @@ class _Simulator:
         self.storages = itertools.count()
         self.tensors = itertools.count()
         self.calls: dict[str, int] = {}
+        self.accumulated: list[_Value] = []
+        """The values appended to the tuple ``acc``, in order (the same objects as the pool's)."""
+        self.emit("acc = ()")
         for path, expr in zip(INPUT_PATHS, INPUT_EXPRS):
             self.emit(f"v{len(self.pool)} = {expr}")
             self.pool.append(_Value(next(self.storages), f"input:{path}", -1, tensor=next(self.tensors)))
@@ -298,6 +319,22 @@ class _Simulator:
             # The call returns the same tensor object: readers of the new variable read through
             # the call, readers of the old one read what it was given.
             self.pool.append(_Value(v.storage, f"op{k}", k, v.contiguous, v.tensor))
+        elif kind == "accumulate":
+            self.emit(f"acc = acc + ({names[0]},)")
+            self.emit(f"{out} = acc[-1]")
+            self.accumulated.append(vals[0])
+            # acc holds the tensor through every variable appended: read back, it is the latest
+            # pass-through of it any of them got (capture follows the tuple, not its items)
+            held = [v for v in self.accumulated if v.tensor == vals[0].tensor]
+            latest = max(held, key=lambda v: _order(self.read(v)))
+            self.pool.append(_Value(latest.storage, latest.producer, latest.order, latest.contiguous, latest.tensor))
+        elif kind == "dropout_last":
+            self.emit(f"{out} = self.tail({names[0]})")
+            self.call("tail")
+            made = self.op("torch.tanh", [self.read(vals[0], "tail")], scope="tail")
+            self.call("tail.drop")
+            k = self.op("torch.nn.functional.dropout", [f"op{made}"], scope="tail.drop")
+            self.pool.append(self.new(k))
         elif kind == "second_chunk":
             self.emit(f"{out} = self.second({names[0]})")
             self.call("second")

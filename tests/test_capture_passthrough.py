@@ -272,3 +272,151 @@ def test_a_readers_frames_are_walked_only_as_far_as_the_frame_asked_for() -> Non
     assert frames.get(id(parent)) is parent and frames.chain == [top, parent]
     assert frames.get(id(object())) is None  # not a running frame: the whole stack was walked for it
     assert frames.chain[-1].f_back is None and len(frames.chain) > 2
+
+
+# -- issue 38: results passed on after the call ---------------------------------------------
+
+
+class Embeddings(nn.Module):
+    """DeBERTa's embeddings: the Dropout's result is stored under the old name and returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.dropout = nn.LayerNorm(4), nn.Dropout(0.1)
+
+    def forward(self, x):
+        embeddings = self.norm(x)
+        embeddings = embeddings * 2
+        embeddings = self.dropout(embeddings)
+        return embeddings
+
+
+class Encoder(nn.Module):
+    """Renames its parameter before the layers read it (``next_kv = hidden_states``), is given a
+    mask it reads as another parameter, and accumulates every hidden state in a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+    def forward(self, hidden_states, mask):
+        all_hidden_states = (hidden_states,)
+        next_kv = hidden_states
+        for layer in self.layers:
+            next_kv = layer(next_kv) * mask
+            all_hidden_states = all_hidden_states + (next_kv,)
+        return next_kv, all_hidden_states
+
+
+class PassedOn(nn.Module):
+    """The result passed on through a variable, a call's argument, a tuple and a return."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embeddings, self.encoder, self.mask = Embeddings(), Encoder(), nn.Linear(4, 4)
+        self.head = nn.Linear(4, 4)
+
+    def forward(self, x):
+        embedding_output = self.embeddings(x)
+        last, hidden = self.encoder(embedding_output, self.mask(x))
+        return self.head(last) + self.head(hidden[0])
+
+
+_COLLECTING: list | None = None
+"""transformers keeps its collector in a context variable the hooks read."""
+
+
+def _keep_first_argument(module, args, output) -> None:
+    if _COLLECTING is not None:
+        _COLLECTING.append(args[0])
+
+
+class Collected(nn.Module):
+    """transformers' output capturing: a forward hook keeps the first layer's argument (the
+    embeddings' Dropout result) in a list the model returns; nothing in the code returns it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embeddings, self.layer, self.head = Embeddings(), nn.Linear(4, 4), nn.Linear(4, 4)
+        self.layer.register_forward_hook(_keep_first_argument)
+
+    def forward(self, x):
+        global _COLLECTING
+        _COLLECTING = []
+        try:
+            h = self.embeddings(x)
+            out = self.head(self.layer(h))
+            return out, _COLLECTING[0]
+        finally:
+            _COLLECTING = None
+
+
+class TupleAssigned(nn.Module):
+    """timm's attention: ``q, k = self.q_norm(q), self.k_norm(k)`` with Identity norms."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv, self.q_norm, self.k_norm, self.out = nn.Linear(4, 8), nn.Identity(), nn.Identity(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        q, k = self.qkv(x).chunk(2, dim=-1)
+        q, k = self.q_norm(q), self.k_norm(k)
+        return self.out(q * k)
+
+
+class Fuse(nn.Module):
+    """HRNet's fuse layers: in a loop, an Identity's result is consumed inline, and the next
+    turn's call at the same line reads the branch it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.fuse = nn.ModuleList([
+            nn.ModuleList([nn.Identity(), nn.Linear(4, 4)]), nn.ModuleList([nn.Linear(4, 4), nn.Identity()]),
+        ])
+
+    def forward(self, x):
+        x = [x, x * 2]
+        for i, branch in enumerate(self.branches):
+            x[i] = branch(x[i])
+        fused = []
+        for outer in self.fuse:
+            y = None
+            for j, f in enumerate(outer):
+                if y is None:
+                    y = f(x[j])
+                else:
+                    y = y + f(x[j])
+            fused.append(y)
+        return fused[0] + fused[1]
+
+
+PASSED_ON = [PassedOn, Collected, TupleAssigned, Fuse]
+
+
+@pytest.mark.parametrize("make", PASSED_ON, ids=lambda m: m.__name__)
+def test_a_result_passed_on_is_read_through_the_call(make) -> None:
+    torch.manual_seed(0)
+    got, want = passthrough_flow(make(), torch.randn(2, 4))
+    assert got == want
+
+
+def test_an_encoder_given_the_result_reads_it_under_its_own_names() -> None:
+    got, _ = passthrough_flow(PassedOn(), torch.randn(2, 4))
+    assert reads(got, "encoder.layers.0") == {"embeddings.dropout"}
+    assert {p for p, _ in got[("head", 1)]} == {"embeddings.dropout"}  # hidden[0], through the tuple
+    tree = torchatlas.trace(PassedOn().eval(), (torch.randn(2, 4),)).tree()
+    assert "also returned" not in tree
+
+
+def test_a_hooks_list_returns_the_result() -> None:
+    graph = torchatlas.trace(Collected().eval(), (torch.randn(2, 4),))
+    ir = graph.ir
+    outputs = [ir.node(r.node) for n in ir.nodes if n.kind == "output" for r in n.inputs]
+    assert any(n.meta.get("passthrough") for n in outputs)
+
+
+def test_a_loop_turn_reads_what_the_call_at_the_same_line_was_given() -> None:
+    got, _ = passthrough_flow(Fuse(), torch.randn(2, 4))
+    assert reads(got, "fuse.1.0") == {"branches.0"}
+    assert reads(got, "fuse.0.1") == {"branches.1"}

@@ -43,6 +43,46 @@ def test_the_corpus_is_as_big_as_promised() -> None:
     assert sum(n.startswith("edge:") for n in CASES) >= 30
 
 
+def test_the_whole_corpus_holds_every_transformers_model_type_twice() -> None:
+    from corpus import corpus_cases
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    every = corpus_cases()
+    for kind in MODEL_MAPPING_NAMES:
+        assert f"hf:{kind}" in every and f"hf:{kind}+outputs" in every
+    assert set(CASES) <= set(every)
+
+
+class DroppedLast(nn.Module):
+    """DeBERTa's embeddings in small: the Dropout's result is stored, returned and read on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pre, self.drop, self.post = nn.Linear(2, 2), nn.Dropout(0.1), nn.Linear(2, 2)
+
+    def embed(self, x):
+        h = self.pre(x)
+        h = self.drop(h)
+        return h
+
+    def forward(self, x):
+        return self.post(self.embed(x))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_oracle_sees_who_reads_a_pass_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Export runs with the Dropout cloning: a reader sent to the op before it is caught."""
+    from torchatlas._capture._passthrough import PassThroughs
+
+    model = DroppedLast().eval()
+    assert check("dropped", model, (torch.randn(1, 2),), {}).status == "agrees"
+    monkeypatch.setattr(PassThroughs, "_reads_through", lambda self, *a: False)
+    monkeypatch.setattr(PassThroughs, "_reads_before", lambda self, *a: True)
+    verdict = check("dropped", model, (torch.randn(1, 2),), {})
+    assert verdict.status == "disagrees" and "'drop'" in verdict.detail
+    assert isinstance(model.drop, nn.Dropout)  # the clone is swapped back
+
+
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in CASES]
@@ -90,3 +130,18 @@ def test_the_score_line_counts_named_and_missing_oracles_apart() -> None:
     ])
     assert line.startswith("fidelity: 1/2 models with an oracle agree with torch.export (50%); 1 disagree for a named")
     assert "1 have no oracle" in line
+
+
+def test_one_score_line_per_corpus_then_the_total_and_skips_counted_apart(tmp_path: Path, capsys) -> None:
+    verdicts = [Verdict("hf:a", "agrees"), Verdict("hf:b", "skipped", "its eager forward refuses"),
+                Verdict("edge:c", "disagrees", "x")]
+    lines = fidelity.score_lines(verdicts)
+    assert [line.split(":")[0] for line in lines] == ["fidelity[edge]", "fidelity[hf]", "fidelity"]
+    assert lines[1].startswith("fidelity[hf]: 1/1 models") and "1 skipped" in lines[1]
+    saved = tmp_path / "part.jsonl"
+    saved.write_text("".join(
+        f'{{"name": "{v.name}", "status": "{v.status}", "detail": "{v.detail}"}}\n' for v in verdicts
+    ))
+    assert fidelity.main(["--tally", str(saved)]) == 1  # edge:c disagrees
+    out = capsys.readouterr().out
+    assert "disagrees  edge:c: x" in out and out.rstrip().endswith(lines[-1])

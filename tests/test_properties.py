@@ -55,3 +55,14 @@ def test_writes_through_aliases_reach_later_readers() -> None:
         Step("mixer", (4, 5)),        # reads v4 after that write
     )
     check(Program(steps, (7, 3, 4)))
+
+
+def test_pass_through_results_passed_on_through_a_tuple_and_a_returned_module() -> None:
+    """Issue 38's shapes: a Dropout's result appended to a tuple and read back, the original
+    appended instead, and a module whose last call is the Dropout returning its result."""
+    through = (Step("dropout_eval", (1,)), Step("accumulate", (3,)), Step("relu", (4,)), Step("add", (4, 1)))
+    check(Program(through, (6, 5)))
+    before = (Step("dropout_eval", (1,)), Step("accumulate", (1,)), Step("relu", (4,)), Step("relu", (3,)))
+    check(Program(before, (5, 6)))
+    tail = (Step("dropout_last", (0,)), Step("accumulate", (3,)), Step("linear", (4,), 1), Step("add", (3, 0)))
+    check(Program(tail, (5, 6)))

@@ -8,14 +8,18 @@ Writes count as data flow: export's functional form turns ``x.add_(y)`` into a n
 its later readers read, and torchatlas records the reader reading the write.
 
 Module calls that return their input unchanged (eval ``Dropout``, ``Identity``) have a
-pass-through node in torchatlas and nothing in export: they are resolved as ops outside
-leaf modules on both sides, and checked separately to be on torchatlas's data path.
+pass-through node in torchatlas and nothing in export. Export is run on the model with each
+leaf module whose every call passed its input through swapped for one that clones it
+(:func:`cloning_passthroughs`): export then has a node in that call exactly where its
+result flows, and who reads the pass-through is checked like any leaf call. A call of a
+module that passed through only sometimes is looked through on both sides.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -88,15 +92,40 @@ def captured_graph(ir: torchatlas.GraphIR, leaves: set[str]) -> Graph:
     return [n.id for n in ir.nodes if n.id in live], leaf_of, reads
 
 
-def exported_graph(program: torch.export.ExportedProgram, leaves: set[str]) -> Graph:
+def shared_paths(model: nn.Module) -> dict[str, str]:
+    """Path -> the first path of its module, for a module registered under several (OpenAI GPT's
+    one ``gelu_new`` in every layer): torchatlas names its calls by the first, numbered in turn."""
+    first: dict[int, str] = {}
+    aliases = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        name = name.replace(COMPILE_WRAPPER, "")
+        if first.setdefault(id(module), name) != name:
+            aliases[name] = first[id(module)]
+    return aliases
+
+
+def exported_graph(
+    program: torch.export.ExportedProgram, leaves: set[str], aliases: dict[str, str] | None = None
+) -> Graph:
+    aliases = aliases or {}
+    shared = set(aliases.values())
+    turns: dict[str, list[str]] = {}  # a shared module -> its calls' stack keys, in the order they ran
+
     def leaf_of(node: torch.fx.Node) -> LeafCall | None:
         stack = node.meta.get("nn_module_stack") if node.op == "call_function" else None
         if not stack:
             return None
         key, (path, _cls) = list(stack.items())[-1]
-        call = int(key.rpartition("@")[2]) if "@" in key else 0
         path = path.replace(COMPILE_WRAPPER, "")
-        return (path, call) if path in leaves else None
+        path = aliases.get(path, path)
+        if path not in leaves:
+            return None
+        if path in shared:
+            keys = turns.setdefault(path, [])
+            if key not in keys:
+                keys.append(key)
+            return path, keys.index(key)
+        return path, int(key.rpartition("@")[2]) if "@" in key else 0
 
     return list(program.graph.nodes), leaf_of, lambda n: n.all_input_nodes
 
@@ -110,11 +139,44 @@ def export_reasons(program: torch.export.ExportedProgram) -> list[str]:
     return reasons
 
 
+class Clone(nn.Module):
+    """A pass-through call as export should see it: a node where its result goes."""
+
+    def forward(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        return x.clone()
+
+
+def passing_leaves(ir: torchatlas.GraphIR, leaves: set[str]) -> set[str]:
+    """Leaf modules each of whose calls returned its input unchanged."""
+    calls: dict[str, list[bool]] = {}
+    for scope in ir.scopes:
+        calls.setdefault(scope.path, []).append(bool(scope.meta.get("passthrough")))
+    return {path for path, passed in calls.items() if path in leaves and all(passed)}
+
+
+@contextlib.contextmanager
+def cloning_passthroughs(model: nn.Module, paths: set[str]) -> Iterator[None]:
+    """``model`` with its modules at ``paths`` swapped for :class:`Clone` (same paths), put back after."""
+    swapped: list[tuple[nn.Module, str, nn.Module]] = []
+    try:
+        for name, module in list(model.named_modules()):
+            for key, child in list(module._modules.items()):
+                path = f"{name}.{key}" if name else key
+                if path.replace(COMPILE_WRAPPER, "") in paths and child is not None:
+                    swapped.append((module, key, child))
+                    module._modules[key] = Clone()
+        yield
+    finally:
+        for module, key, child in reversed(swapped):
+            module._modules[key] = child
+
+
 @dataclasses.dataclass
 class Verdict:
     """One model's result. ``status``: ``agrees``, ``disagrees``, ``named`` (disagrees for a
     reason of export's own, given in ``detail``), ``no-oracle`` (export failed; traced with
-    identical outputs) or ``fails`` (torchatlas itself is wrong or failed)."""
+    identical outputs), ``fails`` (torchatlas itself is wrong or failed) or ``skipped`` (the
+    corpus cannot run the model here: a missing package, inputs it cannot make)."""
 
     name: str
     status: str
@@ -166,6 +228,11 @@ def _unseen_module_calls(ir: torchatlas.GraphIR) -> list[str]:
     return [s.path for s in ir.scopes if s.parent is not None and s.id not in holding]
 
 
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0][:160] if lines else ""
+
+
 def check(name: str, model: nn.Module, args: tuple, kwargs: dict) -> Verdict:
     try:
         ir, mismatch = _same_outputs(model, args, kwargs)
@@ -176,14 +243,17 @@ def check(name: str, model: nn.Module, args: tuple, kwargs: dict) -> Verdict:
     unseen = _unseen_module_calls(ir)
     if unseen:
         return Verdict(name, "fails", f"module calls with no node: {', '.join(unseen[:5])}")
-    try:
-        program = torch.export.export(model, args, kwargs).run_decompositions({})
-    except Exception as exc:
-        return Verdict(name, "no-oracle", f"export fails: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:160]}")
     leaves = leaf_paths(model)
-    captured, exported = captured_graph(ir, leaves), exported_graph(program, leaves)
+    cloned = passing_leaves(ir, leaves)
+    try:
+        with cloning_passthroughs(model, cloned):
+            program = torch.export.export(model, args, kwargs).run_decompositions({})
+    except Exception as exc:
+        return Verdict(name, "no-oracle", f"export fails: {type(exc).__name__}: {_first_line(exc)}")
+    captured, exported = captured_graph(ir, leaves), exported_graph(program, leaves, shared_paths(model))
     passthrough = frozenset(
-        (ir.scope(n.scope).path, ir.scope(n.scope).call) for n in ir.ops() if n.meta.get("passthrough")
+        (ir.scope(n.scope).path, ir.scope(n.scope).call)
+        for n in ir.ops() if n.meta.get("passthrough") and ir.scope(n.scope).path not in cloned
     )
     got, want = leaf_flow(captured, passthrough), leaf_flow(exported, passthrough)
     problems = []

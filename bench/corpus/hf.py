@@ -1,9 +1,10 @@
 """Transformers architectures from small random configs: decoders, encoders,
 encoder-decoders, vision, speech, mixture-of-experts and state-space models.
 
-Each config is the architecture's default, shrunk by :func:`shrink` (one or two layers,
-width 32-64, small vocabularies and images) so that building, tracing and exporting
-take about a second. Weights are random: nothing is downloaded.
+Each config is the architecture's default, shrunk by :func:`shrink` (two layers, so that a
+value crossing layers is checked; width 32-64, small vocabularies and images) so that
+building, tracing and exporting take a few seconds. Weights are random: nothing is
+downloaded. ``hf_all`` runs every other model type of transformers the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import torch
 
 SMALL: dict[tuple[str, ...], Any] = {
     ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "encoder_layers", "decoder_layers",
-     "num_decoder_layers", "num_encoder_layers", "num_hidden_groups"): 1,
+     "num_decoder_layers", "num_encoder_layers"): 2,
+    ("num_hidden_groups",): 1,
     ("hidden_size", "d_model", "n_embd", "dim", "embed_dim", "word_embed_proj_dim"): 64,
     ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads", "decoder_attention_heads"): 4,
     ("num_key_value_heads", "num_kv_heads", "multi_query_group_num"): 2,
@@ -43,12 +45,13 @@ def shrink(config: Any, **overrides: Any) -> Any:
             if isinstance(getattr(config, name, None), int):
                 try:
                     setattr(config, name, value)
-                except AttributeError:  # a derived property (Falcon's head_dim)
+                except (AttributeError, NotImplementedError):  # derived (Falcon's head_dim, Funnel's layers)
                     pass
+    vocab = getattr(config, "vocab_size", None)
     for name in TOKEN_IDS:
         token = getattr(config, name, None)
-        if isinstance(token, int) and token >= config.vocab_size:
-            setattr(config, name, config.vocab_size - 1)
+        if isinstance(token, int) and isinstance(vocab, int) and token >= vocab:
+            setattr(config, name, vocab - 1)
     for name, value in overrides.items():
         setattr(config, name, value)
     return config

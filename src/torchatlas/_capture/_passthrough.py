@@ -3,25 +3,32 @@
 A module call that returns the tensor it was given (eval Dropout, Identity) becomes a node,
 but the tensor object is the same one every other path holds. Its readers are told apart by
 where the call's result went in the frame that made the call: stored in a variable (a reader
-there reads through the call only if its expression loads that variable), consumed by the
-enclosing expression (only a reader whose expression contains the call), or returned (then
-the enclosing module call, on return, delivers it to *its* caller the same way; a helper
-method of the running call hands it back if its own return is it). A reader inside a call
-the frame makes is followed into that call's arguments: ``tree1(x, shortcut)`` gives its
-body's ``conv1(x)`` the argument ``x``, not ``shortcut``. A reader on any other path reads
-the value the call was given. A result that went somewhere this cannot
-follow (an attribute, a list kept for later) is read through the call by every reader, as
-before. Frames are told apart by the scope running the call, so an address a dead frame
-leaves to a new one is never taken for it. Without instruction positions (Python 3.10), every
-reader reads through the call.
+there reads through the call if its expression loads that variable, or one assigned from it
+by no call: ``h = outputs[0]``, ``acc = acc + (h,)``; one item of a tuple assignment,
+``q, k = q_norm(q), k_norm(k)``, is stored so too), consumed by the enclosing expression
+(only a reader whose expression contains the call, later in that run of the statement), or
+returned (then the enclosing module call, on return, delivers it to *its* caller the same
+way; a helper method of the running call hands it back if its own return is it). A reader
+inside a call the frame makes is followed into that call's arguments where the callee loads
+the tensor under its own parameters: ``tree1(x, shortcut)`` gives its body's ``conv1(x)``
+the argument ``x``, not ``shortcut``.
+
+A reader no path of the result is seen to reach reads what the call was given only if it is
+shown to: a frame that held the tensor under a name when the call was made (or in a list or
+tuple a name held: HRNet's branches) runs now, and loads it for the reader under a name the
+result was not bound to (``short(x)`` beside ``block(x)``). Any other reader got the tensor
+after the call, from its result: passed on under another name (``next_kv = hidden_states``),
+kept by a hook in a list a decorator returns (transformers' ``output_hidden_states``). A
+result that went somewhere this cannot follow (an attribute, a list kept for later) is read
+through the call by every reader. Frames are told apart by the scope running the call, so
+an address a dead frame leaves to a new one is never taken for it. Without instruction
+positions (Python 3.10), every reader reads through the call.
 """
 
 from __future__ import annotations
 
-import ast
 import bisect
 import dis
-import linecache
 import sys
 import weakref
 from collections.abc import Callable, Collection
@@ -29,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _source
+from ._passthrough_source import argument_spans, tuple_target
 from ._records import Slot
 
 CallSite = tuple[int, Any, int]
@@ -70,6 +78,9 @@ class Passed:
     node: Slot
     before: Slot
     deliveries: list[Delivery]
+    holders: tuple[tuple[int, Any, tuple[str, ...]], ...] = ()
+    """(id, code, names) of the user frames that held the tensor under a name when the call was
+    made: the only frames where a name can hold what the call was given."""
 
 
 class _Code:
@@ -145,7 +156,8 @@ class PassThroughs:
         chain = entry[1] if entry is not None and entry[0]() is t else []
         if chain and before != chain[0].before and all(p.node != before for p in chain):
             chain = []  # written since: the earlier calls' results are gone
-        chain.append(Passed(node, before, [self._delivery(guard, site)]))
+        holders = _holders(t, sys._getframe(1)) if site is not None else ()
+        chain.append(Passed(node, before, [self._delivery(guard, site)], holders))
         self._by_tensor[id(t)] = (weakref.ref(t), chain)
         self.nodes.add(node[0])
 
@@ -187,7 +199,7 @@ class PassThroughs:
         key = ("consumer", offset)  # a call site answers the same each time it runs
         known = facts.answers.get(key)
         if known is None:
-            known = facts.answers[key] = _consumer_of(facts, offset)
+            known = facts.answers[key] = _consumer_of(facts, code, offset)
         return known
 
     # -- reading ------------------------------------------------------------------------
@@ -206,19 +218,94 @@ class PassThroughs:
         if entry is None or entry[0]() is not t or entry[1][-1].node != value:
             return value
         running = set(self._running())
+        if returning is None and not running:
+            returning = 0  # the model's result, read after its call: what the root call returned
         frames = _Frames(sys._getframe(1))
         # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
         for passed in reversed(entry[1]):
-            if any(self._reads_through(d, running, frames, returning) for d in passed.deliveries):
+            if any(self._reads_through(d, running, frames, returning, t) for d in passed.deliveries):
                 return passed.node
-        return entry[1][0].before
+        # No path of the result is seen to reach the reader. The reader reads what the call was
+        # given only if a frame that held it then loads it now under a name the result is not
+        # bound to (``short(x)`` beside ``block(x)``); anywhere else (a hook's list, a tuple of
+        # hidden states built by a decorator) the tensor was passed on after the call: its result.
+        if self._reads_before(entry[1], frames, t, returning):
+            return entry[1][0].before
+        return entry[1][-1].node
 
-    def _reads_through(self, d: Delivery, running: set[int], frames: _Frames, returning: int | None) -> bool:
+    def _reads_before(self, chain: list[Passed], frames: _Frames, t: Any, returning: int | None) -> bool:
+        """A holder of the tensor (see ``Passed.holders``) running now loads it, for the reader,
+        under a name that holds it and that no delivery of the result bound."""
+        seen: set[int] = set()
+        for passed in chain:
+            for key, code, names in passed.holders:
+                if key in seen:
+                    continue
+                seen.add(key)
+                frame = frames.get(key)
+                if frame is not None and frame.f_code is code:
+                    if self._loads_original(frame, chain, frames, t):
+                        return True
+                elif returning is not None and self._returns_original(chain, returning, key, code, names):
+                    return True
+        return False
+
+    def _returns_original(
+        self, chain: list[Passed], returning: int, key: int, code: Any, names: tuple[str, ...]
+    ) -> bool:
+        """Module call ``returning`` ran the frame ``key`` that held the tensor as ``names``: a
+        ``return`` of its code loads one of them (or a variable assigned from one), no result."""
+        facts = self._facts(code)
+        if facts is None:
+            return False
+        made = [d for p in chain for d in p.deliveries if d.guard == returning and d.frame == key and d.code is code]
+        if not made:
+            return False
+        start = facts.at(made[0].offset)
+        results = {n for d in made if d.kind == STORED for n in d.names}
+        for i, inst in enumerate(facts.instructions):
+            span = _span(inst) if inst.opname in _RETURNS else None
+            if span is None:
+                continue
+            held = set(_assigned_on(facts, start, i, names)) - set(_assigned_on(facts, start, i, tuple(results)))
+            if held and _loads(facts, i, span, tuple(held), anywhere=True):
+                return True
+        return False
+
+    def _loads_original(self, frame: Any, chain: list[Passed], frames: _Frames, t: Any) -> bool:
+        facts = self._facts(frame.f_code)
+        i = facts.at(frame.f_lasti) if facts is not None else None
+        reader = _span(facts.instructions[i]) if i is not None else None
+        if reader is None:
+            return False
+        spans = [reader]
+        arguments = self._arguments_read(frames.chain, frame, t)
+        if arguments is not None:
+            spans = argument_spans(frame.f_code, reader, arguments) or spans
+        results: set[str] = set()
+        for passed in chain:
+            for d in passed.deliveries:
+                if d.frame == id(frame) and d.code is frame.f_code:
+                    if d.kind == INLINE and i > (facts.at(d.offset) or 0) and facts.span(d.offset) is not None and any(
+                        _direct(facts, i, span, facts.span(d.offset)) for span in spans
+                    ):
+                        return False  # the reader reads the call's result inline
+                    if d.kind == STORED:
+                        results.update(_assigned_on(facts, facts.at(d.offset), i, d.names))
+        held = frame.f_locals
+        return any(
+            name not in results and _holds(held.get(name), t)
+            for name in _loaded_in(facts, i, spans)
+        )
+
+    def _reads_through(
+        self, d: Delivery, running: set[int], frames: _Frames, returning: int | None, t: Any
+    ) -> bool:
         if d.kind == ESCAPED and not d.superseded:
             return True
         frame = frames.get(d.frame) if d.guard in running else None
         if frame is not None and frame.f_code is d.code:
-            return self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame))
+            return self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame, t))
         if d.guard is not None and d.guard == returning:
             return self._returned_by_code(d, anywhere=True)
         if d.guard in running and not d.superseded:
@@ -227,17 +314,22 @@ class PassThroughs:
             return self._returned_by_code(d, anywhere=False)
         return not d.superseded and d.kind == RETURNED
 
-    def _arguments_read(self, frames: list[Any], caller: Any) -> Arguments | None:
+    def _arguments_read(self, frames: list[Any], caller: Any, t: Any) -> Arguments | None:
         """Which arguments of the call ``caller`` makes now the code reading reads, where its
-        callee's frame loads them as its own parameters (``conv1(x)`` in ``forward(self, x, shortcut)``)."""
+        callee's frame loads ``t`` only under its own parameters (``conv1(x)`` in
+        ``forward(self, x, shortcut)``); None where it loads ``t`` under another name
+        (``next_kv = hidden_states``) or none, the call's every argument."""
         callee = _callee(frames, caller)
         facts = self._facts(callee.f_code) if callee is not None else None
         if facts is None:
             return None
-        key = ("parameters", callee.f_lasti)
+        key = ("names read", callee.f_lasti)
         if key not in facts.answers:
-            facts.answers[key] = _parameters_read(facts, callee.f_code, callee.f_lasti)
-        return facts.answers[key]
+            i = facts.at(callee.f_lasti)
+            span = _span(facts.instructions[i]) if i is not None else None
+            facts.answers[key] = _loaded_in(facts, i, [span]) if span is not None else ()
+        held = callee.f_locals
+        return _as_arguments(callee.f_code, [n for n in facts.answers[key] if held.get(n) is t])
 
     def _reader_got(self, d: Delivery, offset: int, arguments: Arguments | None) -> bool:
         """The frame that got the result now runs the instruction at ``offset``: does it use it?
@@ -269,7 +361,7 @@ class PassThroughs:
         return known
 
 
-def _consumer_of(facts: _Code, offset: int) -> tuple[str, tuple[str, ...]]:
+def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, ...]]:
     """Where the result of the call at ``offset`` went (see ``PassThroughs._consumer``)."""
     i = facts.at(offset)
     if i is None or i + 1 >= len(facts.instructions):
@@ -287,6 +379,11 @@ def _consumer_of(facts: _Code, offset: int) -> tuple[str, tuple[str, ...]]:
     contained = False
     for inst in facts.instructions[i + 1 : i + 400]:
         if inst.opname in _STATEMENT_ENDS:
+            if inst.opname in _STORES and not contained:
+                # ``q, k = self.q_norm(q), self.k_norm(k)``: stored, as one item of a tuple
+                target = tuple_target(code, call_span)
+                if target is not None:
+                    return STORED, (target,)
             return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
         span = _span(inst)
         if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
@@ -321,8 +418,10 @@ def _got(facts: _Code, d: Delivery, i: int, arguments: Arguments | None) -> bool
         return True
     spans = [reader]
     if arguments is not None:
-        spans = _argument_spans(d.code, reader, arguments) or spans
+        spans = argument_spans(d.code, reader, arguments) or spans
     delivered = facts.span(d.offset) if d.kind == INLINE else None
+    if delivered is not None and i <= (facts.at(d.offset) or 0):
+        return False  # the call's own site run again (a loop): it reads its arguments, not its result
     names = _assigned_on(facts, facts.at(d.offset), i, d.names) if d.kind == STORED else ()
     for span in spans:
         if d.kind == INLINE:
@@ -351,65 +450,54 @@ def _callee(frames: list[Any], caller: Any) -> Any:
     return None
 
 
-def _parameters_read(facts: _Code, code: Any, offset: int) -> Arguments | None:
-    """The parameters of ``code`` the instruction at ``offset`` loads directly, as the
-    (positions, keywords) of the call that passed them."""
-    i = facts.at(offset)
-    span = _span(facts.instructions[i]) if i is not None else None
-    if span is None:
-        return None
+def _as_arguments(code: Any, names: list[str]) -> Arguments | None:
+    """``names``, all parameters of ``code``, as the (positions, keywords) of the call that
+    passed them; None if one is not a parameter (or there are none)."""
     parameters = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-    read = {
-        n for inst in facts.instructions[:i] if inst.opname in _LOADS for n in _names(inst)
-        if n in parameters and (inner := _span(inst)) is not None and _direct(facts, i, span, inner)
-    }
-    bound = 1 if parameters and parameters[0] == "self" else 0
-    read.discard("self")  # the module the code belongs to, not a tensor argument
-    if not read:
+    read = set(names) - {"self"}  # the module the code belongs to, not a tensor argument
+    if not read or not read <= set(parameters):
         return None
+    bound = 1 if parameters and parameters[0] == "self" else 0
     positions = tuple(sorted(parameters.index(n) - bound for n in read if parameters.index(n) < code.co_argcount))
     return positions, tuple(sorted(read))
 
 
-def _argument_spans(code: Any, call: tuple[int, int, int, int], arguments: Arguments) -> list[tuple[int, int, int, int]]:
-    """The spans of the arguments ``arguments`` of the call at ``call`` in ``code``'s file; empty
-    when the call cannot be read so (``*args``, a source that does not parse)."""
-    lines = linecache.getlines(code.co_filename)
-    if not lines or call[2] > len(lines):
-        return []
-    segment = _segment(lines, call)
-    wrapped = "(" + segment + ")" if call[0] != call[2] else segment
-    try:
-        node = ast.parse(wrapped, mode="eval").body
-    except (SyntaxError, ValueError):
-        return []
-    if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
-        return []
-    positions, names = arguments
-    chosen = [a for k, a in enumerate(node.args) if k in positions]
-    chosen += [kw.value for kw in node.keywords if kw.arg in names]
-    return [_shift(call, call[0] != call[2], a) for a in chosen]
+def _loaded_in(facts: _Code, reader: int | None, spans: list[tuple[int, int, int, int]]) -> tuple[str, ...]:
+    """The variables the instruction at index ``reader`` loads directly as operands within ``spans``."""
+    if reader is None:
+        return ()
+    found: list[str] = []
+    for inst in facts.instructions[:reader]:
+        if inst.opname in _LOADS:
+            inner = _span(inst)
+            if inner is not None and any(_direct(facts, reader, span, inner) for span in spans):
+                found += [n for n in _names(inst) if n not in found]
+    return tuple(found)
 
 
-def _segment(lines: list[str], span: tuple[int, int, int, int]) -> str:
-    """The source at ``span`` (columns count UTF-8 bytes, as in code positions and ``ast``)."""
-    line, col, end_line, end_col = span
-    if line == end_line:
-        return lines[line - 1].encode()[col:end_col].decode()
-    middle = "".join(lines[line : end_line - 1])
-    return lines[line - 1].encode()[col:].decode() + middle + lines[end_line - 1].encode()[:end_col].decode()
+def _holds(value: Any, t: Any, depth: int = 2) -> bool:
+    """``value`` is ``t``, or a list, tuple or dict with ``t`` in it, two levels deep (HRNet's
+    branches ``x[i]``, an input ``pack["zs"][0]``)."""
+    if value is t:
+        return True
+    if depth == 0 or type(value) not in (list, tuple, dict):
+        return False
+    items = value.values() if type(value) is dict else value
+    return any(_holds(item, t, depth - 1) for item in items)
 
 
-def _shift(call: tuple[int, int, int, int], wrapped: bool, node: ast.expr) -> tuple[int, int, int, int]:
-    """A node's span in the file, from its span in the parsed source of ``call``."""
-
-    def at(lineno: int, col: int) -> tuple[int, int]:
-        if lineno == 1:
-            return call[0], call[1] + col - (1 if wrapped else 0)
-        return call[0] + lineno - 1, col
-
-    start, end = at(node.lineno, node.col_offset), at(node.end_lineno or node.lineno, node.end_col_offset or 0)
-    return start[0], start[1], end[0], end[1]
+def _holders(t: Any, frame: Any) -> tuple[tuple[int, Any, tuple[str, ...]], ...]:
+    """(id, code, names) of each user frame from ``frame`` up that holds ``t`` in variables
+    ``names`` (or in a list, tuple or dict they hold)."""
+    found = []
+    while frame is not None:
+        code = frame.f_code
+        if not _source.is_library_file(code.co_filename):
+            names = tuple(name for name, value in frame.f_locals.items() if _holds(value, t))
+            if names:
+                found.append((id(frame), code, names))
+        frame = frame.f_back
+    return tuple(found)
 
 
 def _direct(facts: _Code, reader: int, span: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
@@ -441,8 +529,8 @@ def _loads(
 
 def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str, ...]) -> tuple[str, ...]:
     """``names``, and each variable a statement between the call at ``start`` (and the store of its
-    result, which follows it) and ``reader`` assigns from one of them, computing nothing
-    (``h = outputs[0]``; straight-line code: a later loop pass keeps ``names``)."""
+    result, which follows it) and ``reader`` assigns from one of them, calling nothing
+    (``h = outputs[0]``, ``acc = acc + (h,)``; straight-line code: a later loop pass keeps ``names``)."""
     if start is None or start + 1 >= reader:
         return names
     held = set(names)
@@ -450,8 +538,9 @@ def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str,
     for inst in facts.instructions[start + 2 : reader]:
         if inst.opname in _LOADS and any(n in held for n in _names(inst)):
             loads = True
-        elif inst.opname in _CALLS or inst.opname == "BINARY_OP":
-            computes = True  # a new value, not the one held: ``h = lin(y)``
+        elif inst.opname in _CALLS:
+            computes = True  # a new value, not the one held: ``h = lin(y)``; an operator is not
+            # one (``acc = acc + (y,)`` holds it; ``h = y * 2`` holds another tensor, never read as this)
         elif inst.opname in _STORES:
             # Never dropped when rebound: the code between may not have run (an ``if``), and a
             # variable rebound to another tensor does not hold this one anyway.
