@@ -98,7 +98,7 @@ class _Writer:
         self.units_in: dict[str | None, list[Unit]] = {}
         for unit in layout.units.values():
             self.units_in.setdefault(unit.container, []).append(unit)
-        self.cluster_first = self._first_per_cluster()
+        self.cluster_first = self.layout.first_inside()
         # compile_report: each unit's compiled graph; edges into the op a break resumed at are marked.
         self.compiled = "graph_breaks" in ir.meta
         self.overlays = overlay_marks(ir)
@@ -147,15 +147,6 @@ class _Writer:
                         items.append((self.cluster_first[child], "cluster", child))
                 work += [(kind, item, level) for _, kind, item in sorted(items, reverse=True)]
 
-    def _first_per_cluster(self) -> dict[str, int]:
-        """Expanded scope -> first execution index of any unit drawn inside it (empty ones are left out)."""
-        first: dict[str, int] = {}
-        for unit in self.layout.units.values():
-            cur = unit.container
-            while cur is not None and cur != self.layout.root:
-                first[cur] = min(first.get(cur, unit.first), unit.first)
-                cur = self.ir.scope(cur).parent
-        return first
 
     def _open_cluster(self, scope_id: str, indent: int) -> None:
         scope, pad, p = self.ir.scope(scope_id), "  " * indent, self.palette

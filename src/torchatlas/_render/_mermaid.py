@@ -66,7 +66,7 @@ class _Writer:
         self.units_in: dict[str | None, list[Unit]] = {}
         for unit in layout.units.values():
             self.units_in.setdefault(unit.container, []).append(unit)
-        self.first = self._first_per_subgraph()
+        self.first = self.layout.first_inside()
         self.overlays = overlay_marks(self.ir)
         self.fill = self.overlays.fill_name(options.fill)
         self.lines = [f"flowchart {'LR' if options.direction == 'LR' else 'TB'}"]
@@ -85,14 +85,6 @@ class _Writer:
                 self.lines.append(f"  style {self.ids[unit_id]} fill:{colour}")
         return "\n".join(self.lines) + "\n"
 
-    def _first_per_subgraph(self) -> dict[str, int]:
-        first: dict[str, int] = {}
-        for unit in self.layout.units.values():
-            cur = unit.container
-            while cur is not None and cur != self.layout.root:
-                first[cur] = min(first.get(cur, unit.first), unit.first)
-                cur = self.ir.scope(cur).parent
-        return first
 
     def _container(self, scope_id: str | None, indent: int) -> None:
         items = [(unit.first, "unit", unit.id) for unit in self.units_in.get(scope_id, [])]

@@ -88,6 +88,17 @@ class Layout:
     folds: dict[str, list[Scope]] = field(default_factory=dict)
     """First member id -> the members of a run drawn open, as its first member (``layers.0–79 ×80``)."""
 
+    def first_inside(self) -> dict[str, int]:
+        """Expanded scope -> first execution index of any unit drawn inside it (empty ones are
+        left out): the order a writer lays containers out in."""
+        first: dict[str, int] = {}
+        for unit in self.units.values():
+            cur = unit.container
+            while cur is not None and cur != self.root:
+                first[cur] = min(first.get(cur, unit.first), unit.first)
+                cur = self.ir.scope(cur).parent
+        return first
+
     def element_count(self, show_tensors: bool) -> int:
         """Nodes plus edges once written out: what ``dot``'s layout time grows with."""
         if show_tensors:
