@@ -26,7 +26,7 @@ def test_a_decision_is_a_diamond_mark_and_the_loop_one_box(browser, tmp_path: Pa
     units = v.page.evaluate(_UNITS)
     titles = [u[1] for u in units]
     folds = [u for u in units if u[0].startswith("g")]
-    assert len(folds) == 1 and folds[0][1] == "step"  # the four iterations: one box, body inside
+    assert len(folds) == 1 and folds[0][1] == "step#0–3"  # the four iterations: one box, body inside
     assert not {"sub (-)", "abs", "mean", "lt (<)"} & set(titles)
     marks = [u for u in units if u[3]]
     assert [(u[1], u[2]) for u in marks] == [("gt (>)", "◆ if: not taken")] and float(marks[0][5]) == 1

@@ -74,7 +74,7 @@ def test_the_same_file_name_in_two_folders_compares_by_class_name(pair: Path, tm
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / "pair.py").write_text(SPEC.replace("* 2\n", "* 3\n", 1))
     assert main(["diff", f"{tmp_path / 'old' / 'pair.py'}:Net", f"{pair}:Net", "-f", "list"]) == 1
-    assert capsys.readouterr().out.splitlines() == ["~ <root> (Net): op arguments mul(3) -> mul(2)"]
+    assert capsys.readouterr().out.splitlines() == ["~ <root> (Net): op arguments mul(3) → mul(2)"]
 
 
 def test_an_op_only_one_side_has_reads_as_a_phrase(pair: Path, capsys) -> None:
@@ -96,7 +96,7 @@ def test_an_op_only_one_side_has_reads_as_a_phrase(pair: Path, capsys) -> None:
     d = torchatlas.diff(torchatlas.trace(Net(), x), torchatlas.trace(MoreNet(), x))
     [added] = [c for c in d.changed if c.field == "op added"]
     assert (added.before, added.after) == ("—", "mul(2×8, 2×8): 2×8")  # the record keeps both sides
-    assert added.text() == "added op mul(2×8, 2×8): 2×8"
+    assert added.words == "added op mul(2×8, 2×8): 2×8"
     assert "~ <root> (MoreNet): added op mul(2×8, 2×8): 2×8" in str(d).splitlines()
     assert "added op mul(2×8, 2×8): 2×8" in d.tree() and "— →" not in d.tree()
     reverse = torchatlas.diff(torchatlas.trace(MoreNet(), x), torchatlas.trace(Net(), x))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
-import pickle
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -176,16 +175,17 @@ def trace_ranks(
     job = (build, world_size, None if mesh is None else dict(mesh), args, kwargs, options)
     if processes == 1:
         return Ranks([_trace_rank(job, rank) for rank in range(world_size)])
+    context = multiprocessing.get_context("spawn")
     try:
-        pickle.dumps(job)
-    except (pickle.PicklingError, AttributeError, TypeError) as e:
+        with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
+            documents = list(pool.map(_trace_rank_document, [job] * world_size, range(world_size)))
+    except Exception as e:
+        if "pickle" not in str(e).lower():  # not the sending of the job: the rank's own error
+            raise
         raise ValueError(
             f"torchatlas: processes={processes} sends build, args and kwargs to other processes, so they must be "
             f"picklable (functions defined at a module's top level): {e}"
         ) from None
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
-        documents = list(pool.map(_trace_rank_document, [job] * world_size, range(world_size)))
     return Ranks([Graph(strip_analyses(graph_from_json(text))) for text in documents])
 
 

@@ -12,7 +12,6 @@ from typing import Any
 import torchatlas
 from torchatlas._text import error_text
 
-from . import _parallel
 from ._spec import ModelError, SpecError
 
 EXIT_PROBLEMS = 1
@@ -21,6 +20,8 @@ EXIT_PROBLEMS = 1
 def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any, Any, str]]) -> Any:
     """``torchatlas.trace_ranks`` of the model ``opts`` names; ``prepared(opts, mesh)`` builds
     and shards it on one rank (the inputs of the first rank are every rank's)."""
+    from . import _parallel  # torch: not for --help
+
     dims = _parallel.mesh_dims(opts.tp, opts.fsdp)
     world = 1
     for size in dims.values():
