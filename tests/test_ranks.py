@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 import torch.distributed as dist
+from _distributed_models import MLP
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
@@ -99,16 +100,6 @@ class Pipeline(Linear8):
 class Linear8Only(Linear8):
     def forward(self, x):
         return self.fc(x)
-
-
-class MLP(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(16, 64)
-        self.w2 = nn.Linear(64, 16)
-
-    def forward(self, x):
-        return self.w2(torch.relu(self.w1(x)))
 
 
 class MoE(nn.Module):
