@@ -17,11 +17,23 @@ SCRIPTS = sorted(p for p in REPROS.glob("*/*.py") if not p.name.startswith("_"))
 
 @pytest.mark.slow
 @pytest.mark.parametrize("script", SCRIPTS, ids=[f"{p.parent.name}/{p.name}" for p in SCRIPTS])
-def test_repro_script_exits_zero(script: Path, tmp_path: Path) -> None:
+def test_repro_script_exits_zero(script: Path) -> None:
+    done = _run(script)
+    if done.returncode != 0 and _is_timed(script):
+        # A script that compares the times of two sizes reads a ratio, which a machine busy with
+        # other work can push past its bound once; a real quadratic cost fails the second run too.
+        done = _run(script)
+    assert done.returncode == 0, f"{script.name} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def _run(script: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, TORCHATLAS_SRC=str(SRC), PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH", "")]))
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, script.name], cwd=script.parent, env=env,
         capture_output=True, text=True, timeout=600,
     )
-    assert done.returncode == 0, f"{script.name} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def _is_timed(script: Path) -> bool:
+    return "time.time()" in script.read_text() or "time.perf_counter()" in script.read_text()
