@@ -9,6 +9,12 @@ import pytest
 import torch
 
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `./dev test` runs one worker per core: torch's own intra-op threads on top of them would
+    # fight the other workers for the same cores.
+    torch.set_num_threads(1)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--run-slow",
@@ -44,3 +50,12 @@ def browser():
     from _viewer import chromium_browser
 
     yield from chromium_browser()
+
+
+@pytest.fixture(autouse=True)
+def _no_terminal_size_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The summary fits ``COLUMNS`` where it is set; the shell or runner that starts the suite (a
+    pytest-xdist worker sets it) must not choose the columns a test reads. A test that wants a
+    width sets it itself."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
