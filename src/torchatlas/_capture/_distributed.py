@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from . import _pipeline
+
 Tensor = torch.Tensor
 Slot = tuple[int, int]  # (record index, output slot), as in _records
 _DTENSOR_MODULE = "torch.distributed.tensor._api"
@@ -75,6 +77,9 @@ C10D_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "recv": ((), ("tensor",)),
     "irecv": ((), ("tensor",)),
 }
+
+
+P2P_CALLS = frozenset({"send", "isend", "recv", "irecv"})
 
 
 def initialized() -> bool:
@@ -394,18 +399,21 @@ class C10dCall:
         return reads, writes, bound.get("group")
 
     def details(self, args: tuple, kwargs: dict) -> dict[str, Any]:
-        """``peer``: the global rank a send goes to or a receive comes from (left out: any);
+        """``peer``: the global rank a send goes to or a receive comes from (left out: any), and
+        ``action``: the pipeline schedule's step it serves (``1SEND_F0``), inside one;
         ``splits``: the rows an ``all_to_all_single`` sends to and receives from each rank
         of its group, in group order (its split sizes, or the even split)."""
-        if self.name in ("send", "isend", "recv", "irecv"):
+        if self.name in P2P_CALLS:
             bound = self.signature.bind(*args, **kwargs).arguments
             end = "dst" if "send" in self.name else "src"
+            action = _pipeline.current_action()
+            facts: dict[str, Any] = {} if action is None else {"action": action}
             if isinstance(bound.get(end), int):
-                return {"peer": bound[end]}
-            local = bound.get(f"group_{end}")
-            if isinstance(local, int):
-                return {"peer": int(sys.modules[_C10D_MODULE].get_global_rank(bound.get("group") or None, local))}
-            return {}
+                facts["peer"] = bound[end]
+            elif isinstance(bound.get(f"group_{end}"), int):
+                group = bound.get("group") or None
+                facts["peer"] = int(sys.modules[_C10D_MODULE].get_global_rank(group, bound[f"group_{end}"]))
+            return facts
         if self.name != "all_to_all_single":
             return {}
         bound = self.signature.bind(*args, **kwargs).arguments
@@ -416,6 +424,14 @@ class C10dCall:
                 "received": _split_rows(bound.get("output_split_sizes"), bound["output"], size),
             }
         }
+
+
+    def deliver(self, args: tuple, kwargs: dict) -> None:
+        """In a fake job, a send's message kept for its peer, a receive's buffer filled from it."""
+        if self.name in P2P_CALLS:
+            reads, writes, _ = self.tensors(args, kwargs)
+            rank = int(sys.modules[_C10D_MODULE].get_rank())
+            _pipeline.deliver(self.name, reads or writes, rank, self.details(args, kwargs).get("peer"))
 
 
 def _split_rows(sizes: Any, tensor: Tensor, ranks: int) -> list[int]:

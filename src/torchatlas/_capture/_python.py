@@ -251,6 +251,7 @@ class PythonLevel(TorchFunctionMode):
             try:
                 with torch._C.DisableTorchFunction():
                     result = call.original(*args, **kwargs)
+                    call.deliver(args, kwargs)
             except BaseException as exc:
                 if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     self._quietly(self.record_failure, call.target, None, tuple(reads), {}, exc, caller)

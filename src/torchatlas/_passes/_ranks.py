@@ -67,6 +67,7 @@ def collectives(ir: GraphIR) -> list[dict[str, Any]]:
                 "received": _shapes(received),
                 "dtype": some.dtype if some is not None else None,
                 "peer": facts.get("peer"),
+                "action": facts.get("action"),
                 "splits": facts.get("splits") if isinstance(facts.get("splits"), dict) else None,
                 "node": node.id,
                 "position": position,
@@ -250,7 +251,24 @@ def rank_differences(graphs: Sequence[GraphIR]) -> list[dict[str, Any]]:
     never make, in call order: ``{"path", "call", "label", "what", "by_rank": {rank: text}}``
     (``what``: ``absent``, ``collectives``, ``ops`` or ``shapes``)."""
     contents = {rank_of(ir): _call_contents(ir) for ir in graphs}
-    ranks = sorted(contents)
+    found = []
+    for ranks in _alike(graphs):
+        found += _differences(contents, ranks)
+    return found
+
+
+def _alike(graphs: Sequence[GraphIR]) -> list[list[int]]:
+    """The sets of ranks that run the same program: every rank, or in a pipeline the ranks
+    holding the same stages (a stage's ranks differ from another stage's by design)."""
+    sets: dict[Any, list[int]] = {}
+    for ir in graphs:
+        pipeline = ir.meta.get("pipeline")
+        stages = tuple(pipeline.get("stages") or ()) if isinstance(pipeline, dict) else None
+        sets.setdefault(stages, []).append(rank_of(ir))
+    return [sorted(ranks) for ranks in sets.values() if len(ranks) > 1]
+
+
+def _differences(contents: dict[int, dict[tuple[str, int], dict[str, Any]]], ranks: list[int]) -> list[dict[str, Any]]:
     order = list(dict.fromkeys(key for rank in ranks for key in contents[rank]))
     found = []
     for key in order:

@@ -37,6 +37,8 @@ def _entry_line(rank: int, entry: dict[str, Any] | None) -> str:
     peer = f" peer {entry['peer']}" if entry.get("peer") is not None else ""
     if entry.get("splits"):  # rows to and from each rank of the group
         peer += f" splits sent {entry['splits']['sent']} received {entry['splits']['received']}"
+    if entry.get("action"):  # the pipeline schedule's step it serves
+        peer += f" for {entry['action']}"
     where = f" @ {_short(entry['source'])}" if entry.get("source") else ""
     code = f"  `{entry['code']}`" if entry.get("code") else ""
     return (
@@ -84,6 +86,18 @@ def hang_report(problems: list[dict[str, Any]], world_size: int, ascii: bool = F
             lines += [visible(line, LINE_LIMIT) for line in _decision_lines(p.get("decision"))]
     text = "\n".join(lines) + "\n"
     return to_ascii(text) if ascii else text
+
+
+def schedule_text(pipeline: dict[str, Any] | None) -> str:
+    """A pipeline rank's schedule: its stages and the actions it ran, in order (torch's notation:
+    stage, action, microbatch)."""
+    if not isinstance(pipeline, dict):
+        return ""
+    stages = ", ".join(str(s) for s in pipeline.get("stages", []))
+    return (
+        f"{pipeline.get('schedule')}: stage {stages} of {pipeline.get('num_stages')}, "
+        f"{pipeline.get('microbatches')} microbatches: {' '.join(pipeline.get('actions', []))}\n"
+    )
 
 
 def differences_text(differences: list[dict[str, Any]], shown_rank: int, ascii: bool = False) -> str:
