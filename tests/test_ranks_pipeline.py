@@ -191,3 +191,39 @@ def test_a_schedule_traced_alone_keeps_nothing_patched() -> None:
     finally:
         dist.destroy_process_group()
     assert graph.ir.meta["pipeline"]["actions"] == forward_actions(0, 2)
+
+
+TINY_LLAMA = [
+    "hf:llama", "--task", "causal-lm", "--set", "num_hidden_layers=4", "--set", "hidden_size=64",
+    "--set", "intermediate_size=128", "--set", "num_attention_heads=4", "--set", "num_key_value_heads=4",
+    "--set", "vocab_size=100", "--tokens", "2,8",
+]
+
+
+def test_cli_pp_cuts_llama_into_stages_each_tensor_parallel(capsys) -> None:
+    pytest.importorskip("transformers")
+    from torchatlas._cli import main
+
+    assert main([*TINY_LLAMA, "--ranks", "--pp", "2", "--tp", "2", "--rank", "3", "--depth", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "ranks: 4 ranks, collectives line up on every group: no predicted hang" in out
+    assert "ScheduleGPipe: stage 1 of 2, 2 microbatches: 1RECV_F0 1F0 1RECV_F1 1F1" in out
+    # stage 1 holds layers 2 and 3 (their numbers kept), the norm and the head: 1×8×100 logits per microbatch
+    assert "stage1.layers.2–3 (LlamaDecoderLayer) ×2" in out and "stage1.lm_head (Linear)  1×8×64 → 1×8×100" in out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--pp", "2"], "--pp traces every rank (--ranks)"),
+        (["--pp", "8", "--ranks"], "--pp 8: hf:llama has 4 decoder layers, fewer than the stages"),
+        (["--pp", "2", "--fsdp", "2", "--ranks"], "not with --fsdp"),
+    ],
+)
+def test_cli_pp_mistakes_are_one_line_errors(capsys, extra, message) -> None:
+    pytest.importorskip("transformers")
+    from torchatlas._cli import main
+
+    assert main([*TINY_LLAMA, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

@@ -1,4 +1,4 @@
-"""``--ranks``: every rank of a ``--tp``/``--fsdp`` job (or of a model that makes its own
+"""``--ranks``: every rank of a ``--tp``/``--fsdp``/``--pp`` job (or of a model that makes its own
 collectives) traced on the fake process group, with the hang check; ``torchatlas merge``:
 the same document from each rank's saved graph of a real job. A predicted hang exits 1."""
 
@@ -22,15 +22,15 @@ def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any
     and shards it on one rank (the inputs of the first rank are every rank's)."""
     from . import _parallel  # torch: not for --help
 
-    dims = _parallel.mesh_dims(opts.tp, opts.fsdp)
+    dims = {"pp": opts.pp, **_parallel.mesh_dims(opts.tp, opts.fsdp)} if opts.pp else _parallel.mesh_dims(opts.tp, opts.fsdp)
     world = 1
     for size in dims.values():
         if size < 1:
-            raise SpecError(f"--tp and --fsdp need a number of ranks >= 1, not {size}")
+            raise SpecError(f"--tp, --fsdp and --pp need a number of ranks >= 1, not {size}")
         world *= size
     if opts.ranks:  # --ranks N
         if dims and opts.ranks != world:
-            raise SpecError(f"--ranks {opts.ranks}, but --tp/--fsdp make {world} ranks; leave out N")
+            raise SpecError(f"--ranks {opts.ranks}, but --tp/--fsdp/--pp make {world} ranks; leave out N")
         world = opts.ranks
     elif not dims:
         raise SpecError("--ranks needs --tp/--fsdp, or a number of ranks (--ranks N) for a model that makes its own collectives")
@@ -45,11 +45,16 @@ def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any
 
     import torch
 
+    if opts.pp:  # the first stage (the first ranks, pp being the outer dimension) gets the tokens
+        args: Any = lambda rank: (made["inputs"],) if rank < world // opts.pp else ()  # noqa: E731
+        kwargs: Any = None
+    else:
+        args, kwargs = lambda rank: made["inputs"].args, lambda rank: made["inputs"].kwargs
     try:
         with torch.no_grad():
             return torchatlas.trace_ranks(
-                build, world, mesh=dims or None, args=lambda rank: made["inputs"].args,
-                kwargs=lambda rank: made["inputs"].kwargs, level=opts.level, stats=opts.stats, progress=opts.progress,
+                build, world, mesh=dims or None, args=args, kwargs=kwargs, level=opts.level, stats=opts.stats,
+                progress=opts.progress,
             )
     except (SpecError, ModelError, torchatlas.TraceError):
         raise
