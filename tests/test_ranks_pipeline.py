@@ -227,3 +227,12 @@ def test_cli_pp_mistakes_are_one_line_errors(capsys, extra, message) -> None:
     assert main([*TINY_LLAMA, *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_pipeline_job_saves_and_loads_with_its_schedule_and_the_hang(tmp_path) -> None:
+    with torch.no_grad():
+        ranks = torchatlas.trace_ranks(pipeline("gpipe", "given", 3), 3, args=first_stage_gets_the_batch)
+    loaded = torchatlas.load_ranks(ranks.save(tmp_path / "job.json"))
+    assert [g.ir.meta["pipeline"] for g in loaded.graphs] == [g.ir.meta["pipeline"] for g in ranks.graphs]
+    assert loaded.problems == ranks.problems and loaded.report() == ranks.report()
+    assert "parted by" not in ranks.report()  # both ranks reached the pair: a size parted them, not a branch

@@ -82,7 +82,8 @@ def hang_report(problems: list[dict[str, Any]], world_size: int, ascii: bool = F
         group = f"group {p['group']} (ranks {_ranks_text(p['members'])})"
         lines.append(f"{title} on {group} at collective #{p['step']}: {why}")
         lines += ["  " + visible(_entry_line(r, e), LINE_LIMIT) for r, e in p["at"].items()]
-        if p["kind"] == "hang" or p.get("decision") is not None:
+        # both ranks reached the send and its receive: no branch parted them, a size did
+        if (p["kind"] == "hang" and p["why"] != "p2p shape") or p.get("decision") is not None:
             lines += [visible(line, LINE_LIMIT) for line in _decision_lines(p.get("decision"))]
     text = "\n".join(lines) + "\n"
     return to_ascii(text) if ascii else text
