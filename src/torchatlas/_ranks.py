@@ -16,7 +16,7 @@ from ._api import Graph, PathLike, _can_encode, load, trace
 from ._capture import collection_paused, fake_job, fake_rank
 from ._io import write_atomic
 from ._ir import GraphFormatError, graph_from_json, ranks_from_json, ranks_to_json
-from ._passes import check_ranks, rank_differences, rank_of, strip_analyses
+from ._passes import check_ranks, expert_loads, rank_differences, rank_of, strip_analyses
 from ._render import HtmlOptions, differences_text, hang_report, ranks_page, ranks_summary, schedule_text
 
 
@@ -74,6 +74,18 @@ class Ranks:
         """The module calls whose ranks run different ops, shapes or collectives (or that some
         ranks never make): ``{"label", "what", "by_rank"}`` each, in call order."""
         return rank_differences([g.ir for g in self.graphs])
+
+    def expert_load(self) -> list[dict[str, int]]:
+        """Per rank, the tokens its experts run on in each module call that dispatches them with
+        an all-to-all (an MoE layer under expert parallelism), summed from the rows every rank
+        sends it: ``{call path: rows}`` (``path#k`` for a later call). Each rank's graph also
+        gets them as the overlay ``expert load``, which the tree, summary and page show."""
+        loads = []
+        for graph, by_scope in zip(self.graphs, expert_loads([g.ir for g in self.graphs]).values()):
+            graph.overlay("expert load", by_scope)
+            names = {s.id: s.path if s.call == 0 else f"{s.path}#{s.call}" for s in graph.ir.scopes}
+            loads.append({names[scope]: rows for scope, rows in by_scope.items()})
+        return loads
 
     def tree(self, rank: int = 0, depth: int | None = None, ascii: bool | None = None) -> str:
         """Rank ``rank``'s tree (after a pipeline rank's schedule, the actions it ran in order),

@@ -335,6 +335,22 @@ def collective_facts(
     return facts
 
 
+def functional_details(groups: Groups, name: str, group: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """A functional ``all_to_all_single``'s splits, as :meth:`C10dCall.details` gives a c10d
+    one's: its arguments are (input, output_split_sizes, input_split_sizes, group). Its split
+    sizes usually come from an exchange of counts (transformers' expert parallelism), which a
+    fake group does not make: there ``checked`` is False and the hang check leaves them be."""
+    if not name.startswith("all_to_all_single") or not args or not isinstance(args[0], Tensor):
+        return None
+    size = int(groups.facts(group)["group_size"])
+    received = args[1] if len(args) > 1 else kwargs.get("output_split_sizes")
+    sent = args[2] if len(args) > 2 else kwargs.get("input_split_sizes")
+    c10d = sys.modules[_C10D_MODULE]
+    pg = c10d._resolve_process_group(group) if isinstance(group, str) else group
+    splits = {"sent": _split_rows(sent, args[0], size), "received": _split_rows(received, args[0], size)}
+    return {"splits": {**splits, "checked": c10d.get_backend(pg) != "fake"}}
+
+
 def functional_group(args: tuple, kwargs: dict) -> Any:
     """The group name a functional collective was given (its last string argument)."""
     if "group_name" in kwargs:
@@ -443,6 +459,7 @@ def _split_rows(sizes: Any, tensor: Tensor, ranks: int) -> list[int]:
 
 
 _CALLS: dict[Any, C10dCall] = {}
+_IMPORTERS = ("torch.distributed.tensor._collective_utils", "transformers.distributed.expert_parallel")
 
 
 def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..., Any]]]:
@@ -450,8 +467,9 @@ def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..
     recording, the call runs through it and becomes a node."""
     c10d = sys.modules[_C10D_MODULE]
     public = sys.modules["torch.distributed"]
-    # DTensor's own helpers (mesh_scatter, mesh_broadcast) call names they imported
-    helpers = sys.modules.get("torch.distributed.tensor._collective_utils")
+    # modules that call names they imported: DTensor's own helpers (mesh_scatter,
+    # mesh_broadcast), transformers' expert parallelism (its exchange of token counts)
+    importers = [sys.modules.get(m) for m in _IMPORTERS]
     for name in C10D_CALLS:
         original = getattr(c10d, name, None)
         if original is None:
@@ -460,7 +478,7 @@ def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..
         if call is None:
             call = _CALLS[original] = C10dCall(name, original)  # its signature, read once
         stand_in = _stand_in(call, active)
-        for namespace in (c10d, public, helpers):
+        for namespace in (c10d, public, *importers):
             if getattr(namespace, name, None) is original:
                 yield namespace, name, stand_in
 

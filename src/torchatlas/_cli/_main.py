@@ -133,11 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fsdp", type=int, metavar="N",
         help="FSDP2 over N ranks: each decoder layer and the root (with --tp: a 2-D dp×tp mesh)",
     )
-    parser.add_argument(
-        "--pp", type=int, metavar="N",
-        help="with --ranks: pipeline parallelism over N ranks: a Llama-like causal LM cut into N stages run by "
-        "the GPipe schedule, one microbatch per batch row (with --tp: a pp×tp mesh)",
-    )
+    _ranks.add_job_arguments(parser)
     parser.add_argument(
         "--seed", type=_seed, default=0, metavar="N",
         help="seed torch's random numbers before the model's weights and the random inputs are made "
@@ -312,7 +308,7 @@ def _trace(opts: argparse.Namespace) -> int:
     if _models.is_saved_graph(opts.model):
         if (
             opts.input or opts.tokens or opts.decoder_tokens or opts.overrides or opts.device or opts.task
-            or opts.tp or opts.fsdp or opts.pp or opts.rank is not None or opts.ranks is not None
+            or opts.tp or opts.fsdp or opts.pp or opts.ep or opts.rank is not None or opts.ranks is not None
         ):
             raise SpecError(
                 "--input, --tokens, --decoder-tokens, --set, --task, --device, --tp, --fsdp, --rank and --ranks apply to "
@@ -438,8 +434,12 @@ def _prepared(opts: argparse.Namespace, mesh: Any = None) -> tuple[Any, Any, str
     model = loaded.model
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
-    if opts.pp:
-        return _pipeline_stage(opts, loaded, model, device, input_specs, tokens, mesh)
+    if opts.pp or opts.ep:
+        made = _ranks.sharded_for_job(
+            opts, loaded, model, mesh, lambda: _models.build_inputs(loaded, input_specs, tokens, device, None)
+        )
+        if made is not None:
+            return made
     if opts.tp or opts.fsdp:
         if opts.fsdp and device is not None and torch.device(device).type == "meta":
             raise SpecError("--fsdp shards parameters that hold values: FSDP2 refuses the meta device; leave out --device meta")
@@ -449,26 +449,6 @@ def _prepared(opts: argparse.Namespace, mesh: Any = None) -> tuple[Any, Any, str
     inputs = _models.build_inputs(loaded, input_specs, tokens, device, decoder_tokens)
     _models.check_signature(model, inputs, loaded.spec)
     return model, inputs, loaded.spec
-
-
-def _pipeline_stage(
-    opts: argparse.Namespace, loaded: Any, model: Any, device: Any, input_specs: list, tokens: Any, mesh: Any
-) -> tuple[Any, Any, str]:
-    """``--pp``: this rank's stage of ``model`` (tensor-parallel with ``--tp``) and its schedule."""
-    import torch
-
-    from . import _pipeline
-
-    if mesh is None or opts.fsdp:
-        raise SpecError("--pp traces every rank (--ranks), with or without --tp; not with --fsdp")
-    stage = _pipeline.stage_of(model, mesh, opts.pp, loaded.spec)
-    if opts.tp:
-        _models.shard(stage, opts.tp, None, loaded.spec, mesh["tp"])
-    inputs = _models.build_inputs(loaded, input_specs, tokens, device, None)
-    ids = inputs.kwargs.get("input_ids", inputs.args[0] if inputs.args else None)
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-        raise SpecError(f"--pp feeds token ids (batch × length) to the first stage; {loaded.spec}'s inputs are not")
-    return _pipeline.schedule(stage, mesh, ids), ids, loaded.spec
 
 
 def _interactive(opts: argparse.Namespace) -> bool:

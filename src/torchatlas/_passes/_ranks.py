@@ -137,8 +137,8 @@ def _step_problem(at: dict[int, dict[str, Any] | None]) -> dict[str, Any] | None
 
 def _splits_problem(present: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """An all-to-all whose rank r sends rank q other rows than q expects from r."""
-    if any(e["splits"] is None for e in present.values()):
-        return None
+    if any(e["splits"] is None or e["splits"].get("checked") is False for e in present.values()):
+        return None  # unknown, or sizes a fake group's exchange of counts made up
     order = next(iter(present.values()))["members"] or sorted(present)
     for i, r in enumerate(order):
         for j, q in enumerate(order):
@@ -176,6 +176,42 @@ def _point_to_point_problems(issued: dict[int, list[dict[str, Any]]]) -> list[di
             )
             break
     return problems
+
+
+def _dispatches(ir: GraphIR) -> list[tuple[str, list[int], tuple[int, ...]]]:
+    """Per module call that dispatches tokens with an all-to-all (an MoE layer's experts), its
+    first all-to-all of floating-point values (an exchange of token counts before it moves
+    integers): (scope id, the rows it sends each rank of its group, the group's ranks)."""
+    found, seen = [], set()
+    for node in ir.ops():
+        facts = node.meta.get("collective") or {}
+        splits, members = facts.get("splits"), facts.get("ranks")
+        moved = node.outputs[0].dtype if node.outputs else None
+        if isinstance(splits, dict) and isinstance(members, list) and "float" in str(moved) and node.scope not in seen:
+            seen.add(node.scope)
+            found.append((node.scope, [int(rows) for rows in splits["sent"]], tuple(members)))
+    return found
+
+
+def expert_loads(graphs: Sequence[GraphIR]) -> dict[int, dict[str, int]]:
+    """Per rank, the tokens its experts run on in each dispatching call (by scope id): the rows
+    every rank of the group sends it at that dispatch. Summed from the senders, whose rows come
+    from their own routing, so it holds on a fake group too (whose exchange of counts makes up
+    what a rank is told it receives)."""
+    dispatched = {rank_of(ir): _dispatches(ir) for ir in graphs}
+    loads: dict[int, dict[str, int]] = {rank: {} for rank in dispatched}
+    for rank, found in dispatched.items():
+        for step, (scope, _, members) in enumerate(found):
+            if rank not in members:
+                continue
+            place = members.index(rank)
+            rows = 0
+            for sender in members:
+                theirs = dispatched.get(sender, [])
+                if step < len(theirs) and theirs[step][2] == members and place < len(theirs[step][1]):
+                    rows += theirs[step][1][place]
+            loads[rank][scope] = rows
+    return loads
 
 
 # -- the decision that sent ranks apart ---------------------------------------------------------
