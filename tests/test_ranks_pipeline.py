@@ -236,3 +236,12 @@ def test_a_pipeline_job_saves_and_loads_with_its_schedule_and_the_hang(tmp_path)
     assert [g.ir.meta["pipeline"] for g in loaded.graphs] == [g.ir.meta["pipeline"] for g in ranks.graphs]
     assert loaded.problems == ranks.problems and loaded.report() == ranks.report()
     assert "parted by" not in ranks.report()  # both ranks reached the pair: a size parted them, not a branch
+
+
+@pytest.mark.parametrize("level", ["python", "aten"])
+def test_handing_a_receive_its_message_is_no_op_of_the_trace(level: str) -> None:
+    with torch.no_grad():
+        ranks = torchatlas.trace_ranks(pipeline("gpipe", "given"), 2, args=first_stage_gets_the_batch, level=level)
+    targets = [n.target for n in ranks.graphs[1].ir.ops()]
+    assert not any("copy" in t or "clone" in t for t in targets), targets
+    assert not any("clone" in t for t in (n.target for n in ranks.graphs[0].ir.ops()))

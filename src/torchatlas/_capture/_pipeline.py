@@ -123,7 +123,7 @@ class Mailbox:
         self.votes: dict[int, bool] = {}  # pipeline stage index -> its shapes were given
 
     def sent(self, src: int, dst: int, tensor: torch.Tensor) -> None:
-        with torch.no_grad():
+        with _unseen():
             self.queues.setdefault((src, dst), collections.deque()).append(tensor.detach().clone())
 
     def receive(self, src: int, dst: int, buffer: torch.Tensor) -> None:
@@ -132,8 +132,17 @@ class Mailbox:
             return
         message = queue.popleft()  # a message of the wrong shape is still the one matched (the check says so)
         if message.shape == buffer.shape and message.dtype == buffer.dtype and "meta" not in (message.device.type, buffer.device.type):
-            with torch.no_grad():
+            with _unseen():
                 buffer.copy_(message)
+
+
+@contextlib.contextmanager
+def _unseen() -> Iterator[None]:
+    """The mailbox's copies are no op of the model: out of sight of the recording modes."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    with torch.no_grad(), torch._C.DisableTorchFunction(), _disable_current_modes():
+        yield
 
 
 _job: Mailbox | None = None
