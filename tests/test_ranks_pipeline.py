@@ -245,3 +245,35 @@ def test_handing_a_receive_its_message_is_no_op_of_the_trace(level: str) -> None
     targets = [n.target for n in ranks.graphs[1].ir.ops()]
     assert not any("copy" in t or "clone" in t for t in targets), targets
     assert not any("clone" in t for t in (n.target for n in ranks.graphs[0].ir.ops()))
+
+
+class TwoLayers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def split_by_pipeline():
+    """``pipeline()``'s own split (before ``b``), whose stages greet their neighbours first."""
+    from torch.distributed.pipelining import SplitPoint
+    from torch.distributed.pipelining import pipeline as split
+
+    torch.manual_seed(0)
+    pipe = split(TwoLayers(), mb_args=(torch.empty(2, 16),), split_spec={"b": SplitPoint.BEGINNING})
+    return ScheduleGPipe(pipe.build_stage(dist.get_rank(), torch.device("cpu")), n_microbatches=MICROBATCHES)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_a_model_split_by_pipeline_traces_each_stage_and_computes_the_model() -> None:
+    with torch.no_grad():
+        ranks = torchatlas.trace_ranks(split_by_pipeline, 2, args=first_stage_gets_the_batch, save="stage1")
+        torch.manual_seed(0)
+        expected = TwoLayers()(BATCH)
+    assert ranks.problems == []  # the greeting: a 0-d send into a 1-element buffer, as backends match them
+    assert [g.ir.meta["pipeline"]["actions"] for g in ranks.graphs] == [forward_actions(0, 2), forward_actions(1, 2)]
+    last = ranks.graphs[1]
+    got = torch.cat([last.activation("stage1" if mb == 0 else f"stage1#{mb}") for mb in range(MICROBATCHES)])
+    torch.testing.assert_close(got, expected)

@@ -148,6 +148,18 @@ def _splits_problem(present: dict[int, dict[str, Any]]) -> dict[str, Any] | None
     return None
 
 
+def _elements(shapes: list[list[Any]]) -> list[int]:
+    """What a backend matches a send and its receive by: each tensor's element count (torch's
+    own pipeline stages send a 0-d tensor into a 1-element buffer)."""
+    counts = []
+    for shape in shapes:
+        n = 1
+        for size in shape:
+            n *= int(size) if isinstance(size, int) else 0
+        counts.append(n)
+    return counts
+
+
 def _point_to_point_problems(issued: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """Sends from rank a to rank b, in order, against b's receives from a."""
     sends: dict[tuple[int, int], list[dict[str, Any]]] = {}
@@ -167,7 +179,7 @@ def _point_to_point_problems(issued: dict[int, list[dict[str, Any]]]) -> list[di
             b = got[step] if step < len(got) else None
             if a is None or b is None:
                 problem = {"kind": "hang", "why": "unmatched", "ranks": [dst if b is None else src]}
-            elif a["sent"] != b["received"] or a["dtype"] != b["dtype"]:
+            elif _elements(a["sent"]) != _elements(b["received"]) or a["dtype"] != b["dtype"]:
                 problem = {"kind": "hang", "why": "p2p shape", "ranks": [src, dst]}
             else:
                 continue
