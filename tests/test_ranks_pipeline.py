@@ -277,3 +277,14 @@ def test_a_model_split_by_pipeline_traces_each_stage_and_computes_the_model() ->
     last = ranks.graphs[1]
     got = torch.cat([last.activation("stage1" if mb == 0 else f"stage1#{mb}") for mb in range(MICROBATCHES)])
     torch.testing.assert_close(got, expected)
+
+
+def test_the_summary_and_page_of_a_pipeline_compare_a_stage_over_the_ranks_holding_it(tmp_path) -> None:
+    with torch.no_grad():
+        ranks = torchatlas.trace_ranks(pipeline("1f1b", "given"), 3, args=first_stage_gets_the_batch)
+    rows = ranks.summary(ascii=False).splitlines()[2:]
+    assert rows[0].startswith("≠ <root> (PipelineRun)")  # the first stage sends, the last receives
+    stage_rows = [r for r in rows if "(Part)" in r]
+    assert len(stage_rows) == 3 * MICROBATCHES and not any(r.startswith("≠") for r in stage_rows)
+    page = ranks.to_html(tmp_path / "job.html", rank=2).read_text()
+    assert 'id="atlas-ranks"' in page

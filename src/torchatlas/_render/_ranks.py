@@ -143,10 +143,13 @@ def ranks_summary(graphs: Sequence[GraphIR], depth: int | None = 1, ascii: bool 
     order = list(dict.fromkeys(key for scopes in by_rank for key in scopes))
     header = ["Module"] + [f"{name} {end}" for name, _, _, _ in _COLUMNS for end in ("min", "max")]
     rows = [header]
+    pipelined = any("pipeline" in ir.meta for ir in graphs)
     for path, call in order:
         if depth is not None and path and path.count(".") + 1 > depth:
             continue
         scopes = [s.get((path, call)) for s in by_rank]
+        if pipelined:  # a stage's calls are compared over the ranks that hold that stage
+            scopes = [s for s in scopes if s is not None]
         label = next(s.label for s in scopes if s is not None)
         cells = [label]
         differs = False
