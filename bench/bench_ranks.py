@@ -8,12 +8,12 @@ process's peak RSS:
 * ``llama-2l-tp4-fsdp2``: hf:llama with 2 layers (the default config otherwise, 536M
   parameters) on a 2-D ``(dp 2, tp 4)`` mesh: 8 ranks, tokens 1×16, on the CPU;
 * ``llama-70b-meta-tp8``: a Llama 3 70B config (80 layers, hidden 8192) with 8-way tensor
-  parallelism on ``meta``, tokens 1×4096: 8 ranks.
+  parallelism on ``meta``, tokens 1×4096: 8 ranks;
+* ``llama-70b-meta-tp8-pp4``: the same 70B cut into 4 pipeline stages of 20 layers (the
+  GPipe schedule of ``--pp``), each tensor-parallel over 8 ranks, on ``meta``: 32 ranks,
+  tokens 4×1024 (4 microbatches of one row: as many tokens as above).
 
-32 ranks of the 70B are not measured: pipeline parallelism (the issue's TP 8 × PP 4) is not
-traced (``torch.distributed.pipelining`` schedules exchange metadata with their peers on the
-first step, which a fake process group cannot answer), and FSDP2 refuses parameters left on
-``meta`` at its first forward. Writes ``bench/results/ranks.md``; timings are printed and written, never asserted.
+Writes ``bench/results/ranks.md``; timings are printed and written, never asserted.
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ LLAMA_70B = {
     "num_key_value_heads": 8, "vocab_size": 128256,
 }
 CASES = {
-    # name: (config overrides, device, tokens, tp, fsdp)
-    "llama-2l-tp4-fsdp2": ({"num_hidden_layers": 2}, None, (1, 16), 4, 2),
-    "llama-70b-meta-tp8": (LLAMA_70B, "meta", (1, 4096), 8, None),
+    # name: (config overrides, device, tokens, tp, fsdp, pp)
+    "llama-2l-tp4-fsdp2": ({"num_hidden_layers": 2}, None, (1, 16), 4, 2, None),
+    "llama-70b-meta-tp8": (LLAMA_70B, "meta", (1, 4096), 8, None, None),
+    "llama-70b-meta-tp8-pp4": (LLAMA_70B, "meta", (4, 1024), 8, None, 4),
 }
 
 
@@ -46,10 +47,10 @@ def _worker(name: str) -> None:
     import transformers  # noqa: F401  (imported before the clock starts)
 
     import torchatlas
-    from torchatlas._cli import _models, _parallel
+    from torchatlas._cli import _models, _parallel, _pipeline
 
-    overrides, device, tokens, tp, fsdp = CASES[name]
-    dims = _parallel.mesh_dims(tp, fsdp)
+    overrides, device, tokens, tp, fsdp, pp = CASES[name]
+    dims = {**({"pp": pp} if pp else {}), **_parallel.mesh_dims(tp, fsdp)}
     world = 1
     for size in dims.values():
         world *= size
@@ -60,14 +61,22 @@ def _worker(name: str) -> None:
             "hf:llama", overrides=overrides, device=None if device is None else torch.device(device), has_inputs=True
         )
         model = loaded.model.eval()
+        if pp:  # this rank's stage, tensor-parallel within it, and its GPipe schedule
+            stage = _pipeline.stage_of(model, mesh, pp, loaded.spec)
+            _parallel.shard(stage, tp, None, loaded.spec, mesh["tp"])
+            return _pipeline.schedule(stage, mesh, ids)
         _parallel.shard(model, tp, fsdp, loaded.spec, mesh)
         return model
+
+    first_stage = world // pp if pp else world
+    args = (lambda rank: (ids,) if rank < first_stage else ()) if pp else ()
+    kwargs = None if pp else {"input_ids": ids}
 
     before = resource.getrusage(resource.RUSAGE_SELF)
     cpu_before = before.ru_utime + before.ru_stime
     start = time.perf_counter()
     with torch.no_grad():
-        ranks = torchatlas.trace_ranks(build, world, mesh=dims, kwargs={"input_ids": ids})
+        ranks = torchatlas.trace_ranks(build, world, mesh=dims, args=args, kwargs=kwargs)
     traced = time.perf_counter() - start
     problems = ranks.problems
     checked = time.perf_counter() - start

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ._api import Graph, PathLike, _can_encode, load, trace
-from ._capture import collection_paused, fake_rank
+from ._capture import collection_paused, fake_job, fake_rank
 from ._io import write_atomic
 from ._ir import GraphFormatError, graph_from_json, ranks_from_json, ranks_to_json
-from ._passes import check_ranks, rank_differences, rank_of, strip_analyses
-from ._render import HtmlOptions, differences_text, hang_report, ranks_page, ranks_summary
+from ._passes import check_ranks, expert_loads, rank_differences, rank_of, strip_analyses
+from ._render import HtmlOptions, differences_text, hang_report, ranks_page, ranks_summary, schedule_text
 
 
 class Ranks:
@@ -75,11 +75,26 @@ class Ranks:
         ranks never make): ``{"label", "what", "by_rank"}`` each, in call order."""
         return rank_differences([g.ir for g in self.graphs])
 
+    def expert_load(self) -> list[dict[str, int]]:
+        """Per rank, the tokens its experts run on in each module call that dispatches them with
+        an all-to-all (an MoE layer under expert parallelism), summed from the rows every rank
+        sends it: ``{call path: rows}`` (``path#k`` for a later call). Each rank's graph also
+        gets them as the overlay ``expert load``, which the tree, summary and page show."""
+        loads = []
+        for graph, by_scope in zip(self.graphs, expert_loads([g.ir for g in self.graphs]).values()):
+            graph.overlay("expert load", by_scope)
+            names = {s.id: s.path if s.call == 0 else f"{s.path}#{s.call}" for s in graph.ir.scopes}
+            loads.append({names[scope]: rows for scope, rows in by_scope.items()})
+        return loads
+
     def tree(self, rank: int = 0, depth: int | None = None, ascii: bool | None = None) -> str:
-        """Rank ``rank``'s tree, then each call where the other ranks differ from it."""
+        """Rank ``rank``'s tree (after a pipeline rank's schedule, the actions it ran in order),
+        then each call where the other ranks differ from it."""
         ascii = _ascii(ascii)
-        shown = str(self._graph(rank).tree(depth=depth, ascii=ascii)).rstrip("\n") + "\n"
-        return f"rank {rank} of {self.world_size}\n{shown}" + differences_text(self.differences(), rank, ascii)
+        graph = self._graph(rank)
+        shown = str(graph.tree(depth=depth, ascii=ascii)).rstrip("\n") + "\n"
+        schedule = schedule_text(graph.ir.meta.get("pipeline"))
+        return f"rank {rank} of {self.world_size}\n{schedule}{shown}" + differences_text(self.differences(), rank, ascii)
 
     def summary(self, depth: int | None = 1, ascii: bool | None = None) -> str:
         """Per module call, the smallest and largest over the ranks of parameters, FLOPs,
@@ -174,7 +189,10 @@ def trace_ranks(
         raise RuntimeError("torchatlas: trace_ranks makes a fake process group per rank; destroy the one that exists first")
     job = (build, world_size, None if mesh is None else dict(mesh), args, kwargs, options)
     if processes == 1:
-        return Ranks([_trace_rank(job, rank) for rank in range(world_size)])
+        with fake_job() as mailbox:
+            ranks = Ranks([_trace_rank(job, rank) for rank in range(world_size)])
+        _check_votes(mailbox.votes)
+        return ranks
     context = multiprocessing.get_context("spawn")
     try:
         with concurrent.futures.ProcessPoolExecutor(processes, mp_context=context) as pool:
@@ -187,6 +205,18 @@ def trace_ranks(
             f"picklable (functions defined at a module's top level): {e}"
         ) from None
     return Ranks([Graph(strip_analyses(graph_from_json(text))) for text in documents])
+
+
+def _check_votes(votes: dict[int, bool]) -> None:
+    """Pipeline stages must agree whether their shapes are given: a real job then infers every
+    stage's, which a rank traced alone cannot."""
+    if len(set(votes.values())) > 1:
+        given = ", ".join(str(s) for s, static in sorted(votes.items()) if static)
+        inferred = ", ".join(str(s) for s, static in sorted(votes.items()) if not static)
+        raise ValueError(
+            f"torchatlas: pipeline stage(s) {given} are given input_args/output_args and stage(s) {inferred} are not; "
+            "give them on every stage or on none"
+        )
 
 
 def _trace_rank(job: tuple[Any, ...], rank: int) -> Graph:

@@ -19,6 +19,7 @@ from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
 from ._distributed import check_rank, fake_rank
+from ._pipeline import fake_job
 from ._export_import import from_export
 from ._fingerprints import Fingerprints
 from ._fx_import import from_fx
@@ -39,6 +40,7 @@ __all__ = [
     "capture",
     "check_rank",
     "fake_rank",
+    "fake_job",
     "collection_paused",
     "compile_facts",
     "from_export",

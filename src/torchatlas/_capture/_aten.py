@@ -207,9 +207,10 @@ class AtenLevel:
         index = len(self.nodes)
         target = str(func)
         if self.groups is not None and collective_kind(target) is not None:
+            group = _distributed.aten_group(args, kwargs)
             extra["collective"] = _distributed.collective_facts(
-                self.groups, op_name(target), _distributed.aten_group(args, kwargs),
-                [t for t in ins if not any(t is o for o in outs)], outs, sys._getframe(2),
+                self.groups, op_name(target), group, [t for t in ins if not any(t is o for o in outs)], outs,
+                sys._getframe(2), _distributed.functional_details(self.groups, op_name(target), group, args, kwargs),
             )
             if target.startswith(_distributed.FUNCTIONAL_PREFIX):
                 _distributed.wait_for(outs)

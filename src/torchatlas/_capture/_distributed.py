@@ -33,6 +33,8 @@ from typing import Any
 
 import torch
 
+from . import _pipeline
+
 Tensor = torch.Tensor
 Slot = tuple[int, int]  # (record index, output slot), as in _records
 _DTENSOR_MODULE = "torch.distributed.tensor._api"
@@ -75,6 +77,9 @@ C10D_CALLS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "recv": ((), ("tensor",)),
     "irecv": ((), ("tensor",)),
 }
+
+
+P2P_CALLS = frozenset({"send", "isend", "recv", "irecv"})
 
 
 def initialized() -> bool:
@@ -330,6 +335,22 @@ def collective_facts(
     return facts
 
 
+def functional_details(groups: Groups, name: str, group: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """A functional ``all_to_all_single``'s splits, as :meth:`C10dCall.details` gives a c10d
+    one's: its arguments are (input, output_split_sizes, input_split_sizes, group). Its split
+    sizes usually come from an exchange of counts (transformers' expert parallelism), which a
+    fake group does not make: there ``checked`` is False and the hang check leaves them be."""
+    if not name.startswith("all_to_all_single") or not args or not isinstance(args[0], Tensor):
+        return None
+    size = int(groups.facts(group)["group_size"])
+    received = args[1] if len(args) > 1 else kwargs.get("output_split_sizes")
+    sent = args[2] if len(args) > 2 else kwargs.get("input_split_sizes")
+    c10d = sys.modules[_C10D_MODULE]
+    pg = c10d._resolve_process_group(group) if isinstance(group, str) else group
+    splits = {"sent": _split_rows(sent, args[0], size), "received": _split_rows(received, args[0], size)}
+    return {"splits": {**splits, "checked": c10d.get_backend(pg) != "fake"}}
+
+
 def functional_group(args: tuple, kwargs: dict) -> Any:
     """The group name a functional collective was given (its last string argument)."""
     if "group_name" in kwargs:
@@ -394,18 +415,21 @@ class C10dCall:
         return reads, writes, bound.get("group")
 
     def details(self, args: tuple, kwargs: dict) -> dict[str, Any]:
-        """``peer``: the global rank a send goes to or a receive comes from (left out: any);
+        """``peer``: the global rank a send goes to or a receive comes from (left out: any), and
+        ``action``: the pipeline schedule's step it serves (``1SEND_F0``), inside one;
         ``splits``: the rows an ``all_to_all_single`` sends to and receives from each rank
         of its group, in group order (its split sizes, or the even split)."""
-        if self.name in ("send", "isend", "recv", "irecv"):
+        if self.name in P2P_CALLS:
             bound = self.signature.bind(*args, **kwargs).arguments
             end = "dst" if "send" in self.name else "src"
+            action = _pipeline.current_action()
+            facts: dict[str, Any] = {} if action is None else {"action": action}
             if isinstance(bound.get(end), int):
-                return {"peer": bound[end]}
-            local = bound.get(f"group_{end}")
-            if isinstance(local, int):
-                return {"peer": int(sys.modules[_C10D_MODULE].get_global_rank(bound.get("group") or None, local))}
-            return {}
+                facts["peer"] = bound[end]
+            elif isinstance(bound.get(f"group_{end}"), int):
+                group = bound.get("group") or None
+                facts["peer"] = int(sys.modules[_C10D_MODULE].get_global_rank(group, bound[f"group_{end}"]))
+            return facts
         if self.name != "all_to_all_single":
             return {}
         bound = self.signature.bind(*args, **kwargs).arguments
@@ -418,6 +442,14 @@ class C10dCall:
         }
 
 
+    def deliver(self, args: tuple, kwargs: dict) -> None:
+        """In a fake job, a send's message kept for its peer, a receive's buffer filled from it."""
+        if self.name in P2P_CALLS:
+            reads, writes, _ = self.tensors(args, kwargs)
+            rank = int(sys.modules[_C10D_MODULE].get_rank())
+            _pipeline.deliver(self.name, reads or writes, rank, self.details(args, kwargs).get("peer"))
+
+
 def _split_rows(sizes: Any, tensor: Tensor, ranks: int) -> list[int]:
     """Rows per rank: the split sizes given, or ``tensor``'s first dimension shared evenly."""
     if sizes:
@@ -427,6 +459,7 @@ def _split_rows(sizes: Any, tensor: Tensor, ranks: int) -> list[int]:
 
 
 _CALLS: dict[Any, C10dCall] = {}
+_IMPORTERS = ("torch.distributed.tensor._collective_utils", "transformers.distributed.expert_parallel")
 
 
 def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..., Any]]]:
@@ -434,8 +467,9 @@ def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..
     recording, the call runs through it and becomes a node."""
     c10d = sys.modules[_C10D_MODULE]
     public = sys.modules["torch.distributed"]
-    # DTensor's own helpers (mesh_scatter, mesh_broadcast) call names they imported
-    helpers = sys.modules.get("torch.distributed.tensor._collective_utils")
+    # modules that call names they imported: DTensor's own helpers (mesh_scatter,
+    # mesh_broadcast), transformers' expert parallelism (its exchange of token counts)
+    importers = [sys.modules.get(m) for m in _IMPORTERS]
     for name in C10D_CALLS:
         original = getattr(c10d, name, None)
         if original is None:
@@ -444,7 +478,7 @@ def stand_ins(active: Callable[[], Any]) -> Iterator[tuple[Any, str, Callable[..
         if call is None:
             call = _CALLS[original] = C10dCall(name, original)  # its signature, read once
         stand_in = _stand_in(call, active)
-        for namespace in (c10d, public, helpers):
+        for namespace in (c10d, public, *importers):
             if getattr(namespace, name, None) is original:
                 yield namespace, name, stand_in
 

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch.nn.modules import module as _module_py
 
-from . import _distributed
+from . import _distributed, _pipeline
 from ._scopes import is_compiled_wrapper
 
 _lock = threading.Lock()
@@ -225,7 +225,10 @@ def _install(active: ActiveLevel, tracker_of: ActiveTracker, ours_of: RecordingM
         torch.Tensor.set_ = _opaque_to_dynamo(_set(active))  # shadows the TensorBase method it inherits
         torch.overrides.has_torch_function = _opaque_to_dynamo(_fast_path_check(ours_of))
         if _distributed.initialized():
-            stand_ins = [*_distributed.stand_ins(active), *_distributed.functional_stand_ins(active, inside_dtensor_op)]
+            stand_ins = [
+                *_distributed.stand_ins(active), *_distributed.functional_stand_ins(active, inside_dtensor_op),
+                *_pipeline.vote_stand_ins(),
+            ]
             for namespace, name, stand_in in stand_ins:
                 _replaced.append((namespace, name, getattr(namespace, name)))
                 setattr(namespace, name, stand_in)

@@ -232,7 +232,8 @@ class PythonLevel(TorchFunctionMode):
             self._record_op(info, None, args, kwargs, outs, (), caller)
             name = op_name(info.target)
             record = self.nodes[-1]
-            facts = _distributed.collective_facts(self.groups, name, group, reads, outs, caller)
+            details = _distributed.functional_details(self.groups, name, group, args, kwargs)
+            facts = _distributed.collective_facts(self.groups, name, group, reads, outs, caller, details)
             record.extra = {**(record.extra or {}), "collective": facts}
             _distributed.wait_for(outs)
         return True
@@ -251,6 +252,7 @@ class PythonLevel(TorchFunctionMode):
             try:
                 with torch._C.DisableTorchFunction():
                     result = call.original(*args, **kwargs)
+                    call.deliver(args, kwargs)
             except BaseException as exc:
                 if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
                     self._quietly(self.record_failure, call.target, None, tuple(reads), {}, exc, caller)

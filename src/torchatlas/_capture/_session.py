@@ -21,7 +21,7 @@ import torch
 
 from .._ir import GraphIR
 from .._text import error_text
-from . import _distributed, _patches, _source
+from . import _distributed, _patches, _pipeline, _source
 from ._build import build_graph
 from ._dataflow import DataFlow, raw_meta
 from ._fingerprints import Fingerprints
@@ -95,6 +95,8 @@ def unwrap_model(model: Any) -> Any:
         )
     if is_compiled_wrapper(model):
         return model._orig_mod  # torch.compile wraps the eager module; its forward computes the same thing
+    if _pipeline.is_schedule(model):
+        return _pipeline.PipelineRun(model)  # its step, with the stages' modules as children
     if not callable(model):
         raise TraceError(f"torchatlas: cannot trace a {type(model).__name__}; pass an nn.Module or a callable")
     return getattr(model, "_torchdynamo_orig_callable", model)  # torch.compile(function)
@@ -252,6 +254,8 @@ class Session:
         recording.failure = self.python.recording.failure
         if self.python.dtensors:  # a process group: the graph is what this rank runs
             recording.meta["distributed"] = _distributed.world()
+        if isinstance(self.model, _pipeline.PipelineRun):
+            recording.meta["pipeline"] = self.model.facts()
         recording.outer_frame = self.tracker.scopes[0].frame if self.tracker.scopes else None
         recording.frame_callers = self.tracker.frames.callers
         if isinstance(self.model, torch.nn.Module):

@@ -133,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fsdp", type=int, metavar="N",
         help="FSDP2 over N ranks: each decoder layer and the root (with --tp: a 2-D dp×tp mesh)",
     )
+    _ranks.add_job_arguments(parser)
     parser.add_argument(
         "--seed", type=_seed, default=0, metavar="N",
         help="seed torch's random numbers before the model's weights and the random inputs are made "
@@ -307,7 +308,7 @@ def _trace(opts: argparse.Namespace) -> int:
     if _models.is_saved_graph(opts.model):
         if (
             opts.input or opts.tokens or opts.decoder_tokens or opts.overrides or opts.device or opts.task
-            or opts.tp or opts.fsdp or opts.rank is not None or opts.ranks is not None
+            or opts.tp or opts.fsdp or opts.pp or opts.ep or opts.rank is not None or opts.ranks is not None
         ):
             raise SpecError(
                 "--input, --tokens, --decoder-tokens, --set, --task, --device, --tp, --fsdp, --rank and --ranks apply to "
@@ -433,6 +434,12 @@ def _prepared(opts: argparse.Namespace, mesh: Any = None) -> tuple[Any, Any, str
     model = loaded.model
     if isinstance(model, torch.nn.Module) and not opts.train:
         model.eval()
+    if opts.pp or opts.ep:
+        made = _ranks.sharded_for_job(
+            opts, loaded, model, mesh, lambda: _models.build_inputs(loaded, input_specs, tokens, device, None)
+        )
+        if made is not None:
+            return made
     if opts.tp or opts.fsdp:
         if opts.fsdp and device is not None and torch.device(device).type == "meta":
             raise SpecError("--fsdp shards parameters that hold values: FSDP2 refuses the meta device; leave out --device meta")

@@ -492,3 +492,10 @@ def shard(model: Any, tp: int | None, fsdp: int | None, spec: str, mesh: Any = N
     from . import _parallel
 
     _parallel.shard(model, tp, fsdp, spec, mesh)
+
+
+def expert_parallel(model: Any, mesh: Any, spec: str) -> None:
+    """``--ep``: the experts of ``model`` sharded over ``mesh["ep"]`` (see ``_parallel.expert_parallel``)."""
+    from . import _parallel
+
+    _parallel.expert_parallel(model, mesh, spec)

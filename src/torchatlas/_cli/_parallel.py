@@ -109,3 +109,29 @@ def fully_sharded(model: torch.nn.Module, mesh: Any) -> int:
                     units += 1
     fully_shard(model, mesh=mesh)
     return units + 1
+
+
+def expert_parallel(model: torch.nn.Module, mesh: Any, spec: str) -> int:
+    """Shard a transformers MoE model's experts over the ``ep`` dimension of ``mesh`` with its own
+    expert-parallel plan (``model.ep_plan``) and transformers' all-to-all token dispatch; the
+    ``tp`` dimension (size 1) is the ranks sharing a batch. How many plan entries applied."""
+    import re
+
+    plan = getattr(model, "ep_plan", None) or {}
+    if not plan:
+        raise SpecError(f"--ep shards the experts of a transformers MoE model with an expert-parallel plan; {spec} has none")
+    experts = getattr(getattr(model, "config", None), "num_local_experts", None) or getattr(model.config, "num_experts", None)
+    size = mesh["ep"].size()
+    if isinstance(experts, int) and experts % size:
+        raise SpecError(f"--ep {size}: {spec} has {experts} experts, which {size} ranks cannot share evenly")
+    from transformers.distributed.expert_parallel import apply_expert_parallelism
+
+    names = [*dict(model.named_modules()), *dict(model.named_parameters())]
+    resolved = {  # the plan's ``layers.*.mlp.experts`` for every layer, in the plan's order
+        name: style
+        for pattern, style in plan.items()
+        for name in names
+        if re.fullmatch(re.escape(pattern).replace(r"\*", r"\d+"), name)
+    }
+    apply_expert_parallelism(model, mesh["ep"], mesh["tp"], resolved, ep_implementation="all_to_all")
+    return len(resolved)

@@ -560,6 +560,7 @@ GRAPH_FACTS: dict[str, Check] = {
     "graph_breaks": _graph_breaks,
     "overlays": _overlays,
     "distributed": _of(lambda v, w: [_count(_obj(v, w).get(k), f"{w}.{k}") for k in ("rank", "world_size")]),
+    "pipeline": _of(lambda v, w: [_count(_obj(v, w).get(k), f"{w}.{k}") for k in ("num_stages", "microbatches")]),
 }
 
 

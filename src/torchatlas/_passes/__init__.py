@@ -15,7 +15,7 @@ from torchatlas._passes._flops import flops
 from torchatlas._passes._memory import memory
 from torchatlas._passes._numerics import first_nonfinite
 from torchatlas._passes._params import parameters
-from torchatlas._passes._ranks import check_ranks, rank_differences, rank_of
+from torchatlas._passes._ranks import check_ranks, expert_loads, rank_differences, rank_of
 from torchatlas._passes._repeats import find_repeats, structural_hashes
 from torchatlas._passes._shapes import io_shapes
 
@@ -29,6 +29,7 @@ __all__ = [
     "Unmatched",
     "analyze",
     "check_ranks",
+    "expert_loads",
     "compare_runs",
     "dead_code",
     "diff",

@@ -67,6 +67,7 @@ def collectives(ir: GraphIR) -> list[dict[str, Any]]:
                 "received": _shapes(received),
                 "dtype": some.dtype if some is not None else None,
                 "peer": facts.get("peer"),
+                "action": facts.get("action"),
                 "splits": facts.get("splits") if isinstance(facts.get("splits"), dict) else None,
                 "node": node.id,
                 "position": position,
@@ -136,8 +137,8 @@ def _step_problem(at: dict[int, dict[str, Any] | None]) -> dict[str, Any] | None
 
 def _splits_problem(present: dict[int, dict[str, Any]]) -> dict[str, Any] | None:
     """An all-to-all whose rank r sends rank q other rows than q expects from r."""
-    if any(e["splits"] is None for e in present.values()):
-        return None
+    if any(e["splits"] is None or e["splits"].get("checked") is False for e in present.values()):
+        return None  # unknown, or sizes a fake group's exchange of counts made up
     order = next(iter(present.values()))["members"] or sorted(present)
     for i, r in enumerate(order):
         for j, q in enumerate(order):
@@ -145,6 +146,18 @@ def _splits_problem(present: dict[int, dict[str, Any]]) -> dict[str, Any] | None
             if j < len(sent) and i < len(expected) and sent[j] != expected[i]:
                 return {"kind": "unequal splits", "why": "splits", "ranks": sorted({r, q})}
     return None
+
+
+def _elements(shapes: list[list[Any]]) -> list[int]:
+    """What a backend matches a send and its receive by: each tensor's element count (torch's
+    own pipeline stages send a 0-d tensor into a 1-element buffer)."""
+    counts = []
+    for shape in shapes:
+        n = 1
+        for size in shape:
+            n *= int(size) if isinstance(size, int) else 0
+        counts.append(n)
+    return counts
 
 
 def _point_to_point_problems(issued: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -166,7 +179,7 @@ def _point_to_point_problems(issued: dict[int, list[dict[str, Any]]]) -> list[di
             b = got[step] if step < len(got) else None
             if a is None or b is None:
                 problem = {"kind": "hang", "why": "unmatched", "ranks": [dst if b is None else src]}
-            elif a["sent"] != b["received"] or a["dtype"] != b["dtype"]:
+            elif _elements(a["sent"]) != _elements(b["received"]) or a["dtype"] != b["dtype"]:
                 problem = {"kind": "hang", "why": "p2p shape", "ranks": [src, dst]}
             else:
                 continue
@@ -175,6 +188,42 @@ def _point_to_point_problems(issued: dict[int, list[dict[str, Any]]]) -> list[di
             )
             break
     return problems
+
+
+def _dispatches(ir: GraphIR) -> list[tuple[str, list[int], tuple[int, ...]]]:
+    """Per module call that dispatches tokens with an all-to-all (an MoE layer's experts), its
+    first all-to-all of floating-point values (an exchange of token counts before it moves
+    integers): (scope id, the rows it sends each rank of its group, the group's ranks)."""
+    found, seen = [], set()
+    for node in ir.ops():
+        facts = node.meta.get("collective") or {}
+        splits, members = facts.get("splits"), facts.get("ranks")
+        moved = node.outputs[0].dtype if node.outputs else None
+        if isinstance(splits, dict) and isinstance(members, list) and "float" in str(moved) and node.scope not in seen:
+            seen.add(node.scope)
+            found.append((node.scope, [int(rows) for rows in splits["sent"]], tuple(members)))
+    return found
+
+
+def expert_loads(graphs: Sequence[GraphIR]) -> dict[int, dict[str, int]]:
+    """Per rank, the tokens its experts run on in each dispatching call (by scope id): the rows
+    every rank of the group sends it at that dispatch. Summed from the senders, whose rows come
+    from their own routing, so it holds on a fake group too (whose exchange of counts makes up
+    what a rank is told it receives)."""
+    dispatched = {rank_of(ir): _dispatches(ir) for ir in graphs}
+    loads: dict[int, dict[str, int]] = {rank: {} for rank in dispatched}
+    for rank, found in dispatched.items():
+        for step, (scope, _, members) in enumerate(found):
+            if rank not in members:
+                continue
+            place = members.index(rank)
+            rows = 0
+            for sender in members:
+                theirs = dispatched.get(sender, [])
+                if step < len(theirs) and theirs[step][2] == members and place < len(theirs[step][1]):
+                    rows += theirs[step][1][place]
+            loads[rank][scope] = rows
+    return loads
 
 
 # -- the decision that sent ranks apart ---------------------------------------------------------
@@ -250,7 +299,24 @@ def rank_differences(graphs: Sequence[GraphIR]) -> list[dict[str, Any]]:
     never make, in call order: ``{"path", "call", "label", "what", "by_rank": {rank: text}}``
     (``what``: ``absent``, ``collectives``, ``ops`` or ``shapes``)."""
     contents = {rank_of(ir): _call_contents(ir) for ir in graphs}
-    ranks = sorted(contents)
+    found = []
+    for ranks in _alike(graphs):
+        found += _differences(contents, ranks)
+    return found
+
+
+def _alike(graphs: Sequence[GraphIR]) -> list[list[int]]:
+    """The sets of ranks that run the same program: every rank, or in a pipeline the ranks
+    holding the same stages (a stage's ranks differ from another stage's by design)."""
+    sets: dict[Any, list[int]] = {}
+    for ir in graphs:
+        pipeline = ir.meta.get("pipeline")
+        stages = tuple(pipeline.get("stages") or ()) if isinstance(pipeline, dict) else None
+        sets.setdefault(stages, []).append(rank_of(ir))
+    return [sorted(ranks) for ranks in sets.values() if len(ranks) > 1]
+
+
+def _differences(contents: dict[int, dict[tuple[str, int], dict[str, Any]]], ranks: list[int]) -> list[dict[str, Any]]:
     order = list(dict.fromkeys(key for rank in ranks for key in contents[rank]))
     found = []
     for key in order:

@@ -23,7 +23,7 @@ from ._graphviz import GraphvizNotFoundError, responsive_svg
 from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, ranks_page, to_html, viewer_bundle_built
 from ._mermaid import MermaidOptions, to_mermaid
 from ._model_explorer import ModelExplorerOptions, model_explorer_json, model_explorer_node_data
-from ._ranks import differences_text, hang_report, ranks_summary
+from ._ranks import differences_text, hang_report, ranks_summary, schedule_text
 from ._summary import SummaryOptions, summary
 from ._tree import TreeOptions, render_tree
 
@@ -91,6 +91,7 @@ __all__ = [
     "ViewerBundleMissing",
     "decision_table",
     "differences_text",
+    "schedule_text",
     "diagram_size",
     "diff_graph_page",
     "diff_page",

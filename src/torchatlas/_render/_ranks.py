@@ -37,6 +37,8 @@ def _entry_line(rank: int, entry: dict[str, Any] | None) -> str:
     peer = f" peer {entry['peer']}" if entry.get("peer") is not None else ""
     if entry.get("splits"):  # rows to and from each rank of the group
         peer += f" splits sent {entry['splits']['sent']} received {entry['splits']['received']}"
+    if entry.get("action"):  # the pipeline schedule's step it serves
+        peer += f" for {entry['action']}"
     where = f" @ {_short(entry['source'])}" if entry.get("source") else ""
     code = f"  `{entry['code']}`" if entry.get("code") else ""
     return (
@@ -80,10 +82,23 @@ def hang_report(problems: list[dict[str, Any]], world_size: int, ascii: bool = F
         group = f"group {p['group']} (ranks {_ranks_text(p['members'])})"
         lines.append(f"{title} on {group} at collective #{p['step']}: {why}")
         lines += ["  " + visible(_entry_line(r, e), LINE_LIMIT) for r, e in p["at"].items()]
-        if p["kind"] == "hang" or p.get("decision") is not None:
+        # both ranks reached the send and its receive: no branch parted them, a size did
+        if (p["kind"] == "hang" and p["why"] != "p2p shape") or p.get("decision") is not None:
             lines += [visible(line, LINE_LIMIT) for line in _decision_lines(p.get("decision"))]
     text = "\n".join(lines) + "\n"
     return to_ascii(text) if ascii else text
+
+
+def schedule_text(pipeline: dict[str, Any] | None) -> str:
+    """A pipeline rank's schedule: its stages and the actions it ran, in order (torch's notation:
+    stage, action, microbatch)."""
+    if not isinstance(pipeline, dict):
+        return ""
+    stages = ", ".join(str(s) for s in pipeline.get("stages", []))
+    return (
+        f"{pipeline.get('schedule')}: stage {stages} of {pipeline.get('num_stages')}, "
+        f"{pipeline.get('microbatches')} microbatches: {' '.join(pipeline.get('actions', []))}\n"
+    )
 
 
 def differences_text(differences: list[dict[str, Any]], shown_rank: int, ascii: bool = False) -> str:
@@ -128,10 +143,13 @@ def ranks_summary(graphs: Sequence[GraphIR], depth: int | None = 1, ascii: bool 
     order = list(dict.fromkeys(key for scopes in by_rank for key in scopes))
     header = ["Module"] + [f"{name} {end}" for name, _, _, _ in _COLUMNS for end in ("min", "max")]
     rows = [header]
+    pipelined = any("pipeline" in ir.meta for ir in graphs)
     for path, call in order:
         if depth is not None and path and path.count(".") + 1 > depth:
             continue
         scopes = [s.get((path, call)) for s in by_rank]
+        if pipelined:  # a stage's calls are compared over the ranks that hold that stage
+            scopes = [s for s in scopes if s is not None]
         label = next(s.label for s in scopes if s is not None)
         cells = [label]
         differs = False
