@@ -18,7 +18,7 @@ from typing import Any
 import torchatlas
 from torchatlas._io import write_atomic
 
-from . import _main, _models
+from . import _main, _models, _parser
 from ._spec import SpecError
 
 EXIT_DIVERGED = 1
@@ -27,7 +27,7 @@ SEED = 0
 
 
 def build_compare_parser() -> argparse.ArgumentParser:
-    parser = _main._Parser(
+    parser = _parser.Parser(
         prog="torchatlas compare",
         description="Run a model two or more ways and find the op where their numbers part: each run a model "
         "spec (traced on the same inputs) or a graph saved with fingerprints. Prints the first divergence; exits 1 "
@@ -52,7 +52,7 @@ def build_compare_parser() -> argparse.ArgumentParser:
         help="text: the report; tree/summary: the first run's, with each op's error; json: every op's numbers; "
         "html: the page filled by error (default: from -o's suffix, else text)",
     )
-    _main._common_output_options(parser)
+    _parser.common_output_options(parser)
     return parser
 
 
@@ -107,7 +107,7 @@ def _run(spec: str, k: int, autocast: str | None, opts: argparse.Namespace) -> A
 
     args = [spec, *(a for text in opts.input for a in ("--input", text)), *(a for text in opts.overrides for a in ("--set", text))]
     args += [f"--{name}={value}" for name in ("tokens", "task", "device") if (value := getattr(opts, name))]
-    trace_opts = _main.build_parser().parse_args(args)
+    trace_opts = _parser.build_parser().parse_args(args)
     trace_opts.fingerprint = True
     context: Any = contextlib.nullcontext()
     if autocast:
