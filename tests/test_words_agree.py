@@ -128,6 +128,12 @@ def _dot_texts(dot: str) -> dict[str, list[str]]:
     return out
 
 
+def _mermaid_text(label: str) -> str:
+    """A Mermaid label's text, its entity codes (``#35;``, ``#quot;``) read back."""
+    named = {"quot": '"', "lt": "<", "gt": ">"}
+    return re.sub(r"#(\d+|quot|lt|gt);", lambda m: named.get(m.group(1)) or chr(int(m.group(1))), label)
+
+
 @pytest.mark.skipif(NODE is None, reason="node runs web/src")
 @pytest.mark.parametrize("name", list(FIXTURES))
 def test_every_output_spells_each_fact_one_way(name: str, tmp_path: Path) -> None:
@@ -190,6 +196,16 @@ def test_every_output_spells_each_fact_one_way(name: str, tmp_path: Path) -> Non
             spelled[f"title {unit.node.id}"]["diagram"] = words.title
         elif unit.kind == "box":
             spelled[f"call {unit.scope.id}"]["diagram"] = words.title
+    # Mermaid: the same units in the same order, each box's first line its title
+    boxes = dict(re.findall(r'^\s*(u\d+)\["(.*)"\]$', graph.to_mermaid(), re.M))
+    for i, (unit_id, words) in enumerate(full.words.items()):
+        unit, line = full.layout.units[unit_id], _mermaid_text(boxes[f"u{i}"].split("<br/>")[0])
+        if unit.kind == "node":
+            spelled[f"title {unit.node.id}"]["mermaid"] = line
+        elif unit.kind == "box":
+            spelled[f"call {unit.scope.id}"]["mermaid"] = line.removesuffix(f" ({words.subtitle})")
+        elif unit.kind == "ref":
+            spelled[f"far {unit.node.id}:{unit.slot}"]["mermaid"] = line
     # Model Explorer: op, input and output labels, and its stand-ins
     for n in graph.to_model_explorer()["graphs"][0]["nodes"]:
         if n["label"].startswith("↪ "):
@@ -212,11 +228,11 @@ def test_every_output_spells_each_fact_one_way(name: str, tmp_path: Path) -> Non
 
 
 EXPECTED = {
-    "coolcnn": {"params": {"diagram@None", "page"}, "title n0": {"diagram", "page", "model explorer"}},
-    "t5": {"far": {"diagram@None", "page", "model explorer"}, "title n0": {"diagram", "page", "model explorer"}},
+    "coolcnn": {"params": {"diagram@None", "page"}, "title n0": {"diagram", "page", "model explorer", "mermaid"}},
+    "t5": {"far": {"diagram@None", "page", "model explorer", "mermaid"}, "title n0": {"diagram", "page", "model explorer", "mermaid"}},
     "nan": {"mark nonfinite": {"diagram@None", "page", "tree"}},
     "failing": {"mark failed": {"diagram@0", "page", "tree"}},
-    "diff": {"call": {"diagram", "page"}},
+    "diff": {"call": {"diagram", "page", "mermaid"}},
 }
 """Per fixture: a fact of the issue's list and the outputs it must be read from."""
 
@@ -295,6 +311,26 @@ def test_a_plain_function_shows_what_it_returned() -> None:
     assert root.split()[3] == "2×2"  # the Output shapes column
     assert torchatlas.trace(lambda x: x.sum(), (torch.randn(2, 2),)).tree(ascii=False).splitlines()[0] == "<lambda>  2×2 → scalar"
     assert torchatlas.trace(Callable(), (torch.randn(2, 2),)).tree(ascii=False).splitlines()[0].endswith("2×2 → (2×2, 2×2)")
+
+
+def test_a_plain_functions_input_is_named_by_its_parameter_in_every_output() -> None:
+    class Callable:
+        def __call__(self, y):
+            return y + 1
+
+    class Runner:
+        def run(self, w, v):
+            return w * v
+
+    two = (torch.randn(2, 2), torch.randn(2, 2))
+    for called, args, names in [(lambda z: z.sum(), two[:1], ["z"]), (Callable(), two[:1], ["y"]), (Runner().run, two, ["w", "v"])]:
+        graph = torchatlas.trace(called, args)
+        inputs = [n for n in graph.ir.nodes if n.kind == "input"]
+        document = viewer_document(graph.ir)
+        assert [document["names"][document["nodes"][graph.ir.nodes.index(n)]["op"]] for n in inputs] == names
+        assert all(f"<B>{name}</B>" in graph.to_dot() and f'["{name}<br/>2×2"]' in graph.to_mermaid() for name in names)
+        assert {n["label"] for n in graph.to_model_explorer()["graphs"][0]["nodes"]} >= set(names)
+    assert torchatlas.trace(Callable(), two[:1]).ir.scopes[0].cls == f"{__name__}.test_a_plain_functions_input_is_named_by_its_parameter_in_every_output.<locals>.Callable"
 
 
 def test_an_eval_dropout_counts_no_activation_memory_in_the_summary() -> None:
