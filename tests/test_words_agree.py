@@ -277,6 +277,25 @@ def test_a_failure_and_a_nan_read_alike_in_the_tree_the_diagram_and_the_page(tmp
     assert "⚠ Inf×8" in nan.tree(ascii=False) and "⚠ Inf×8" in nan.to_dot()
 
 
+def test_a_folds_parameters_read_each_times_n_equals_total_in_the_diagram_and_the_summary() -> None:
+    graph = _hf("llama")
+    row = next(line for line in graph.summary(format="text", depth=1, wide=True).splitlines() if "layers.0–1" in line)
+    each_total = re.search(r"(\S+ ×2 = \S+)", row).group(1)  # the Params column, the first run cell
+    assert f"{each_total} params" in _box(graph.to_dot(depth=1), "layers.0–1")
+
+    class Loop(nn.Module):  # one module called three times owns one set of parameters: no ×N
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            for _ in range(3):
+                x = self.fc(x)
+            return x
+
+    assert "· 20 params" in _box(torchatlas.trace(Loop(), torch.randn(2, 4)).to_dot(depth=1), "fc#0–2")
+
+
 def test_the_lstm_box_lists_all_three_outputs() -> None:
     graph = torchatlas.trace(LSTMHead(), torch.randn(2, 10, 32))
     assert "2×10×96, 4×2×48, 4×2×48" in _box(graph.to_dot(), "lstm")

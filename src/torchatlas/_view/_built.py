@@ -23,6 +23,7 @@ from torchatlas._view._words import (
     call_words,
     declared_params,
     far_name,
+    fold_params_words,
     fold_words,
     io_fact,
     op_words,
@@ -77,7 +78,7 @@ def build_view(ir: GraphIR, options: DotOptions) -> View:
         if shapes_in or shapes_out:
             facts.append(io_fact(shapes_in, shapes_out))
         if params := declared_params(ir, unit.members, unit.nodes):
-            facts.append(params_words(params))
+            facts.append(fold_params_words(unit.members, params) if unit.kind == "fold" else params_words(params))
         assert unit.scope is not None
         facts += time_facts(fold_totals(ir, unit.scope.id) if unit.kind == "fold" else unit.scope.meta)
         if unit.kind == "fold" and (body := loop_body_note(ir, unit.scope)):

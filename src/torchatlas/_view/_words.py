@@ -70,6 +70,22 @@ def params_words(count: int) -> str:
     return f"{format_compact(count)} params"
 
 
+def run_words(count: int, each: str, total: str) -> str:
+    """``218.0M ×80 = 17.4B``: a folded run's number, one member's ×N and the run's total, in
+    the summary's cells and on the diagram's box alike; a number of no size (``-``, ``0``) as it is."""
+    return each if each in ("-", "", "0") else f"{each} ×{count} = {total}"
+
+
+def fold_params_words(members: list[Scope], total: int) -> str:
+    """A folded run's parameters: ``10.3K ×2 = 20.6K params`` where each member owns its own,
+    ``20 params`` where every member is a call of one shared module (owned once)."""
+    owners = list({s.path: s.meta for s in members}.values())
+    each = owners[0].get("params")
+    if len(owners) < 2 or not isinstance(each, int) or isinstance(each, bool):
+        return params_words(total)
+    return f"{run_words(len(owners), format_compact(each), format_compact(total))} params"
+
+
 def nonfinite_words(counts: Mapping[str, Any]) -> str:
     """``NaN×8 Inf×1``: an op's non-finite output counts (zeros left out)."""
     counted = {name: counts.get(key) for key, name in (("nan", "NaN"), ("inf", "Inf"))}  # a loaded file's other keys left out
