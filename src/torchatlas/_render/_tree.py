@@ -233,6 +233,8 @@ class _TreeBuilder:
             last = self.ir.scope(run[-1])
             label = run_label(self.ir, scope, last, len(run))
             outs = last.outputs
+        if scope.parent is not None:  # below its caller, as every output names a call
+            label = relative_name(label, self.ir.scope(scope.parent).path)
         out_metas = [self.ir.value_meta(r) for r in outs]
         ins = read_locally([self.ir.value_meta(r) for r in self.ir.call_inputs(scope, flow.inputs)], out_metas)
         io = ""
