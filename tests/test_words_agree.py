@@ -384,6 +384,14 @@ def test_a_norm_is_filled_as_normalization_and_the_legend_names_folds_and_decisi
     assert "decision: Python read the value" in torchatlas.trace(Decides(), torch.ones(2)).to_dot()
 
 
+def test_the_page_legend_lists_only_the_categories_drawn_as_the_diagrams() -> None:
+    graph = torchatlas.trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4))
+    legend = [cat for cat, _ in viewer_document(graph.ir)["legend"]]
+    assert "compute" in legend and "elementwise" in legend
+    assert not {"normalization", "reduction", "shape", "communication"} & set(legend)  # none in the graph
+    assert all(cat in graph.to_dot() for cat in legend if cat not in ("io", "param"))
+
+
 _DEPTH = """
 import { readFileSync } from "node:fs";
 import { Model } from "./model.js";

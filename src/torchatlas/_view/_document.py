@@ -278,7 +278,8 @@ class PageDocument:
     categories: list[str]
     """Colour categories, indexed by ``PageNode.c`` and ``PageScope.c``."""
     legend: list[list[str]]
-    """The legend's entries: ``[category, words]``."""
+    """The legend's entries: ``[category, words]``, for the categories drawn (a graph of no
+    convolution lists no convolution)."""
     scopes: list[PageScope]
     """Every module call."""
     nodes: list[PageNode]

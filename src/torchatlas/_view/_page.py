@@ -452,7 +452,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         + [[f"ov:{name}", name, ""] for name in overlays.names if overlays.entries[name]["kind"] == "number"],
         kinds=list(NODE_KINDS),
         categories=categories,
-        legend=[list(item) for item in LEGEND],
+        # only what is drawn: the categories of this graph's ops and boxes
+        legend=[list(item) for item in LEGEND if categories.index(item[0]) in {x.c for x in (*out_nodes, *out_scopes)}],
         scopes=out_scopes,
         nodes=out_nodes,
         files=files.items,
