@@ -102,6 +102,31 @@ def _diff() -> torchatlas.Graph:
     return torchatlas.Graph(torchatlas.diff(a, b).graph)
 
 
+def _tp_llama() -> torchatlas.Graph:
+    """The 2-layer Llama sharded tensor-parallel over a fake group of 2 ranks, as the distributed tests trace it."""
+    import torch.distributed as dist
+    from _distributed_models import tp_llama
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        model, args, kwargs = tp_llama(2)
+        return torchatlas.trace(model, args, kwargs)
+    finally:
+        dist.destroy_process_group()
+
+
+def _unet() -> torchatlas.Graph:
+    """diffusers' UNet2DModel, tiny: its time embedding is a side branch every block reads as ``temb``."""
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    model = diffusers.UNet2DModel(
+        sample_size=8, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(8, 16),
+        down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"), norm_num_groups=4,
+    )
+    return torchatlas.trace(model.eval(), (torch.randn(1, 3, 8, 8), torch.tensor([10])))
+
+
 FIXTURES = {
     "coolcnn": _coolcnn,
     "llama-2-layers": lambda: _hf("llama"),
@@ -112,6 +137,8 @@ FIXTURES = {
     "nan": lambda: torchatlas.trace(MakesNaN(), torch.randn(2, 4), stats=True),
     "failing": lambda: torchatlas.trace(Fails(), torch.randn(2, 4), partial=True),
     "diff": _diff,
+    "tp-llama": _tp_llama,
+    "diffusers-unet": _unet,
 }
 
 _UNIT = re.compile(r'^\s*"([ns]\d+|ref_[^"]+|r\d+[^"]*)" \[label=<(.*)>, (?:fillcolor|style)')
@@ -233,6 +260,8 @@ EXPECTED = {
     "nan": {"mark nonfinite": {"diagram@None", "page", "tree"}},
     "failing": {"mark failed": {"diagram@0", "page", "tree"}},
     "diff": {"call": {"diagram", "page", "mermaid"}},
+    "tp-llama": {"title n0": {"diagram", "page", "model explorer", "mermaid"}, "call": {"diagram", "page", "mermaid"}},
+    "diffusers-unet": {"title n0": {"diagram", "page", "model explorer", "mermaid"}},
 }
 """Per fixture: a fact of the issue's list and the outputs it must be read from."""
 
@@ -434,6 +463,22 @@ def test_the_viewer_writes_no_word_of_a_box_its_own() -> None:
     for source in sorted(WEB.glob("*.js")):
         text = source.read_text(encoding="utf-8")
         assert not [w for w in words if w in text], source.name
+
+
+def test_the_unets_time_embedding_branch_is_named_as_every_block_reads_it() -> None:
+    graph = _unet()
+    tree = graph.tree(depth=1, ascii=False)
+    assert "├── ┬ temb\n" in tree and "┬ sample" not in tree
+    assert all(line.endswith("← temb") or "temb," in line for line in tree.splitlines() if "down_blocks" in line)
+    inputs = [n for n in graph.ir.nodes if n.kind == "input"]
+    assert [build_view(graph.ir, DotOptions()).words[n.id].title for n in inputs] == ["sample", "timestep"]  # forward's names
+
+
+def test_a_tensor_parallel_llamas_collectives_read_alike_in_the_diagram_and_the_tree() -> None:
+    graph = _tp_llama()
+    dot, tree = graph.to_dot(depth=2), graph.tree(ascii=False)
+    assert "⇄ all_reduce" in dot and "all_reduce" in tree
+    assert "<B>layers.0–1</B>" in dot and "── layers.0–1 (LlamaDecoderLayer) ×2" in tree
 
 
 def test_a_branch_is_named_by_what_its_join_reads() -> None:
