@@ -481,6 +481,42 @@ def test_a_tensor_parallel_llamas_collectives_read_alike_in_the_diagram_and_the_
     assert "<B>layers.0–1</B>" in dot and "── layers.0–1 (LlamaDecoderLayer) ×2" in tree
 
 
+_PLACED = re.compile(
+    r"""(?:section\(|flash\(|textContent = |\btext: |\.title = |h\("(?:button|p|h3|h4|dt|dd)", [^,()]+, |\[)\s*(["`])((?:(?!\1).)*)\1(?!\s*,\s*["`])"""
+)
+"""A string literal a user reads: a section's title, a notice, a text, a tooltip, a button's
+label, a panel row's label (the first item of a ``[label, value]`` row)."""
+
+TOOLBAR = {
+    "main.js": {
+        "Enter", "Shift+click", "Esc", "Keyboard", "params", "◆", "depth ${d}", "rank ${r}",
+        "torchatlas viewer failed to start:\\n${atlas.error}",  # before any document could be read
+    },
+    "overlay.js": {"fill: category", "fill: ${text}", "size"},
+}
+"""The toolbar's own words (and the one notice shown where no document could be read): the
+only words ``web/src`` writes itself."""
+
+
+def test_the_viewer_writes_no_word_outside_its_toolbar() -> None:
+    """Every other word the page shows comes from the document: the boxes' (``Words``), the
+    details panel's, the dock's and the notices' (``PAGE_WORDS``, the document's ``ui``)."""
+    from torchatlas._view._words import PAGE_WORDS
+
+    found = {}
+    for source in sorted(WEB.glob("*.js")):
+        lines = [line for line in source.read_text(encoding="utf-8").splitlines() if not line.lstrip().startswith(("//", "*", "/**"))]
+        placed = {m.group(2) for line in lines for m in _PLACED.finditer(line)}
+        # a word: letters left once the values put in are taken out; a style sheet's text is none
+        words = {t for t in placed if re.search(r"[A-Za-z]{2}", re.sub(r"\$\{[^}]*\}", "", t)) and "{" not in re.sub(r"\$\{[^}]*\}", "", t)}
+        words -= TOOLBAR.get(source.name, set())
+        if words:
+            found[source.name] = sorted(words)
+    assert not found, found
+    assert {"hint", "kind", "moduleCall", "copy", "boxesShown", "unfoldTitle"} <= set(PAGE_WORDS)
+    assert viewer_document(_coolcnn().ir)["ui"] == PAGE_WORDS
+
+
 def test_a_branch_is_named_by_what_its_join_reads() -> None:
     tree = _hf("gpt2").tree(ascii=False)
     assert "┬ feed_forward_hidden_states" in tree  # hidden_states = residual + feed_forward_hidden_states

@@ -160,6 +160,30 @@ DIFF_STATUS = {
 """A diff's merged graph: what each status says, in the list, the tooltip and the panel."""
 
 
+PAGE_WORDS: dict[str, str] = {
+    # the details panel: its hint, sections, rows and buttons
+    "hint": "Click a box to see its details. Click a module to open or close it.",
+    "kind": "kind", "target": "target", "path": "path", "variable": "variable", "module": "module",
+    "class": "class", "call": "call", "collective": "collective", "decides": "decides", "flops": "FLOPs",
+    "time": "time", "cudaTime": "CUDA time", "outputBytes": "output bytes", "activationBytes": "activation bytes",
+    "repeat": "repeat", "repeatOf": "{i} of {n}", "ops": "ops", "parameters": "parameters", "nonfiniteOps": "NaN/Inf ops",
+    "moduleCall": "module call", "status": "status", "diff": "A → B", "overlays": "Overlays", "outputStats": "Output stats",
+    "tensors": "Tensors", "inputs": "inputs", "outputs": "outputs", "out": "out", "source": "source",
+    "sourceSection": "Source", "calledFrom": "Called from", "shapes": "shapes",
+    "expand": "Expand", "collapse": "Collapse", "fold": "Fold ×{n}", "unfold": "Unfold ×{n}",
+    "copy": "Copy {what}", "copyTitle": "Copy the {what} to the clipboard", "copied": "Copied ✓", "copyFailed": "Copy failed",
+    # the graph, the dock and notices
+    "unfoldTitle": "Unfold: one box per repeat",
+    "boxesShown": "{status} · {boxes} boxes shown",
+    "scaleNote": "(log scale, {n} boxes on screen; blank: none)",
+    "sizeNote": "· size: √{name}, 1× to {most}× at {word}",
+    "layoutFailed": "Layout failed: {error}",
+    "openedToDepth": "Opened modules down to depth {depth}; deeper levels would exceed {budget} boxes. Click a module to open it.",
+}
+"""Every word of the page outside its boxes and toolbar (the details panel, the dock, notices):
+``web/src`` reads them from the document (``PageDocument.ui``), ``{name}`` filled in there."""
+
+
 # -- words per box ---------------------------------------------------------------------
 
 
