@@ -56,7 +56,7 @@ def function_parameter_names(called: Any, positional: int) -> list[str]:
     ``__call__``) gives its first ``positional`` arguments, as ``parameter_names``."""
     skip = 0
     if hasattr(called, "__func__") or not hasattr(called, "__code__"):  # a method: its function, past self
-        called, skip = getattr(called, "__func__", None) or getattr(type(called), "__call__", None), 1
+        called, skip = getattr(called, "__func__", None) or type(called).__call__, 1  # it was called: its type has one
     code = getattr(called, "__code__", None)
     names = code.co_varnames[skip : code.co_argcount] if code is not None else ()
     return [names[i] if i < len(names) else f"args[{i}]" for i in range(positional)]

@@ -53,7 +53,16 @@ from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._overlays import OverlayMarks, number_text, overlay_marks
 from torchatlas._view._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._view._units import fold_runs, fold_totals, standard_leaves
-from torchatlas._view._words import DIFF_STATUS, PAGE_WORDS, call_marks, far_name, op_marks, params_words, stats_words, value_words
+from torchatlas._view._words import (
+    DIFF_STATUS,
+    PAGE_WORDS,
+    call_marks,
+    far_name,
+    op_marks,
+    params_words,
+    stats_words,
+    value_words,
+)
 
 
 def _count(value: Any) -> str:
