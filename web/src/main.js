@@ -524,6 +524,9 @@ class App {
       v.moveTo(at.x, at.y, v.k, animate);
     }
     this.status.textContent = this.describer.say("boxesShown", { status: this.model.doc.status, boxes: graph.leaves.size.toLocaleString("en-US") });
+    // the legend names only the categories drawn now (parameters: while they are shown)
+    const drawn = new Set([...graph.leaves.keys()].map((id) => this.describer.unit(id).category));
+    for (const item of this.legend.children) item.classList.toggle("hidden", !drawn.has(item.dataset.category));
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
     if (!guessEarly && token === this.layoutToken) setTimeout(() => token === this.layoutToken && this.guessNextViews(graph), 0);
     const atlas = window.__atlas;
