@@ -199,6 +199,8 @@ def test_opening_is_not_selecting_escape_clears_and_search_rows_are_distinct(bro
 
 def test_params_toggle_redraws_box_text_tooltips_and_f_fits(browser, tmp_path: Path) -> None:
     v = Viewer(browser, _trace("coolcnn"), tmp_path, "params")
+    param_legend = v.page.locator('.legend-item[data-category="param"]')
+    assert not param_legend.is_visible()  # the legend names only what is drawn
     v.click_and_relayout('.unit.module[data-id="s1"]')  # initial_conv open: its conv2d lists the weights it reads
     conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
     assert conv.locator(".subtitle").text_content().startswith("W 16×3×3×3")
@@ -206,6 +208,7 @@ def test_params_toggle_redraws_box_text_tooltips_and_f_fits(browser, tmp_path: P
     v.click_and_relayout(".check.params input")  # params as boxes: the op's box no longer lists them
     conv = v.page.locator(".unit.op", has=v.page.locator("text.title", has_text="conv2d")).first
     assert conv.locator(".subtitle").count() == 0 and v.count(".unit[data-category=param]") >= 2
+    assert param_legend.is_visible()
     v.page.locator(".unit.op").first.click()  # the panel names inputs without internal ids
     assert not any(re.search(r"\(n\d+\)", t) for t in v.page.locator(".details .tensor-name").all_text_contents())
     v.page.mouse.move(300, 300)

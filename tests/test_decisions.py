@@ -261,8 +261,8 @@ def test_the_early_exit_tree_folds_the_loop_golden():
     expected = _golden(
         "EarlyExit  2×8 → 2×8\n"
         "├── step#0–{last} (Sequential) ×{n} of range(self.steps), broke at {file}:{brk}  2×8 → 2×8\n"
-        "│   ├── step.0 (Linear)  2×8 → 2×8\n"
-        "│   └── step.1 (Tanh)  2×8 → 2×8\n"
+        "│   ├── 0 (Linear)  2×8 → 2×8\n"
+        "│   └── 1 (Tanh)  2×8 → 2×8\n"
         "├── ┬ lt (<)\n"
         "│   ├── delta = sub (-) ×{n} → 2×8\n"
         "│   ├── abs ×{n} → 2×8\n"
@@ -306,12 +306,12 @@ def test_nested_loops_fold_the_inner_runs_and_keep_the_outer_steps():
     assert graph.tree() == (
         "Nested  2×4 → 2×4\n"
         "├── block#0–2 (Sequential) ×3  2×4 → 2×4\n"
-        "│   ├── block.0 (Linear)  2×4 → 2×4\n"
-        "│   └── block.1 (ReLU)  2×4 → 2×4\n"
+        "│   ├── 0 (Linear)  2×4 → 2×4\n"
+        "│   └── 1 (ReLU)  2×4 → 2×4\n"
         "├── x = mul (*) → 2×4\n"
         "├── block#3–5 (Sequential) ×3  2×4 → 2×4\n"
-        "│   ├── block.0#3 (Linear)  2×4 → 2×4\n"
-        "│   └── block.1#3 (ReLU)  2×4 → 2×4\n"
+        "│   ├── 0#3 (Linear)  2×4 → 2×4\n"
+        "│   └── 1#3 (ReLU)  2×4 → 2×4\n"
         "└── x = mul (*) → 2×4"
     )
     assert [g["count"] for g in graph.ir.meta["repeat_groups"]] == [3, 3]

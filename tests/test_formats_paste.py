@@ -80,7 +80,7 @@ def test_mermaid_quotes_what_its_syntax_uses_and_shows_overlays() -> None:
     text = graph.to_mermaid(depth=1)
     boxes, _, _ = parse_mermaid(text)
     assert "max_pool#35;1 (MaxPool2d)" in boxes.values()  # "#" written as its entity
-    assert "args[0]<br/>1×3×32×32" in boxes.values()
+    assert "x<br/>1×3×32×32" in boxes.values()  # forward's parameter, as the diagram names it
     assert "initial_conv (Conv2d)<br/>ms 2.5" in boxes.values()
     assert text.count("style ") == 2
     assert torchatlas.FORMATS["mermaid"].file_name == "graph.mmd"

@@ -153,4 +153,4 @@ def test_a_nested_fold_is_named_below_its_caller_in_the_page_summary_and_diagram
     assert fold["name"] == "layer.0–1"  # inside encoder (BertEncoder)
     assert "    layer.0–1 (BertLayer) ×2" in graph.summary(format="text", wide=True)
     assert "<B>layer.0–1</B>" in graph.to_dot() and "<B>layer.0–1</B>" in graph.to_dot(depth=2)  # open, then closed
-    assert "encoder.layer.0–1 (BertLayer) ×2" in graph.tree()  # the tree writes every call's full path
+    assert "│   └── layer.0–1 (BertLayer) ×2" in graph.tree(ascii=False)  # below encoder, as every output names it

@@ -121,8 +121,8 @@ def test_nested_module_calls_nest_in_the_tree() -> None:
     assert parse_tree(text, UNICODE) == [
         (0, "Nested  1×3 → 1×3"),
         (1, "block (Sequential)  1×3 → 1×3"),
-        (2, "block.0 (Linear)  1×3 → 1×3"),
-        (2, "block.1 (ReLU)  1×3 → 1×3"),
+        (2, "0 (Linear)  1×3 → 1×3"),
+        (2, "1 (ReLU)  1×3 → 1×3"),
         (1, "mul (*) → 1×3"),
     ]
 

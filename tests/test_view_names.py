@@ -25,8 +25,9 @@ def _t5() -> torchatlas.Graph:
 def test_t5_cross_attention_reads_the_encoder_output_by_its_call_site_name() -> None:
     graph = _t5()
     lines = graph.tree(fold_repeats=False).splitlines()
-    k = [line for line in lines if "EncDecAttention.k (Linear)" in line]
-    assert k and all(line.endswith("← key_value_states") for line in k)
+    k = [line for line in lines if "── k (Linear)" in line and "← " in line]  # below its attention: the self-attention's read no side value
+    assert len(k) == sum(s.path.endswith("EncDecAttention.k") for s in graph.ir.scopes)
+    assert all(line.endswith("← key_value_states") for line in k)
     decoder = next(line for line in lines if "decoder (T5Stack)" in line)
     assert decoder.endswith("← decoder_input_ids, encoder_hidden_states")
     # the position bias is read as position_bias, never as the 'values' of the projection beside it

@@ -102,6 +102,31 @@ def _diff() -> torchatlas.Graph:
     return torchatlas.Graph(torchatlas.diff(a, b).graph)
 
 
+def _tp_llama() -> torchatlas.Graph:
+    """The 2-layer Llama sharded tensor-parallel over a fake group of 2 ranks, as the distributed tests trace it."""
+    import torch.distributed as dist
+    from _distributed_models import tp_llama
+    from torch.testing._internal.distributed.fake_pg import FakeStore
+
+    dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=2)
+    try:
+        model, args, kwargs = tp_llama(2)
+        return torchatlas.trace(model, args, kwargs)
+    finally:
+        dist.destroy_process_group()
+
+
+def _unet() -> torchatlas.Graph:
+    """diffusers' UNet2DModel, tiny: its time embedding is a side branch every block reads as ``temb``."""
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    model = diffusers.UNet2DModel(
+        sample_size=8, in_channels=3, out_channels=3, layers_per_block=1, block_out_channels=(8, 16),
+        down_block_types=("DownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "UpBlock2D"), norm_num_groups=4,
+    )
+    return torchatlas.trace(model.eval(), (torch.randn(1, 3, 8, 8), torch.tensor([10])))
+
+
 FIXTURES = {
     "coolcnn": _coolcnn,
     "llama-2-layers": lambda: _hf("llama"),
@@ -112,6 +137,8 @@ FIXTURES = {
     "nan": lambda: torchatlas.trace(MakesNaN(), torch.randn(2, 4), stats=True),
     "failing": lambda: torchatlas.trace(Fails(), torch.randn(2, 4), partial=True),
     "diff": _diff,
+    "tp-llama": _tp_llama,
+    "diffusers-unet": _unet,
 }
 
 _UNIT = re.compile(r'^\s*"([ns]\d+|ref_[^"]+|r\d+[^"]*)" \[label=<(.*)>, (?:fillcolor|style)')
@@ -126,6 +153,12 @@ def _dot_texts(dot: str) -> dict[str, list[str]]:
             label = m.group(2)
             out[m.group(1)] = [html.unescape(re.sub(r"<[^>]+>", "", part)).strip() for part in label.split("<BR/>")]
     return out
+
+
+def _mermaid_text(label: str) -> str:
+    """A Mermaid label's text, its entity codes (``#35;``, ``#quot;``) read back."""
+    named = {"quot": '"', "lt": "<", "gt": ">"}
+    return re.sub(r"#(\d+|quot|lt|gt);", lambda m: named.get(m.group(1)) or chr(int(m.group(1))), label)
 
 
 @pytest.mark.skipif(NODE is None, reason="node runs web/src")
@@ -190,6 +223,16 @@ def test_every_output_spells_each_fact_one_way(name: str, tmp_path: Path) -> Non
             spelled[f"title {unit.node.id}"]["diagram"] = words.title
         elif unit.kind == "box":
             spelled[f"call {unit.scope.id}"]["diagram"] = words.title
+    # Mermaid: the same units in the same order, each box's first line its title
+    boxes = dict(re.findall(r'^\s*(u\d+)\["(.*)"\]$', graph.to_mermaid(), re.M))
+    for i, (unit_id, words) in enumerate(full.words.items()):
+        unit, line = full.layout.units[unit_id], _mermaid_text(boxes[f"u{i}"].split("<br/>")[0])
+        if unit.kind == "node":
+            spelled[f"title {unit.node.id}"]["mermaid"] = line
+        elif unit.kind == "box":
+            spelled[f"call {unit.scope.id}"]["mermaid"] = line.removesuffix(f" ({words.subtitle})")
+        elif unit.kind == "ref":
+            spelled[f"far {unit.node.id}:{unit.slot}"]["mermaid"] = line
     # Model Explorer: op, input and output labels, and its stand-ins
     for n in graph.to_model_explorer()["graphs"][0]["nodes"]:
         if n["label"].startswith("↪ "):
@@ -212,11 +255,13 @@ def test_every_output_spells_each_fact_one_way(name: str, tmp_path: Path) -> Non
 
 
 EXPECTED = {
-    "coolcnn": {"params": {"diagram@None", "page"}, "title n0": {"diagram", "page", "model explorer"}},
-    "t5": {"far": {"diagram@None", "page", "model explorer"}, "title n0": {"diagram", "page", "model explorer"}},
+    "coolcnn": {"params": {"diagram@None", "page"}, "title n0": {"diagram", "page", "model explorer", "mermaid"}},
+    "t5": {"far": {"diagram@None", "page", "model explorer", "mermaid"}, "title n0": {"diagram", "page", "model explorer", "mermaid"}},
     "nan": {"mark nonfinite": {"diagram@None", "page", "tree"}},
     "failing": {"mark failed": {"diagram@0", "page", "tree"}},
-    "diff": {"call": {"diagram", "page"}},
+    "diff": {"call": {"diagram", "page", "mermaid"}},
+    "tp-llama": {"title n0": {"diagram", "page", "model explorer", "mermaid"}, "call": {"diagram", "page", "mermaid"}},
+    "diffusers-unet": {"title n0": {"diagram", "page", "model explorer", "mermaid"}},
 }
 """Per fixture: a fact of the issue's list and the outputs it must be read from."""
 
@@ -261,6 +306,25 @@ def test_a_failure_and_a_nan_read_alike_in_the_tree_the_diagram_and_the_page(tmp
     assert "⚠ Inf×8" in nan.tree(ascii=False) and "⚠ Inf×8" in nan.to_dot()
 
 
+def test_a_folds_parameters_read_each_times_n_equals_total_in_the_diagram_and_the_summary() -> None:
+    graph = _hf("llama")
+    row = next(line for line in graph.summary(format="text", depth=1, wide=True).splitlines() if "layers.0–1" in line)
+    each_total = re.search(r"(\S+ ×2 = \S+)", row).group(1)  # the Params column, the first run cell
+    assert f"{each_total} params" in _box(graph.to_dot(depth=1), "layers.0–1")
+
+    class Loop(nn.Module):  # one module called three times owns one set of parameters: no ×N
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            for _ in range(3):
+                x = self.fc(x)
+            return x
+
+    assert "· 20 params" in _box(torchatlas.trace(Loop(), torch.randn(2, 4)).to_dot(depth=1), "fc#0–2")
+
+
 def test_the_lstm_box_lists_all_three_outputs() -> None:
     graph = torchatlas.trace(LSTMHead(), torch.randn(2, 10, 32))
     assert "2×10×96, 4×2×48, 4×2×48" in _box(graph.to_dot(), "lstm")
@@ -297,6 +361,26 @@ def test_a_plain_function_shows_what_it_returned() -> None:
     assert torchatlas.trace(Callable(), (torch.randn(2, 2),)).tree(ascii=False).splitlines()[0].endswith("2×2 → (2×2, 2×2)")
 
 
+def test_a_plain_functions_input_is_named_by_its_parameter_in_every_output() -> None:
+    class Callable:
+        def __call__(self, y):
+            return y + 1
+
+    class Runner:
+        def run(self, w, v):
+            return w * v
+
+    two = (torch.randn(2, 2), torch.randn(2, 2))
+    for called, args, names in [(lambda z: z.sum(), two[:1], ["z"]), (Callable(), two[:1], ["y"]), (Runner().run, two, ["w", "v"])]:
+        graph = torchatlas.trace(called, args)
+        inputs = [n for n in graph.ir.nodes if n.kind == "input"]
+        document = viewer_document(graph.ir)
+        assert [document["names"][document["nodes"][graph.ir.nodes.index(n)]["op"]] for n in inputs] == names
+        assert all(f"<B>{name}</B>" in graph.to_dot() and f'["{name}<br/>2×2"]' in graph.to_mermaid() for name in names)
+        assert {n["label"] for n in graph.to_model_explorer()["graphs"][0]["nodes"]} >= set(names)
+    assert torchatlas.trace(Callable(), two[:1]).ir.scopes[0].cls == f"{__name__}.test_a_plain_functions_input_is_named_by_its_parameter_in_every_output.<locals>.Callable"
+
+
 def test_an_eval_dropout_counts_no_activation_memory_in_the_summary() -> None:
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1), nn.Identity()).eval()
     summary = torchatlas.trace(model, torch.randn(2, 4)).summary(format="text", wide=True)
@@ -327,6 +411,14 @@ def test_a_norm_is_filled_as_normalization_and_the_legend_names_folds_and_decisi
             return x * 2 if x.sum() > 0 else x
 
     assert "decision: Python read the value" in torchatlas.trace(Decides(), torch.ones(2)).to_dot()
+
+
+def test_the_page_legend_lists_only_the_categories_drawn_as_the_diagrams() -> None:
+    graph = torchatlas.trace(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), torch.randn(2, 4))
+    legend = [cat for cat, _ in viewer_document(graph.ir)["legend"]]
+    assert "compute" in legend and "elementwise" in legend
+    assert not {"normalization", "reduction", "shape", "communication"} & set(legend)  # none in the graph
+    assert all(cat in graph.to_dot() for cat in legend if cat not in ("io", "param"))
 
 
 _DEPTH = """
@@ -371,6 +463,58 @@ def test_the_viewer_writes_no_word_of_a_box_its_own() -> None:
     for source in sorted(WEB.glob("*.js")):
         text = source.read_text(encoding="utf-8")
         assert not [w for w in words if w in text], source.name
+
+
+def test_the_unets_time_embedding_branch_is_named_as_every_block_reads_it() -> None:
+    graph = _unet()
+    tree = graph.tree(depth=1, ascii=False)
+    assert "├── ┬ temb\n" in tree and "┬ sample" not in tree
+    assert all(line.endswith("← temb") or "temb," in line for line in tree.splitlines() if "down_blocks" in line)
+    inputs = [n for n in graph.ir.nodes if n.kind == "input"]
+    assert [build_view(graph.ir, DotOptions()).words[n.id].title for n in inputs] == ["sample", "timestep"]  # forward's names
+
+
+def test_a_tensor_parallel_llamas_collectives_read_alike_in_the_diagram_and_the_tree() -> None:
+    graph = _tp_llama()
+    dot, tree = graph.to_dot(depth=2), graph.tree(ascii=False)
+    assert "⇄ all_reduce" in dot and "all_reduce" in tree
+    assert "<B>layers.0–1</B>" in dot and "── layers.0–1 (LlamaDecoderLayer) ×2" in tree
+
+
+_PLACED = re.compile(
+    r"""(?:section\(|flash\(|textContent = |\btext: |\.title = |h\("(?:button|p|h3|h4|dt|dd)", [^,()]+, |\[)\s*(["`])((?:(?!\1).)*)\1(?!\s*,\s*["`])"""
+)
+"""A string literal a user reads: a section's title, a notice, a text, a tooltip, a button's
+label, a panel row's label (the first item of a ``[label, value]`` row)."""
+
+TOOLBAR = {
+    "main.js": {
+        "Enter", "Shift+click", "Esc", "Keyboard", "params", "◆", "depth ${d}", "rank ${r}",
+        "torchatlas viewer failed to start:\\n${atlas.error}",  # before any document could be read
+    },
+    "overlay.js": {"fill: category", "fill: ${text}", "size"},
+}
+"""The toolbar's own words (and the one notice shown where no document could be read): the
+only words ``web/src`` writes itself."""
+
+
+def test_the_viewer_writes_no_word_outside_its_toolbar() -> None:
+    """Every other word the page shows comes from the document: the boxes' (``Words``), the
+    details panel's, the dock's and the notices' (``PAGE_WORDS``, the document's ``ui``)."""
+    from torchatlas._view._words import PAGE_WORDS
+
+    found = {}
+    for source in sorted(WEB.glob("*.js")):
+        lines = [line for line in source.read_text(encoding="utf-8").splitlines() if not line.lstrip().startswith(("//", "*", "/**"))]
+        placed = {m.group(2) for line in lines for m in _PLACED.finditer(line)}
+        # a word: letters left once the values put in are taken out; a style sheet's text is none
+        words = {t for t in placed if re.search(r"[A-Za-z]{2}", re.sub(r"\$\{[^}]*\}", "", t)) and "{" not in re.sub(r"\$\{[^}]*\}", "", t)}
+        words -= TOOLBAR.get(source.name, set())
+        if words:
+            found[source.name] = sorted(words)
+    assert not found, found
+    assert {"hint", "kind", "moduleCall", "copy", "boxesShown", "unfoldTitle"} <= set(PAGE_WORDS)
+    assert viewer_document(_coolcnn().ir)["ui"] == PAGE_WORDS
 
 
 def test_a_branch_is_named_by_what_its_join_reads() -> None:

@@ -39,6 +39,12 @@ export class Describer {
     this.metas = model.doc.metas;
   }
 
+  /** The page's words outside its boxes (the document's `ui`, Python's), `{name}` filled from `values`. */
+  say(key, values = {}) {
+    const words = (this.model.doc.ui || {})[key] ?? key;
+    return words.replace(/\{(\w+)\}/g, (whole, name) => (name in values ? String(values[name]) : whole));
+  }
+
   meta(nodeIdx, slot = 0) {
     const o = this.model.nodes[nodeIdx].o || [];
     return slot < o.length ? this.metas[o[slot]] : null;

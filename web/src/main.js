@@ -316,7 +316,7 @@ class App {
     m.expandToDepth(depth);
     for (const sIdx of open) m.expanded.add(sIdx); // Expand all never closes a module
     this.syncDepthSelect();
-    if (depth <= m.maxDepth) this.flash(`Opened modules down to depth ${depth}; deeper levels would exceed ${EXPAND_ALL_BUDGET} boxes. Click a module to open it.`);
+    if (depth <= m.maxDepth) this.flash(this.describer.say("openedToDepth", { depth, budget: EXPAND_ALL_BUDGET }));
     this.relayout({ animate: true, fit: true });
   }
 
@@ -502,7 +502,7 @@ class App {
       result = await layout(graph, this.boxSizes(graph), (c) => r.containerMinWidth(c), this.direction);
     } catch (err) {
       // Keep the last good picture; say why this change could not be shown.
-      this.flash(`Layout failed: ${err && err.message ? err.message : err}`);
+      this.flash(this.describer.say("layoutFailed", { error: err && err.message ? err.message : err }));
       throw err;
     }
     if (token !== this.layoutToken) return; // a newer request replaced this one
@@ -523,7 +523,10 @@ class App {
       const at = v.inView(after, v.x + (before.x - after.x) * v.k, v.y + (before.y - after.y) * v.k);
       v.moveTo(at.x, at.y, v.k, animate);
     }
-    this.status.textContent = `${this.model.doc.status} · ${graph.leaves.size.toLocaleString("en-US")} boxes shown`;
+    this.status.textContent = this.describer.say("boxesShown", { status: this.model.doc.status, boxes: graph.leaves.size.toLocaleString("en-US") });
+    // the legend names only the categories drawn now (parameters: while they are shown)
+    const drawn = new Set([...graph.leaves.keys()].map((id) => this.describer.unit(id).category));
+    for (const item of this.legend.children) item.classList.toggle("hidden", !drawn.has(item.dataset.category));
     await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
     if (!guessEarly && token === this.layoutToken) setTimeout(() => token === this.layoutToken && this.guessNextViews(graph), 0);
     const atlas = window.__atlas;

@@ -93,8 +93,8 @@ export class Overlay {
       h("span", { class: "scale-min", text: wordOf(min) }),
       ...swatches,
       h("span", { class: "scale-max", text: wordOf(max) }),
-      h("span", { text: `(log scale, ${numbers.length} boxes on screen; blank: none)` }),
-      ...(this.sized ? [h("span", { class: "scale-size", text: `· size: √${name}, 1× to ${SIZE_MAX}× at ${wordOf(max)}` })] : []),
+      h("span", { text: this.describer.say("scaleNote", { n: numbers.length }) }),
+      ...(this.sized ? [h("span", { class: "scale-size", text: this.describer.say("sizeNote", { name, most: SIZE_MAX, word: wordOf(max) }) })] : []),
     );
   }
 }

@@ -12,10 +12,10 @@ function h(tag, cls, text) {
 
 const COPIED_MS = 2000; // how long a copy button says "Copied ✓"
 
-/** "inputs / name  shape dtype device" lines, then the outputs. */
-function shapesText(ins, outs) {
+/** "inputs / name  shape dtype device" lines, then the outputs, under the titles `said` gives. */
+function shapesText(ins, outs, said) {
   const block = (title, items) => (items.length ? [title, ...items.map(({ name, meta }) => `  ${name}  ${metaLine(meta)}`)] : []);
-  return [...block("inputs", ins), ...block("outputs", outs)].join("\n");
+  return [...block(said("inputs"), ins), ...block(said("outputs"), outs)].join("\n");
 }
 
 /** Put `text` on the clipboard; resolves to whether that worked. */
@@ -34,10 +34,11 @@ export class DetailsPanel {
     this.model = model;
     this.describer = describer;
     this.actions = actions;
+    this.say = (key, values) => describer.say(key, values);
   }
 
   clear() {
-    this.root.replaceChildren(h("p", "hint", "Click a box to see its details. Click a module to open or close it."));
+    this.root.replaceChildren(h("p", "hint", this.say("hint")));
     this.root.dataset.selected = "";
   }
 
@@ -61,15 +62,15 @@ export class DetailsPanel {
   /** In a diff's merged graph: which side has the box, and each change from A to B. */
   diff(x) {
     if (!x.df) return;
-    const sec = this.section("A → B");
+    const sec = this.section(this.say("diff"));
     sec.classList.add("diff", "diff-" + x.df);
-    this.rows(sec, [["status", x.dfw || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
+    this.rows(sec, [[this.say("status"), x.dfw || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
   }
 
   /** graph.overlay's values (torchatlas.compare's error among them), in the words the page document carries. */
   overlays(x) {
     if (!x.ovw) return;
-    this.rows(this.section("Overlays"), Object.entries(x.ovw).map(([name, words]) => [name, words, words.startsWith("✗") ? "warn" : null]));
+    this.rows(this.section(this.say("overlays")), Object.entries(x.ovw).map(([name, words]) => [name, words, words.startsWith("✗") ? "warn" : null]));
   }
 
   tensors(parent, title, items) {
@@ -92,12 +93,13 @@ export class DetailsPanel {
     const bar = h("div", "actions copy");
     for (const [what, text] of items) {
       if (!text) continue;
-      const b = h("button", null, `Copy ${what}`);
-      b.title = `Copy the ${what} to the clipboard`;
+      const label = this.say("copy", { what });
+      const b = h("button", null, label);
+      b.title = this.say("copyTitle", { what });
       b.addEventListener("click", () =>
         copy(text).then((ok) => {
-          b.textContent = ok ? "Copied ✓" : "Copy failed";
-          setTimeout(() => (b.textContent = `Copy ${what}`), COPIED_MS); // so the button says again what it copies
+          b.textContent = this.say(ok ? "copied" : "copyFailed");
+          setTimeout(() => (b.textContent = label), COPIED_MS); // so the button says again what it copies
         }),
       );
       bar.appendChild(b);
@@ -120,7 +122,7 @@ export class DetailsPanel {
   /** trace(stats=True): one row per output, named as in the tensor list, in the words the page carries (`stats` may be absent). */
   outputStats(stats, words, outs) {
     if (!stats || !stats.some(Boolean)) return;
-    const sec = this.section("Output stats");
+    const sec = this.section(this.say("outputStats"));
     this.rows(sec, stats.map((st, j) => [outs[j] ? outs[j].name : `[${j}]`, (st && words[j]) || "—", st && (st.nan || st.inf) ? "mono warn" : "mono"]));
   }
 
@@ -135,21 +137,21 @@ export class DetailsPanel {
     head.classList.add("head");
     head.dataset.category = m.doc.categories[n.c];
     this.rows(head, [
-      ["kind", kind],
-      ["target", n.t, "mono"],
-      ["path", n.path, "mono"],
-      ["variable", n.nm, "mono"],
-      ["module", scope.path || "<root>", "mono"],
-      ["class", scope.cls, "mono"],
-      ["call", n.a ? `${this.describer.opName(n)} ${n.a}` : null, "mono"],
-      ["collective", n.cl || null],
-      ["decides", n.dc ? n.dc.join("; ") : null, "mono"],
+      [this.say("kind"), kind],
+      [this.say("target"), n.t, "mono"],
+      [this.say("path"), n.path, "mono"],
+      [this.say("variable"), n.nm, "mono"],
+      [this.say("module"), scope.path || "<root>", "mono"],
+      [this.say("class"), scope.cls, "mono"],
+      [this.say("call"), n.a ? `${this.describer.opName(n)} ${n.a}` : null, "mono"],
+      [this.say("collective"), n.cl || null],
+      [this.say("decides"), n.dc ? n.dc.join("; ") : null, "mono"],
       // its marks, in Python's words (failed, nonfinite, unused, in-place, size only)
       ...(n.mk || []).filter(([kind]) => kind !== "decision" && kind !== "collective").map(([kind, text]) => [kind, text, kind === "failed" || kind === "nonfinite" ? "warn" : null]),
-      ["FLOPs", n.w?.f],
-      ["time", n.w?.tu],
-      ["CUDA time", n.w?.ctu],
-      ["output bytes", n.w?.ab],
+      [this.say("flops"), n.w?.f],
+      [this.say("time"), n.w?.tu],
+      [this.say("cudaTime"), n.w?.ctu],
+      [this.say("outputBytes"), n.w?.ab],
     ]);
     this.diff(n);
     this.overlays(n);
@@ -159,13 +161,13 @@ export class DetailsPanel {
       const name = srcKind === "op" ? (src.nm ? `${this.describer.opName(src)} (${src.nm})` : this.describer.opName(src)) : src.path || srcKind;
       return { name, meta: this.describer.meta(i, n.sl ? n.sl[j] : 0) };
     });
-    const sec = this.section("Tensors");
-    const outs = (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : "out", meta: m.doc.metas[o] }));
-    this.tensors(sec, "inputs", ins);
-    this.tensors(sec, "outputs", outs);
+    const sec = this.section(this.say("tensors"));
+    const outs = (n.o || []).map((o, j) => ({ name: n.o.length > 1 ? `[${j}]` : this.say("out"), meta: m.doc.metas[o] }));
+    this.tensors(sec, this.say("inputs"), ins);
+    this.tensors(sec, this.say("outputs"), outs);
     this.outputStats(n.st, n.stw, outs);
-    if (n.src) this.source(this.section("Source"), n.src);
-    this.copyBar(head, [["path", n.path || scope.path], ["source", this.sourceText(n.src)], ["shapes", shapesText(ins, outs)]]);
+    if (n.src) this.source(this.section(this.say("sourceSection")), n.src);
+    this.copyBar(head, [[this.say("path"), n.path || scope.path], [this.say("source"), this.sourceText(n.src)], [this.say("shapes"), shapesText(ins, outs, this.say)]]);
     this.actions.onShown?.();
   }
 
@@ -179,31 +181,31 @@ export class DetailsPanel {
     head.dataset.category = "module";
     const inside = m.nodesUnder(sIdx);
     const ops = inside.filter((n) => m.kindOf(n) === "op").length;
-    const rep = s.rep && m.groups.has(s.rep[0]) ? `${s.rep[1] + 1} of ${s.rep[2]}` : null;
+    const rep = s.rep && m.groups.has(s.rep[0]) ? this.say("repeatOf", { i: s.rep[1] + 1, n: s.rep[2] }) : null;
     this.rows(head, [
-      ["kind", "module call"],
-      ["class", s.cls, "mono"],
-      ["call", s.call ? `#${s.call}` : null],
-      ["repeat", rep],
-      ["ops", String(ops)],
-      ["parameters", s.pw],
-      ["FLOPs", s.w?.f],
-      ["time", s.w?.tu],
-      ["CUDA time", s.w?.ctu],
-      ["activation bytes", s.w?.ab],
-      ["NaN/Inf ops", s.nf != null ? String(s.nf) : null, s.nf ? "warn" : null],
+      [this.say("kind"), this.say("moduleCall")],
+      [this.say("class"), s.cls, "mono"],
+      [this.say("call"), s.call ? `#${s.call}` : null],
+      [this.say("repeat"), rep],
+      [this.say("ops"), String(ops)],
+      [this.say("parameters"), s.pw],
+      [this.say("flops"), s.w?.f],
+      [this.say("time"), s.w?.tu],
+      [this.say("cudaTime"), s.w?.ctu],
+      [this.say("activationBytes"), s.w?.ab],
+      [this.say("nonfiniteOps"), s.nf != null ? String(s.nf) : null, s.nf ? "warn" : null],
       ...(s.mk || []).map(([kind, text]) => [kind, text, "warn"]),
     ]);
     this.diff(s);
     const bar = h("div", "actions");
     const hidden = m.foldedGroupOf(s) !== null && m.groups.get(s.rep[0])[0] !== sIdx;
     const open = m.expanded.has(sIdx) && !hidden;
-    const toggle = h("button", null, open ? "Collapse" : "Expand");
+    const toggle = h("button", null, this.say(open ? "collapse" : "expand"));
     toggle.addEventListener("click", () => this.actions.onToggleScope(sIdx));
     bar.appendChild(toggle);
     if (s.rep && m.groups.has(s.rep[0])) {
       const folded = m.folded.has(s.rep[0]);
-      const fold = h("button", null, folded ? `Unfold ×${s.rep[2]}` : `Fold ×${s.rep[2]}`);
+      const fold = h("button", null, this.say(folded ? "unfold" : "fold", { n: s.rep[2] }));
       fold.addEventListener("click", () => this.actions.onToggleFold(s.rep[0]));
       bar.appendChild(fold);
     }
@@ -222,13 +224,13 @@ export class DetailsPanel {
       });
     }
     this.overlays(s);
-    const sec = this.section("Tensors");
-    const outs = (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || "out"), meta: this.describer.meta(i) }));
-    this.tensors(sec, "inputs", boundary);
-    this.tensors(sec, "outputs", outs);
+    const sec = this.section(this.say("tensors"));
+    const outs = (s.out || []).map((i) => ({ name: m.nodes[i].nm || lastComponent(m.nodes[i].t || this.say("out")), meta: this.describer.meta(i) }));
+    this.tensors(sec, this.say("inputs"), boundary);
+    this.tensors(sec, this.say("outputs"), outs);
     this.outputStats(s.st, s.stw, outs);
-    if (s.src) this.source(this.section("Called from"), s.src);
-    this.copyBar(head, [["path", s.path], ["source", this.sourceText(s.src)], ["shapes", shapesText(boundary, outs)]]);
+    if (s.src) this.source(this.section(this.say("calledFrom")), s.src);
+    this.copyBar(head, [[this.say("path"), s.path], [this.say("source"), this.sourceText(s.src)], [this.say("shapes"), shapesText(boundary, outs, this.say)]]);
     this.actions.onShown?.();
   }
 }

@@ -223,7 +223,7 @@ export class Renderer {
     if (badge) {
       const b = el("tspan", { class: "fold-badge", dx: "8" }, g.titleEl);
       b.textContent = `${badge} ⤢`;
-      b.appendChild(el("title")).textContent = "Unfold: one box per repeat";
+      b.appendChild(el("title")).textContent = this.describer.say("unfoldTitle");
     }
     el("tspan", { class: "subtitle", dx: "8" }, g.titleEl).textContent = d.containerSubtitle(cIdx);
   }

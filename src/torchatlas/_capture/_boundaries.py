@@ -51,6 +51,17 @@ def parameter_names(cls: type, positional: int) -> list[str]:
     return [names[i] if i < len(names) else f"args[{i}]" for i in range(positional)]
 
 
+def function_parameter_names(called: Any, positional: int) -> list[str]:
+    """The names a plain callable (a function, a lambda, a bound method, an object with
+    ``__call__``) gives its first ``positional`` arguments, as ``parameter_names``."""
+    skip = 0
+    if hasattr(called, "__func__") or not hasattr(called, "__code__"):  # a method: its function, past self
+        called, skip = getattr(called, "__func__", None) or type(called).__call__, 1  # it was called: its type has one
+    code = getattr(called, "__code__", None)
+    names = code.co_varnames[skip : code.co_argcount] if code is not None else ()
+    return [names[i] if i < len(names) else f"args[{i}]" for i in range(positional)]
+
+
 class Boundaries:
     """Scope listener of one level: records inputs, and each call's outputs when it returns."""
 
@@ -93,7 +104,9 @@ class Boundaries:
         the parameter it was passed as (``key_value_states``; inside a list, the list's)."""
         cls = type(module)
         positional = self._positional.get(cls)
-        if positional is None or len(positional) < len(args):
+        if not isinstance(module, torch.nn.Module):  # a plain callable, the root's: its own parameters
+            positional = function_parameter_names(module, len(args))
+        elif positional is None or len(positional) < len(args):
             positional = self._positional[cls] = parameter_names(cls, len(args))
         given: dict[Slot, str] = {}
         if not kwargs and len(args) == 1 and isinstance(args[0], Tensor):  # most calls: one tensor

@@ -157,11 +157,12 @@ class ScopeTracker:
     def running_module(self) -> Any:
         return self.stack[-1][1] if self.stack else None
 
-    def open_root(self, cls: str, args: tuple, kwargs: dict) -> None:
-        """For a plain callable (no module call to hook), open the root scope by hand."""
-        self._push(None, "", cls, None, args, kwargs)
+    def open_root(self, cls: str, called: Any, args: tuple, kwargs: dict) -> None:
+        """For a plain callable (no module call to hook), open the root scope by hand; the
+        listeners are told what was called (its parameters name the inputs)."""
+        self._push(None, "", cls, None, args, kwargs, called)
 
-    def _push(self, module: Any, path: str, cls: str, frame: Any, args: tuple, kwargs: dict) -> None:
+    def _push(self, module: Any, path: str, cls: str, frame: Any, args: tuple, kwargs: dict, called: Any = None) -> None:
         site = frame
         while site is not None and site.f_code in _MODULE_CALL_CODES:
             site = site.f_back
@@ -181,7 +182,7 @@ class ScopeTracker:
         if site is not None:
             self.call_sites[index] = (id(site), site.f_code, site.f_lasti)
         for listener in self.listeners:
-            listener.scope_entered(index, module, args, kwargs)
+            listener.scope_entered(index, module if called is None else called, args, kwargs)
 
     def exit(self, module: Any, output: Any) -> None:
         while self.stack:  # unwinds scopes left open by an exception

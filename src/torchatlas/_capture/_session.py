@@ -234,8 +234,9 @@ class Session:
                     modes.enter_context(mode)
                 if not isinstance(self.model, torch.nn.Module):
                     cls = type(self.model)
-                    name = f"{cls.__module__}.{getattr(self.model, '__qualname__', cls.__qualname__)}"
-                    self.tracker.open_root(name, self.args, self.kwargs)
+                    where = getattr(self.model, "__module__", None) or cls.__module__  # a function's own module, not builtins
+                    name = f"{where}.{getattr(self.model, '__qualname__', cls.__qualname__)}"
+                    self.tracker.open_root(name, self.model, self.args, self.kwargs)
                 self._output = self.model(*self.args, **self.kwargs)
                 if not isinstance(self.model, torch.nn.Module):  # the root opened by hand returns what it returned
                     self.tracker.exit(None, self._output)

@@ -37,7 +37,6 @@ from torchatlas._view import (
     break_anchors,
     build_layout,
     build_view,
-    call_name,
     decisions,
     dominant_dtype,
     fold_name,
@@ -49,7 +48,6 @@ from torchatlas._view import (
     rank_pins,
     read_label,
     read_mark,
-    relative_name,
     scope_name,
     shape_text,
 )
@@ -81,7 +79,7 @@ def _source_line(source: Source | None) -> str:
 class _Writer:
     def __init__(self, view: View, options: DotOptions) -> None:
         self.ir, self.options, self.layout, self.words = view.ir, options, view.layout, view.words
-        self.labels = view.labels
+        self.labels, self.opened = view.labels, view.open
         ir, layout = self.ir, self.layout
         self.children = ir.children()
         self.palette: Palette = PALETTES[options.theme]
@@ -153,13 +151,9 @@ class _Writer:
         fill = p.cluster_fills[(indent - 1) % len(p.cluster_fills)]
         border = BACKWARD if scope_id.startswith(BACKWARD_SCOPE) else p.cluster_border
         style = "rounded,filled,dashed" if scope_id.startswith(BACKWARD_SCOPE) else "rounded,filled"
-        members = self.layout.folds.get(scope_id)
-        # named below its caller, as its box would be and as the page names an open call
-        caller = self.ir.scope(scope.parent).path if scope.parent is not None else ""
-        name = relative_name(fold_name(members), caller) if members else call_name(self.ir, scope_id, self.model)
-        label = f"<B>{html_text(name)}</B> {_font(html_text(f'({scope.class_name})'), p.muted)}"
-        if members:  # a run drawn open, as its first member
-            label += f" <B>×{len(members)}</B>"
+        words = self.opened[scope_id]  # named below its caller, as its box would be
+        label = self._heading(words)
+        if words.badge:  # a run drawn open, as its first member
             border, style = p.badge, style.replace("filled", "filled,bold")
         self.lines += [
             f"{pad}subgraph {quoted('cluster_' + scope_id)} {{",
@@ -259,13 +253,16 @@ class _Writer:
             extra += ', style="rounded,filled,dashed"'
         return self._marked(words, label, cat, tip, extra)
 
+    def _heading(self, words: Words) -> str:
+        """A call's first line, boxed or open: ``layers.0–1 (LlamaDecoderLayer) ×2``."""
+        badge = f" <B>{html_text(words.badge)}</B>" if words.badge else ""
+        return f"<B>{html_text(words.title)}</B> {_font(html_text(f'({words.subtitle})'), self.palette.muted)}{badge}"
+
     def _box_attrs(self, unit: Unit) -> str:
         p, scope, words = self.palette, unit.scope, self.words[unit.id]
         assert scope is not None
         cat = "module" if unit.kind == "fold" else self._box_category(unit)
-        label = f"<B>{html_text(words.title)}</B> {_font(html_text(f'({words.subtitle})'), p.muted)}"
-        if words.badge:
-            label += f" <B>{html_text(words.badge)}</B>"
+        label = self._heading(words)
         if words.facts:
             label += "<BR/>" + _font(html_text(" · ".join(words.facts), 120), p.muted, 9)
         full = fold_name(unit.members) if unit.kind == "fold" else scope_name(scope, self.model)

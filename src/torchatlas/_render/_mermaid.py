@@ -1,7 +1,7 @@
 """The diagram as a Mermaid flowchart, for GitHub READMEs and issues (````mermaid`` blocks).
 
-It draws the diagram's layout (``_view.build_layout``): the same boxes, folds (``layers.0–11
-×12``), stand-ins and names as ``graph.render``, module calls drawn open as subgraphs. Box
+It draws the diagram's view (``_view.build_view``): the same boxes, folds (``layers.0–11
+×12``), stand-ins and words as ``graph.render``, module calls drawn open as subgraphs. Box
 ids are ``u0, u1…`` and subgraph ids ``c0, c1…`` (Mermaid's ids are plain words); every
 label is quoted with Mermaid's entity codes for the characters its syntax uses. Overlays
 (``graph.overlay``) add their values to the labels and fill the boxes, as in the diagram.
@@ -12,24 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from torchatlas._ir import GraphIR
-from torchatlas._view import (
-    PALETTES,
-    DotOptions,
-    Layout,
-    Unit,
-    ViewOptions,
-    build_layout,
-    call_name,
-    dominant_dtype,
-    fold_name,
-    input_label,
-    model_title,
-    op_display,
-    overlay_marks,
-    relative_name,
-    scope_name,
-    shape_text,
-)
+from torchatlas._view import PALETTES, DotOptions, Unit, View, ViewOptions, Words, build_view, overlay_marks
 
 _ENTITIES = {"#": "#35;", '"': "#quot;", "<": "#lt;", ">": "#gt;", "|": "#124;", "`": "#96;"}
 
@@ -52,19 +35,21 @@ def to_mermaid(ir: GraphIR, options: MermaidOptions | None = None) -> str:
     """A ``flowchart`` of the analysed ``ir`` (no ``` fence around it)."""
     options = options or MermaidOptions()
     dot = DotOptions(**{f.name: getattr(options, f.name) for f in fields(ViewOptions)}, fill=options.fill)
-    layout = build_layout(ir, dot)
-    return _Writer(layout, dot).write()
+    return _Writer(build_view(ir, dot), dot).write()
+
+
+def heading(words: Words) -> str:
+    """A call's line, boxed or open: ``layers.0–2 (LlamaDecoderLayer) ×3``."""
+    return f"{words.title} ({words.subtitle})" + (f" {words.badge}" if words.badge else "")
 
 
 class _Writer:
-    def __init__(self, layout: Layout, options: DotOptions) -> None:
-        self.layout, self.ir = layout, layout.ir
-        self.model = model_title(self.ir)
-        self.dominant = dominant_dtype(self.ir)
+    def __init__(self, view: View, options: DotOptions) -> None:
+        self.view, self.layout, self.ir = view, view.layout, view.ir
         self.children = self.ir.children()
-        self.ids = {unit_id: f"u{i}" for i, unit_id in enumerate(layout.units)}
+        self.ids = {unit_id: f"u{i}" for i, unit_id in enumerate(self.layout.units)}
         self.units_in: dict[str | None, list[Unit]] = {}
-        for unit in layout.units.values():
+        for unit in self.layout.units.values():
             self.units_in.setdefault(unit.container, []).append(unit)
         self.first = self.layout.first_inside()
         self.overlays = overlay_marks(self.ir)
@@ -75,8 +60,7 @@ class _Writer:
     def write(self) -> str:
         self._container(None, 1)
         for (src, dst), edge in self.layout.edges.items():
-            values = [] if self.layout.units[src].kind == "ref" else edge.values
-            label = shape_text(self.ir.value_meta(values[0]), self.dominant) if values else ""
+            label = "" if self.layout.units[src].kind == "ref" else ", ".join(self.view.labels[(src, dst)])
             arrow = "-.->" if edge.from_param else "-->"
             self.lines.append(f'  {self.ids[src]} {arrow}{f"|{chr(34)}{text(label)}{chr(34)}|" if label else ""} {self.ids[dst]}')
         for unit_id, unit in self.layout.units.items():
@@ -84,7 +68,6 @@ class _Writer:
             if colour:
                 self.lines.append(f"  style {self.ids[unit_id]} fill:{colour}")
         return "\n".join(self.lines) + "\n"
-
 
     def _container(self, scope_id: str | None, indent: int) -> None:
         items = [(unit.first, "unit", unit.id) for unit in self.units_in.get(scope_id, [])]
@@ -96,39 +79,22 @@ class _Writer:
                 label = "<br/>".join(text(line) for line in self._label(self.layout.units[ident]))
                 self.lines.append(f'{pad}{self.ids[ident]}["{label}"]')
                 continue
-            scope = self.ir.scope(ident)
-            members = self.layout.folds.get(ident)
-            caller = self.ir.scope(scope.parent).path if scope.parent is not None else ""
-            name = relative_name(fold_name(members), caller) if members else call_name(self.ir, ident, self.model)
-            title = f"{name} ({scope.class_name})" + (f" ×{len(members)}" if members else "")
-            self.lines.append(f'{pad}subgraph c{self.subgraphs}["{text(title)}"]')
+            self.lines.append(f'{pad}subgraph c{self.subgraphs}["{text(heading(self.view.open[ident]))}"]')
             self.subgraphs += 1
             self._container(ident, indent + 1)
             self.lines.append(f"{pad}end")
 
     def _label(self, unit: Unit) -> list[str]:
-        """The box's lines: its name (as the diagram's), an input's or output's shape, its overlays."""
-        if unit.kind == "ref":
-            return [f"↪ {self._name(self.layout.units[unit.source])}"]
-        lines = [self._name(unit)]
+        """The box's lines, the diagram's words: its title (a call's with its class and ``×N``),
+        a value's shape, the mark that wins (failed, NaN), its overlays."""
+        words = self.view.words[unit.id]
         if unit.kind in ("box", "fold"):
-            lines[0] += f" ({unit.scope.class_name})" + (f" ×{len(unit.members)}" if unit.kind == "fold" else "")
-        elif unit.node is not None and unit.node.kind != "op" and unit.node.outputs:
-            lines.append(shape_text(unit.node.outputs[0], self.dominant))
+            lines = [heading(words)]
+        else:
+            lines = [words.title] + ([words.subtitle] if words.subtitle and unit.kind == "node" else [])
+        lines += [m.text for m in words.marks[:1] if m.kind in ("failed", "nonfinite")]
         marks = self.overlays.text(self._item(unit) or "")
         return lines + [marks] if marks else lines
-
-    def _name(self, unit: Unit) -> str:
-        if unit.kind in ("box", "fold"):  # named below the call it is drawn in, as the diagram names it
-            within = self.ir.scope(unit.container).path if unit.container else ""
-            name = fold_name(unit.members) if unit.kind == "fold" else scope_name(unit.scope, self.model)
-            return relative_name(name, within)
-        node = unit.node
-        if node.kind == "op":
-            return op_display(node)
-        if node.kind == "output":
-            return node.path or "output"
-        return input_label(node.path) if node.kind == "input" else (node.path or node.kind).rsplit(".", 1)[-1]
 
     def _item(self, unit: Unit) -> str | None:
         return unit.node.id if unit.kind == "node" and unit.node else (unit.scope.id if unit.scope else None)

@@ -43,6 +43,7 @@ from torchatlas._view import (
     overlay_marks,
     relative_name,
     run_label,
+    run_words,
     shape_list,
 )
 
@@ -124,11 +125,9 @@ class Row:
 
 
 def _group_count(count: int, each: str, total: str, narrow: bool) -> str:
-    """``218.0M ×80 = 17.4B`` for a folded run (a per-call number and the run's total);
-    ``narrow``: the per-call number alone, ``218.0M ×80``."""
-    if each in ("-", "", "0"):
-        return each
-    return f"{each} ×{count}" if narrow else f"{each} ×{count} = {total}"
+    """``218.0M ×80 = 17.4B`` for a folded run (``run_words``); ``narrow``: the per-call number
+    alone, ``218.0M ×80``."""
+    return f"{each} ×{count}" if narrow and each not in ("-", "", "0") else run_words(count, each, total)
 
 
 def _owned(owners: list[dict[str, Any]], total: Any, show: Callable[[Any], str], narrow: bool, key: str) -> str:

@@ -233,6 +233,7 @@ class _TreeBuilder:
             last = self.ir.scope(run[-1])
             label = run_label(self.ir, scope, last, len(run))
             outs = last.outputs
+        label = relative_name(label, self.ir.scope(scope.parent).path) if scope.parent else label  # below its caller, as everywhere
         out_metas = [self.ir.value_meta(r) for r in outs]
         ins = read_locally([self.ir.value_meta(r) for r in self.ir.call_inputs(scope, flow.inputs)], out_metas)
         io = ""
@@ -328,8 +329,7 @@ class _TreeBuilder:
         if not item.is_scope:
             return op_display(self.ir.node(item.id))
         scope = self.ir.scope(item.id)
-        within = self.ir.scope(scope.parent).path if scope.parent is not None else ""
-        return relative_name(scope.path, within)
+        return relative_name(scope.path, self.ir.scope(scope.parent).path if scope.parent is not None else "")
 
     # -- structure ---------------------------------------------------------------
 

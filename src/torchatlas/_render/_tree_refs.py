@@ -207,11 +207,17 @@ def joined_as(builder: _TreeBuilder, flow: ScopeFlow, end: Item, inside: set[Ite
     else:
         refs = [Ref(end.id, 0)]
     for join in flow.edges.get(end, ()):
-        if join in inside or join == SINK or join.is_scope:
+        if join in inside or join == SINK:
+            continue
+        if join.is_scope:
             continue
         node = builder.ir.node(join.id)
         operands = operand_names(node)  # the join's own line: ``residual + feed_forward_hidden_states``
         names = [operands[k] for k, ref in enumerate(node.inputs) if ref in refs and k in operands]
         if names:
             return names[0]
+    for reader, side in flow.references.items():  # read by reference: as its ``←`` names it (``temb``)
+        for producer, ref in side:
+            if producer == end and reader not in inside and reader != SINK and (name := builder.read_name(reader, ref)):
+                return name
     return None

@@ -23,6 +23,7 @@ from torchatlas._view._words import (
     call_words,
     declared_params,
     far_name,
+    fold_params_words,
     fold_words,
     io_fact,
     op_words,
@@ -39,11 +40,13 @@ BOX_SHAPES = 3
 @dataclass
 class View:
     """What one diagram shows: ``layout`` (units, edges, folds) and ``words`` for each unit id,
-    ``labels`` for each edge (one shape per tensor it carries)."""
+    ``labels`` for each edge (one shape per tensor it carries), ``open`` for each call drawn
+    open (a cluster, a subgraph: its name, class and ``×N``)."""
 
     layout: Layout
     words: dict[str, Words]
     labels: dict[tuple[str, str], list[str]]
+    open: dict[str, Words]
 
     @property
     def ir(self) -> GraphIR:
@@ -75,7 +78,7 @@ def build_view(ir: GraphIR, options: DotOptions) -> View:
         if shapes_in or shapes_out:
             facts.append(io_fact(shapes_in, shapes_out))
         if params := declared_params(ir, unit.members, unit.nodes):
-            facts.append(params_words(params))
+            facts.append(fold_params_words(unit.members, params) if unit.kind == "fold" else params_words(params))
         assert unit.scope is not None
         facts += time_facts(fold_totals(ir, unit.scope.id) if unit.kind == "fold" else unit.scope.meta)
         if unit.kind == "fold" and (body := loop_body_note(ir, unit.scope)):
@@ -100,7 +103,11 @@ def build_view(ir: GraphIR, options: DotOptions) -> View:
         elif unit.scope is not None:
             words[unit.id] = with_collectives(call_words(ir, unit.scope, model, box_facts(unit)), unit.scope.id)
     labels = {key: shapes_of(ir, edge.values, dominant, BOX_SHAPES) for key, edge in layout.edges.items()}
-    return View(layout, words, labels)
+    opened = {}
+    for scope_id in layout.first_inside():  # a call drawn open is named as its box would be
+        members = layout.folds.get(scope_id)
+        opened[scope_id] = fold_words(ir, members) if members else call_words(ir, ir.scope(scope_id), model)
+    return View(layout, words, labels, opened)
 
 
 def _returned(ir: GraphIR, unit: Unit) -> list[Ref]:

@@ -278,7 +278,8 @@ class PageDocument:
     categories: list[str]
     """Colour categories, indexed by ``PageNode.c`` and ``PageScope.c``."""
     legend: list[list[str]]
-    """The legend's entries: ``[category, words]``."""
+    """The legend's entries: ``[category, words]``, for the categories drawn (a graph of no
+    convolution lists no convolution)."""
     scopes: list[PageScope]
     """Every module call."""
     nodes: list[PageNode]
@@ -293,6 +294,9 @@ class PageDocument:
     """A box's numbers in words (metric key -> words), indexed by ``w``."""
     compile: PageCompile | None = None
     """``compile_report``: its graphs and breaks."""
+    ui: dict[str, str] = field(default_factory=dict)
+    """The page's words outside its boxes and toolbar (``PAGE_WORDS``: the details panel's rows
+    and buttons, the dock's notes), ``{name}`` filled in by the viewer."""
 
 
 DOCUMENT_TYPES: tuple[type, ...] = (PageDocument, PageView, PageFoldBox, PageScope, PageNode, PageMeta, PageCompile, PageBreak)

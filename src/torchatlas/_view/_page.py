@@ -53,7 +53,16 @@ from torchatlas._view._options import STATE_KINDS, ViewOptions
 from torchatlas._view._overlays import OverlayMarks, number_text, overlay_marks
 from torchatlas._view._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._view._units import fold_runs, fold_totals, standard_leaves
-from torchatlas._view._words import DIFF_STATUS, call_marks, far_name, op_marks, params_words, stats_words, value_words
+from torchatlas._view._words import (
+    DIFF_STATUS,
+    PAGE_WORDS,
+    call_marks,
+    far_name,
+    op_marks,
+    params_words,
+    stats_words,
+    value_words,
+)
 
 
 def _count(value: Any) -> str:
@@ -452,7 +461,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         + [[f"ov:{name}", name, ""] for name in overlays.names if overlays.entries[name]["kind"] == "number"],
         kinds=list(NODE_KINDS),
         categories=categories,
-        legend=[list(item) for item in LEGEND],
+        # only what is drawn: the categories of this graph's ops and boxes
+        legend=[list(item) for item in LEGEND if categories.index(item[0]) in {x.c for x in (*out_nodes, *out_scopes)}],
         scopes=out_scopes,
         nodes=out_nodes,
         files=files.items,
@@ -460,6 +470,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         names=names.items,
         words=words_of.items,
         compile=_compile_data(ir, node_index, scope_index, files),
+        ui=dict(PAGE_WORDS),
     )
 
 

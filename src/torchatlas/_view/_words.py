@@ -70,6 +70,22 @@ def params_words(count: int) -> str:
     return f"{format_compact(count)} params"
 
 
+def run_words(count: int, each: str, total: str) -> str:
+    """``218.0M ×80 = 17.4B``: a folded run's number, one member's ×N and the run's total, in
+    the summary's cells and on the diagram's box alike; a number of no size (``-``, ``0``) as it is."""
+    return each if each in ("-", "", "0") else f"{each} ×{count} = {total}"
+
+
+def fold_params_words(members: list[Scope], total: int) -> str:
+    """A folded run's parameters: ``10.3K ×2 = 20.6K params`` where each member owns its own,
+    ``20 params`` where every member is a call of one shared module (owned once)."""
+    owners = list({s.path: s.meta for s in members}.values())
+    each = owners[0].get("params")
+    if len(owners) < 2 or not isinstance(each, int) or isinstance(each, bool):
+        return params_words(total)
+    return f"{run_words(len(owners), format_compact(each), format_compact(total))} params"
+
+
 def nonfinite_words(counts: Mapping[str, Any]) -> str:
     """``NaN×8 Inf×1``: an op's non-finite output counts (zeros left out)."""
     counted = {name: counts.get(key) for key, name in (("nan", "NaN"), ("inf", "Inf"))}  # a loaded file's other keys left out
@@ -142,6 +158,30 @@ DIFF_STATUS = {
     "pass-through": "hands its input on; only on one side",
 }
 """A diff's merged graph: what each status says, in the list, the tooltip and the panel."""
+
+
+PAGE_WORDS: dict[str, str] = {
+    # the details panel: its hint, sections, rows and buttons
+    "hint": "Click a box to see its details. Click a module to open or close it.",
+    "kind": "kind", "target": "target", "path": "path", "variable": "variable", "module": "module",
+    "class": "class", "call": "call", "collective": "collective", "decides": "decides", "flops": "FLOPs",
+    "time": "time", "cudaTime": "CUDA time", "outputBytes": "output bytes", "activationBytes": "activation bytes",
+    "repeat": "repeat", "repeatOf": "{i} of {n}", "ops": "ops", "parameters": "parameters", "nonfiniteOps": "NaN/Inf ops",
+    "moduleCall": "module call", "status": "status", "diff": "A → B", "overlays": "Overlays", "outputStats": "Output stats",
+    "tensors": "Tensors", "inputs": "inputs", "outputs": "outputs", "out": "out", "source": "source",
+    "sourceSection": "Source", "calledFrom": "Called from", "shapes": "shapes",
+    "expand": "Expand", "collapse": "Collapse", "fold": "Fold ×{n}", "unfold": "Unfold ×{n}",
+    "copy": "Copy {what}", "copyTitle": "Copy the {what} to the clipboard", "copied": "Copied ✓", "copyFailed": "Copy failed",
+    # the graph, the dock and notices
+    "unfoldTitle": "Unfold: one box per repeat",
+    "boxesShown": "{status} · {boxes} boxes shown",
+    "scaleNote": "(log scale, {n} boxes on screen; blank: none)",
+    "sizeNote": "· size: √{name}, 1× to {most}× at {word}",
+    "layoutFailed": "Layout failed: {error}",
+    "openedToDepth": "Opened modules down to depth {depth}; deeper levels would exceed {budget} boxes. Click a module to open it.",
+}
+"""Every word of the page outside its boxes and toolbar (the details panel, the dock, notices):
+``web/src`` reads them from the document (``PageDocument.ui``), ``{name}`` filled in there."""
 
 
 # -- words per box ---------------------------------------------------------------------
