@@ -23,6 +23,7 @@ from ._io import write_atomic
 from ._ir import GraphIR, Node
 from ._passes import OpComparison, RunComparison, compare_runs, error_value, op_label
 from ._render import HtmlOptions, ViewerBundleMissing, notebook_html
+from ._view import fold_runs
 
 METRICS = ("max_abs", "max_rel", "cosine")
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
@@ -99,23 +100,42 @@ class Comparison:
         return "\n".join(lines)
 
     def tree(self, **options: Any) -> str | Path:
-        """The first run's tree with each op's error and ``✗ diverges here`` (``Graph.tree``'s options)."""
+        """The first run's tree with each op's error and ``✗ diverges here`` (``Graph.tree``'s
+        options; ``fold_repeats`` is off by default where a fold would hide a divergence)."""
+        options.setdefault("fold_repeats", self._folds_show_divergences())
         return self.graph.tree(**options)
 
     def summary(self, **options: Any) -> str | Path:
-        """The first run's summary with an error column (``Graph.summary``'s options)."""
+        """The first run's summary with an error column (``Graph.summary``'s options, ``fold_repeats``
+        as for ``tree``)."""
+        options.setdefault("fold_repeats", self._folds_show_divergences())
         return self.graph.summary(**options)
+
+    def _folds_show_divergences(self) -> bool:
+        """False when an op that diverges lies in a repeated layer folded behind another (a fold
+        shows its first call's numbers): ``layers.1–15 ×15`` must not hide ``✗ diverges here``."""
+        ir = self.graph.ir
+        diverging = {ir.node(i).scope for r in self.runs for i, op in r.ops.items() if op.status == "diverges"}
+        hidden = {m for members in fold_runs(ir).values() for m in members[1:]}
+        inside = ir.children()
+        while hidden:
+            if hidden & diverging:
+                return False
+            hidden = {c for s in hidden for c in inside.get(s, [])}
+        return True
 
     def to_html(self, path: PathLike | None = None, title: str | None = None, **options: Any) -> str | Path:
         """The first run's page, its boxes filled by the first later run's error on a log scale
-        (``Graph.to_html``'s options; ``fill=`` another overlay)."""
+        (``Graph.to_html``'s options, ``fold_repeats`` as for ``tree``; ``fill=`` another overlay)."""
         options.setdefault("fill", self._fill())
+        options.setdefault("fold_repeats", self._folds_show_divergences())
         return self.graph.to_html(path, title=title or "torchatlas compare", **options)
 
     def _repr_html_(self) -> str | None:
         """Jupyter shows the first run's page inline, filled by error; without the viewer bundle, the report."""
         try:
-            return notebook_html(self.graph.ir, options=HtmlOptions(title="torchatlas compare", fill=self._fill()))
+            options = HtmlOptions(title="torchatlas compare", fill=self._fill(), fold_repeats=self._folds_show_divergences())
+            return notebook_html(self.graph.ir, options=options)
         except ViewerBundleMissing:
             return None
 
