@@ -95,6 +95,8 @@ export class Overlay {
       h("span", { class: "scale-max", text: wordOf(max) }),
       h("span", { text: `(log scale, ${numbers.length} boxes on screen; blank: none)` }),
       ...(this.sized ? [h("span", { class: "scale-size", text: `· size: √${name}, 1× to ${SIZE_MAX}× at ${wordOf(max)}` })] : []),
+      // torchatlas.compare's page: what the outlines and the faded boxes mean
+      ...(this.model.doc.compared ? [h("span", { class: "scale-marks", text: "· red outline: diverges here · faded: inherits a difference" })] : []),
     );
   }
 }
