@@ -103,7 +103,7 @@ def fingerprint(x: Tensor) -> dict[str, Any]:
         "sample": [v if math.isfinite(v) else _nonfinite(v) for v in values],
     }
     if count and x.dtype in _FLOATS:
-        low, high, total, norm, _, nan, inf = _float_numbers_now(cpu)
+        low, high, total, norm, _, nan, inf = _float_numbers_now(cpu, nonzero=False)
         result.update(min=_finite(low), max=_finite(high), mean=_finite(total / count), norm=_finite(norm), nan=int(nan), inf=int(inf))
     elif count:
         result.update(min=float(cpu.min().item()), max=float(cpu.max().item()))
