@@ -217,7 +217,9 @@ export class Renderer {
     const d = this.describer;
     const df = d.model.scopes[cIdx].df; // a diff's merged graph: the open module's frame says it changed
     for (const k of ["changed", "added", "removed"]) g.classList.toggle(`diff-${k}`, df === k);
-    g.classList.toggle("divergence-here", d.model.scopes[cIdx].ovs === "here"); // an open call holding compare's first divergence
+    // an open call holding compare's first divergence (the model's own call holds every one: left plain)
+    const scope = d.model.scopes[cIdx];
+    g.classList.toggle("divergence-here", scope.ovs === "here" && scope.p !== -1);
     g.titleEl.replaceChildren();
     g.titleEl.appendChild(document.createTextNode(d.containerTitle(cIdx)));
     const badge = d.containerBadge(cIdx);
