@@ -237,3 +237,21 @@ def test_perturbing_one_op_of_a_random_model_names_that_op_first(data) -> None:
     c = torchatlas.compare(a, b)
     assert c.first_divergence is not None, (model.source, str(c))
     assert c.runs[0].ops[c.first_divergence.id].other in perturbed, (model.source, str(c))
+
+
+def test_fingerprints_leave_the_thread_count_as_it_was_and_read_half_precision_right() -> None:
+    from torchatlas._capture._fingerprints import fingerprint
+
+    threads = torch.get_num_threads()
+    model, x = _mlp()
+    torchatlas.trace(model, x, fingerprint=True)
+    assert torch.get_num_threads() == threads
+    torch.manual_seed(0)
+    for count in (1000, (1 << 20) + 5):  # one thread, then the pool
+        values = torch.randn(count).to(torch.bfloat16)
+        found = fingerprint(values)
+        wide = values.double()
+        assert (found["min"], found["max"]) == (wide.min().item(), wide.max().item())
+        assert found["mean"] == pytest.approx(wide.mean().item(), abs=1e-5)
+        assert found["norm"] == pytest.approx(wide.norm().item(), rel=1e-4)  # float32 sums
+        assert torch.get_num_threads() == threads

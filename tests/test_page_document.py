@@ -84,12 +84,25 @@ def _compile_report() -> torchatlas.GraphIR:
         dynamo.reset()
 
 
+def _compare() -> torchatlas.GraphIR:
+    """Three runs: a nudged weight and bf16 autocast against fp32 (``ovs``, ``cmp``, ``compared``)."""
+    torch.manual_seed(0)
+    model, x = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).eval(), torch.randn(3, 4)
+    nudged = torchatlas.trace(model, x, fingerprint=True)
+    with torch.no_grad():
+        model[2].bias += 0.5
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = torchatlas.trace(model, x, fingerprint=True)
+    return torchatlas.compare((model, (x,)), nudged, bf16, rtol=1e-2, atol=1e-4).graph.ir
+
+
 FIXTURES = {
     "coolcnn": lambda: torchatlas.trace(_example.CoolCNN(), _example.example_input()).ir,
     "llama-2-layers": lambda: _llama().ir,
     "coolcnn-backward": lambda: torchatlas.trace(_example.CoolCNN(), _example.example_input(), backward=True).ir,
     "diff": _diff,
     "compile-report": _compile_report,
+    "compare": _compare,
 }
 
 

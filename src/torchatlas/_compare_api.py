@@ -23,6 +23,7 @@ from ._io import write_atomic
 from ._ir import GraphIR, Node
 from ._passes import OpComparison, RunComparison, compare_runs, error_value, op_label
 from ._render import HtmlOptions, ViewerBundleMissing, notebook_html
+from ._view import DIVERGES, DIVERGES_HERE, INHERITS, fold_runs
 
 METRICS = ("max_abs", "max_rel", "cosine")
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
@@ -42,7 +43,7 @@ class Comparison:
         """Each later run against the first: ``.ops`` by the first run's node id, ``.unmatched``,
         ``.first_divergence``."""
         self.atol, self.rtol, self.metric = atol, rtol, metric
-        self.graph = _with_overlays(graphs[0], labels, runs, metric)
+        self.graph = _with_overlays(graphs, labels, runs, metric)
         """The first run's graph with the comparison as overlays: ``error`` (per op, log scale;
         ``error: <run>`` per run when there are more than two) and ``divergence``."""
 
@@ -99,23 +100,42 @@ class Comparison:
         return "\n".join(lines)
 
     def tree(self, **options: Any) -> str | Path:
-        """The first run's tree with each op's error and ``✗ diverges here`` (``Graph.tree``'s options)."""
+        """The first run's tree with each op's error and ``✗ diverges here`` (``Graph.tree``'s
+        options; ``fold_repeats`` is off by default where a fold would hide a divergence)."""
+        options.setdefault("fold_repeats", self._folds_show_divergences())
         return self.graph.tree(**options)
 
     def summary(self, **options: Any) -> str | Path:
-        """The first run's summary with an error column (``Graph.summary``'s options)."""
+        """The first run's summary with an error column (``Graph.summary``'s options, ``fold_repeats``
+        as for ``tree``)."""
+        options.setdefault("fold_repeats", self._folds_show_divergences())
         return self.graph.summary(**options)
+
+    def _folds_show_divergences(self) -> bool:
+        """False when an op that diverges lies in a repeated layer folded behind another (a fold
+        shows its first call's numbers): ``layers.1–15 ×15`` must not hide ``✗ diverges here``."""
+        ir = self.graph.ir
+        diverging = {ir.node(i).scope for r in self.runs for i, op in r.ops.items() if op.status == "diverges"}
+        hidden = {m for members in fold_runs(ir).values() for m in members[1:]}
+        inside = ir.children()
+        while hidden:
+            if hidden & diverging:
+                return False
+            hidden = {c for s in hidden for c in inside.get(s, [])}
+        return True
 
     def to_html(self, path: PathLike | None = None, title: str | None = None, **options: Any) -> str | Path:
         """The first run's page, its boxes filled by the first later run's error on a log scale
-        (``Graph.to_html``'s options; ``fill=`` another overlay)."""
+        (``Graph.to_html``'s options, ``fold_repeats`` as for ``tree``; ``fill=`` another overlay)."""
         options.setdefault("fill", self._fill())
+        options.setdefault("fold_repeats", self._folds_show_divergences())
         return self.graph.to_html(path, title=title or "torchatlas compare", **options)
 
     def _repr_html_(self) -> str | None:
         """Jupyter shows the first run's page inline, filled by error; without the viewer bundle, the report."""
         try:
-            return notebook_html(self.graph.ir, options=HtmlOptions(title="torchatlas compare", fill=self._fill()))
+            options = HtmlOptions(title="torchatlas compare", fill=self._fill(), fold_repeats=self._folds_show_divergences())
+            return notebook_html(self.graph.ir, options=options)
         except ViewerBundleMissing:
             return None
 
@@ -298,21 +318,46 @@ def _output_bytes(node: Node) -> int:
     return total
 
 
-def _with_overlays(graph: Graph, labels: list[str], runs: list[RunComparison], metric: str) -> Graph:
-    """A copy of ``graph`` carrying the errors and the divergence marks as overlays."""
-    marked = Graph(graph.ir, graph.error, graph.activations())
+def _with_overlays(graphs: list[Graph], labels: list[str], runs: list[RunComparison], metric: str) -> Graph:
+    """A copy of the first run's graph carrying the errors and the divergence marks as overlays,
+    and each op's partners (``meta["compared"]``, the page's table)."""
+    graph = graphs[0]
+    tables = _partner_rows([g.ir for g in graphs], runs)
+    marked = Graph(graph.ir.with_meta(nodes=tables, graph={"compared_runs": list(labels)}), graph.error, graph.activations())
     marks: dict[str, str] = {}
     for r in runs:
         name = "error" if len(runs) == 1 else f"error: {r.label}"
         values = {i: v for i, op in r.ops.items() if (v := error_value(op, metric)) is not None}
         marked.overlay(name, values, kind="number", scale="log")
         for i, op in r.ops.items():
-            mark = "✗ diverges" if op.status == "diverges" else None
+            mark = DIVERGES if op.status == "diverges" else None
             if op.status == "inherits" and op.origin is not None:
-                mark = f"inherits from {graph.ir.scope(graph.ir.node(op.origin).scope).path or 'model'}"
-            if mark and marks.get(i) != "✗ diverges here":
+                mark = f"{INHERITS}{graph.ir.scope(graph.ir.node(op.origin).scope).path or 'model'}"
+            if mark and marks.get(i) != DIVERGES_HERE:
                 marks[i] = mark
         if r.first_divergence is not None:
-            marks[r.first_divergence] = "✗ diverges here"
+            marks[r.first_divergence] = DIVERGES_HERE
     marked.overlay("divergence", marks, kind="category")
     return marked
+
+
+def _partner_rows(irs: list[GraphIR], runs: list[RunComparison]) -> dict[str, dict[str, Any]]:
+    """Each op of the first run's partner in every later run, the page's table (``meta["compared"]``)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        other = irs[r.run]
+        for node_id, op in r.ops.items():
+            partner = other.node(op.other)
+            e = op.errors
+            numbers = {} if e is None else {"max_abs": _json_number(e.max_abs), "max_rel": _json_number(e.max_rel),
+                                            "cosine": _json_number(e.cosine)}
+            rows.setdefault(node_id, []).append({
+                "run": r.run, "node": op.other, "target": partner.target, "status": op.status,
+                "outputs": [[list(m.shape), m.dtype] for m in partner.outputs], **numbers,
+            })
+    return {node_id: {"compared": found} for node_id, found in rows.items()}
+
+
+def _json_number(value: float) -> float | str:
+    """A number as JSON holds it: NaN and Inf as their text."""
+    return value if value == value and abs(value) != float("inf") else str(value)

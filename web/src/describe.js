@@ -107,7 +107,7 @@ export class Describer {
   /** Everything a box shows, as one string: a box is redrawn when it changes. */
   said(id) {
     const d = this.unit(id);
-    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}\u0000${d.diff || ""}`;
+    return `${d.title}\u0000${d.subtitle || ""}\u0000${d.badge || ""}\u0000${d.category}\u0000${d.diff || ""}\u0000${d.divergence || ""}`;
   }
 
   /** A box's hover text: its whole name, what it is and what it makes. */
@@ -140,6 +140,8 @@ export class Describer {
     if (s.bw) d = { ...d, backward: true };
     const x = id[0] === "n" ? m.nodes[Number(id.slice(1))] : m.scopes[Model.unitScope(id)];
     if (x && x.df) d = { ...d, diff: x.df, subtitle: x.dfn || d.subtitle };
+    // torchatlas.compare's mark (a fold: its first member's; compare unfolds a run that hides a divergence)
+    if (x && x.ovs) d = { ...d, divergence: x.ovs };
     return d;
   }
 

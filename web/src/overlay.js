@@ -95,6 +95,8 @@ export class Overlay {
       h("span", { class: "scale-max", text: wordOf(max) }),
       h("span", { text: this.describer.say("scaleNote", { n: numbers.length }) }),
       ...(this.sized ? [h("span", { class: "scale-size", text: this.describer.say("sizeNote", { name, most: SIZE_MAX, word: wordOf(max) }) })] : []),
+      // torchatlas.compare's page: what the outlines and the faded boxes mean
+      ...(this.model.doc.compared ? [h("span", { class: "scale-marks", text: this.describer.say("comparedMarks") })] : []),
     );
   }
 }

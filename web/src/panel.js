@@ -67,6 +67,28 @@ export class DetailsPanel {
     this.rows(sec, [[this.say("status"), x.dfw || x.df, x.df === "same" ? null : "warn"], ...(x.dfc || []).map((c) => ["", c])]);
   }
 
+  /**
+   * torchatlas.compare: the op in every run, a column per run (the first run's first) and a
+   * row per field; the cells Python found to differ from the first run are highlighted.
+   */
+  compared(n, title = this.say("runs")) {
+    const runs = this.model.doc.compared;
+    if (!runs || !n.cmp) return;
+    const hot = new Set((n.cmph || []).map(([run, field]) => `${run}:${field}`));
+    const table = h("table", "runs");
+    const head = table.appendChild(h("tr"));
+    head.appendChild(h("th"));
+    for (const label of runs.runs) head.appendChild(h("th", null, label));
+    runs.fields.forEach((field, f) => {
+      const tr = table.appendChild(h("tr"));
+      tr.appendChild(h("th", null, field));
+      n.cmp.forEach((column, r) => tr.appendChild(h("td", hot.has(`${r}:${f}`) ? "differs" : null, column[f])));
+    });
+    const sec = this.section(title);
+    sec.classList.add("runs");
+    sec.appendChild(h("div", "runs-scroll")).appendChild(table);
+  }
+
   /** graph.overlay's values (torchatlas.compare's error among them), in the words the page document carries. */
   overlays(x) {
     if (!x.ovw) return;
@@ -154,6 +176,7 @@ export class DetailsPanel {
       [this.say("outputBytes"), n.w?.ab],
     ]);
     this.diff(n);
+    this.compared(n);
     this.overlays(n);
     const ins = (n.i || []).map((i, j) => {
       const src = m.nodes[i];
@@ -197,6 +220,9 @@ export class DetailsPanel {
       ...(s.mk || []).map(([kind, text]) => [kind, text, "warn"]),
     ]);
     this.diff(s);
+    // a compared call: the table of the op that made what it returned
+    const made = s.out && s.out.length === 1 ? m.nodes[s.out[0]] : null;
+    if (made && made.cmp) this.compared(made, this.say("runsOfOutput", { op: this.describer.opName(made) }));
     const bar = h("div", "actions");
     const hidden = m.foldedGroupOf(s) !== null && m.groups.get(s.rep[0])[0] !== sIdx;
     const open = m.expanded.has(sIdx) && !hidden;

@@ -217,6 +217,9 @@ export class Renderer {
     const d = this.describer;
     const df = d.model.scopes[cIdx].df; // a diff's merged graph: the open module's frame says it changed
     for (const k of ["changed", "added", "removed"]) g.classList.toggle(`diff-${k}`, df === k);
+    // an open call holding compare's first divergence (the model's own call holds every one: left plain)
+    const scope = d.model.scopes[cIdx];
+    g.classList.toggle("divergence-here", scope.ovs === "here" && scope.p !== -1);
     g.titleEl.replaceChildren();
     g.titleEl.appendChild(document.createTextNode(d.containerTitle(cIdx)));
     const badge = d.containerBadge(cIdx);
@@ -231,7 +234,7 @@ export class Renderer {
   /** The box of a leaf unit; `old`, the box it replaces, lends it its place. */
   makeLeaf(id, old = null) {
     const d = this.describer.unit(id);
-    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.decision ? " decision" : ""}${d.backward ? " backward" : ""}${d.diff ? " diff-" + d.diff : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
+    const g = el("g", { class: `unit ${d.module ? "module" : "op"}${d.failed ? " failed" : ""}${d.nonfinite ? " nonfinite" : ""}${d.dead ? " dead" : ""}${d.decision ? " decision" : ""}${d.backward ? " backward" : ""}${d.diff ? " diff-" + d.diff : ""}${d.divergence ? " divergence-" + d.divergence : ""}`, "data-id": id, "data-category": d.category }, old ? null : this.layerNodes);
     g.said = this.describer.said(id);
     if (old) g.style.transform = old.style.transform;
     el("title", {}, g).textContent = this.describer.tooltip(id);

@@ -266,18 +266,19 @@ def _numel(shape: Any) -> int:
     return n
 
 
-def _float_numbers_now(x: Tensor) -> list[float]:
+def _float_numbers_now(x: Tensor, nonzero: bool = True) -> list[float]:
     """``[min, max, sum, L2 norm, nonzero, nan, inf]`` of a float tensor on a CPU, read at once.
 
     Mean and std come from the sum and the sum of squares (the L2 norm): one pass each,
     where ``std_mean`` takes fifty times longer on a CPU. A NaN or Inf shows in min, max
-    or sum, so they are counted only then.
+    or sum, so they are counted only then. ``nonzero=False`` leaves that count 0: a pass
+    over ``x`` a caller without a use for it (a fingerprint) is spared.
     """
     wide = _ACCUMULATE.get(x.dtype)
     low, high = _min_max(x)
     row = [
         low.item(), high.item(), x.sum(dtype=wide).item(), torch.linalg.vector_norm(x, dtype=wide).item(),
-        torch.count_nonzero(x).item(), 0, 0,
+        torch.count_nonzero(x).item() if nonzero else 0, 0, 0,
     ]
     if not all(math.isfinite(v) for v in row[:3]):
         row[5], row[6] = torch.count_nonzero(torch.isnan(x)).item(), torch.count_nonzero(isinf_without_copy(x)).item()

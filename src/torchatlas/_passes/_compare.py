@@ -86,7 +86,7 @@ def compare_runs(
     graphs: list[GraphIR], labels: list[str], atol: float, rtol: float, metric: Metric | None = None,
 ) -> list[RunComparison]:
     """Every later graph against the first (each traced with fingerprints)."""
-    return [_compare_pair(graphs[0], graphs[k], k, labels[k], atol, rtol, metric) for k in range(1, len(graphs))]
+    return [_compare_pair(graphs[0], graphs[k], k, [labels[0], labels[k]], atol, rtol, metric) for k in range(1, len(graphs))]
 
 
 def _fingerprints(node: Node) -> list[Any]:
@@ -94,12 +94,15 @@ def _fingerprints(node: Node) -> list[Any]:
     return found if isinstance(found, list) else []
 
 
-def _compare_pair(a: GraphIR, b: GraphIR, run: int, label: str, atol: float, rtol: float, metric: Metric | None) -> RunComparison:
+def _compare_pair(a: GraphIR, b: GraphIR, run: int, labels: list[str], atol: float, rtol: float, metric: Metric | None) -> RunComparison:
+    """``labels``: the first run's and this run's."""
+    first, label = labels
     result = RunComparison(run, label)
     partners, reasons, only_b = _partners(a, b)
     by_numbers = _pair_by_numbers(a, b, [n for n in a.ops() if n.id not in partners], only_b, atol, rtol)
     for a_id, b_id in by_numbers.items():
         partners[a_id] = (b_id, "numbers")
+    a_reasons = _alone_reasons(a, reasons, set(partners), label)
     state: dict[str, str | None] = {}
     """Node id of the first run -> the op its difference began at (None: within)."""
     for node in a.nodes:
@@ -109,7 +112,7 @@ def _compare_pair(a: GraphIR, b: GraphIR, run: int, label: str, atol: float, rto
         partner = partners.get(node.id)
         if partner is None:
             state[node.id] = upstream  # read through
-            result.unmatched.append(Unmatched(0, node.id, op_label(a, node), reasons.get(node.id) or f"{label} has no op like it"))
+            result.unmatched.append(Unmatched(0, node.id, op_label(a, node), a_reasons.get(node.id) or f"{label} has no op like it"))
             continue
         other, how = partner
         found = _op_errors(node, b.node(other), atol, rtol, metric)
@@ -127,9 +130,9 @@ def _compare_pair(a: GraphIR, b: GraphIR, run: int, label: str, atol: float, rto
         if status == "diverges" and result.first_divergence is None:
             result.first_divergence = node.id
     taken = {other for other, _ in partners.values()}
-    for b_id, reason in only_b.items():
-        if b_id not in taken:
-            result.unmatched.append(Unmatched(run, b_id, op_label(b, b.node(b_id)), reason))
+    b_reasons = _alone_reasons(b, {i: r for i, r in only_b.items() if i not in taken}, taken, first)
+    for b_id, reason in b_reasons.items():
+        result.unmatched.append(Unmatched(run, b_id, op_label(b, b.node(b_id)), reason))
     return result
 
 
@@ -149,6 +152,59 @@ def _partners(a: GraphIR, b: GraphIR) -> tuple[dict[str, tuple[str, str]], dict[
         elif m.b in b_ops and m.a is None:
             only_b[m.b] = m.reason or "only this run has it"
     return partners, reasons, only_b
+
+
+def _alone_reasons(ir: GraphIR, alone: dict[str, str], partnered: set[str], other: str) -> dict[str, str]:
+    """Why each op of ``ir`` in ``alone`` (op id -> the diff's reason) has no partner, in
+    execution order and in words that say what it is where that can be told: a weight prepared
+    from parameters and buffers alone (a quantized copy's dequantize), or a step of a call whose
+    result is compared where the call ends (a dequantized matmul against a Linear)."""
+    users = ir.users()
+    made_from: dict[str, list[str]] = {}
+    """An op of ``alone`` that reads parameters, buffers and constants only -> those it is made from."""
+    found: dict[str, str] = {}
+    for node in ir.ops():
+        if node.id not in alone:
+            continue
+        sources = _state_sources(ir, node, made_from)
+        if sources:
+            made_from[node.id] = sources
+            found[node.id] = (f"prepares a weight from {', '.join(sources)} alone (dequantized, cast or laid out) "
+                              f"where {other} reads its weights as they are; read through")
+            continue
+        end = _compared_end(ir, node, users, partnered)
+        found[node.id] = alone[node.id] if end is None else (
+            f"a step {other} computes in other ops; compared where it ends, at {op_label(ir, end)} [{end.id}]")
+    return found
+
+
+def _state_sources(ir: GraphIR, node: Node, made_from: dict[str, list[str]]) -> list[str]:
+    """The parameters, buffers and tensor attributes ``node`` is made from, when it reads nothing
+    else (directly or through ops of ``made_from``); [] when it reads an input or another op."""
+    sources: list[str] = []
+    for ref in node.inputs:
+        source = ir.node(ref.node)
+        if source.kind in ("param", "buffer") or (source.kind == "constant" and source.path):
+            sources.append(source.path)  # a constant with a path: a tensor attribute of a module
+        elif source.id in made_from:
+            sources += made_from[source.id]
+        elif source.kind != "constant":
+            return []
+    return list(dict.fromkeys(sources))
+
+
+def _compared_end(ir: GraphIR, node: Node, users: dict[str, list[str]], partnered: set[str]) -> Node | None:
+    """The op with a partner that ``node``'s result reaches within its own call, through ops without one."""
+    queue, seen = list(users[node.id]), set()
+    while queue:
+        reader = ir.node(queue.pop(0))
+        if reader.id in seen or reader.kind != "op" or reader.scope != node.scope:
+            continue
+        seen.add(reader.id)
+        if reader.id in partnered:
+            return reader
+        queue += users[reader.id]
+    return None
 
 
 def _pair_by_numbers(a: GraphIR, b: GraphIR, left: list[Node], only_b: dict[str, str], atol: float, rtol: float) -> dict[str, str]:

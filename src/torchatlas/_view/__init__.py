@@ -28,6 +28,7 @@ from ._built import BOX_SHAPES, View, build_view
 from ._document import (
     DOCUMENT_TYPES,
     PageBreak,
+    PageCompared,
     PageCompile,
     PageDocument,
     PageFoldBox,
@@ -74,7 +75,7 @@ from ._labels import (
 )
 from ._names import ReadingNames, assigned_names, operand_names, parsed_line
 from ._options import CONSTANT_KINDS, LOCAL_KINDS, STATE_KINDS, ViewOptions
-from ._overlays import OverlayMarks, number_text, overlay_marks
+from ._overlays import DIVERGES, DIVERGES_HERE, INHERITS, OverlayMarks, number_text, overlay_marks
 from ._page import (
     METRICS,
     GraphCounts,
@@ -133,7 +134,10 @@ from ._words import (
 __all__ = [
     "BOX_SHAPES",
     "DIFF_STATUS",
+    "DIVERGES",
+    "DIVERGES_HERE",
     "FAILED_INSIDE",
+    "INHERITS",
     "MARK_KINDS",
     "Mark",
     "View",
@@ -175,6 +179,7 @@ __all__ = [
     "Layout",
     "OverlayMarks",
     "PageBreak",
+    "PageCompared",
     "PageCompile",
     "PageDocument",
     "PageFold",

@@ -74,6 +74,10 @@ class _Facts:
     a number overlay is in the fill menu as ``ov:<name>``."""
     ovw: dict[str, str] | None = None
     """``ov`` in words, as the tree and summary write them (``0.127``, ``✗ diverges here``)."""
+    ovs: Literal["here", "diverges", "inherits"] | None = None
+    """``torchatlas.compare``'s mark here, drawn on the box: ``here`` the first divergence (or a
+    call holding it), ``diverges`` an op past the tolerance with every input within it,
+    ``inherits`` one past it because an input was (faded)."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -128,6 +132,11 @@ class PageNode(_Facts):
     """The error a partial trace stopped at, on the op that raised it."""
     cr: int | None = None
     """``compile_report``: the compiled graph it ran in, -1 where eager."""
+    cmp: list[list[str]] | None = None
+    """``torchatlas.compare``: the op in every run, a column per run of ``PageDocument.compared``
+    (the first run's first), a cell per field (its op, outputs, status, errors)."""
+    cmph: list[list[int]] | None = None
+    """The cells of ``cmp`` that differ, ``[run, field]`` each: highlighted."""
 
 
 @dataclass(kw_only=True, slots=True)
@@ -258,6 +267,16 @@ class PageView:
 
 
 @dataclass(kw_only=True, slots=True)
+class PageCompared:
+    """``torchatlas.compare``'s runs, the columns of an op's table in the details panel."""
+
+    runs: list[str]
+    """Each run's label, the first run (the one the others are measured against) first."""
+    fields: list[str]
+    """The table's rows: the names of the cells of ``PageNode.cmp``'s columns."""
+
+
+@dataclass(kw_only=True, slots=True)
 class PageDocument:
     """The whole document: the ``<script type="application/json">`` block of a page."""
 
@@ -297,9 +316,13 @@ class PageDocument:
     ui: dict[str, str] = field(default_factory=dict)
     """The page's words outside its boxes and toolbar (``PAGE_WORDS``: the details panel's rows
     and buttons, the dock's notes), ``{name}`` filled in by the viewer."""
+    compared: PageCompared | None = None
+    """``torchatlas.compare``: the runs compared, where this graph is the first run's."""
 
 
-DOCUMENT_TYPES: tuple[type, ...] = (PageDocument, PageView, PageFoldBox, PageScope, PageNode, PageMeta, PageCompile, PageBreak)
+DOCUMENT_TYPES: tuple[type, ...] = (
+    PageDocument, PageView, PageFoldBox, PageScope, PageNode, PageMeta, PageCompile, PageBreak, PageCompared,
+)
 """Every type the document is made of."""
 
 _KEYS: dict[type, tuple[str, ...]] = {t: tuple(f.name for f in fields(t)) for t in DOCUMENT_TYPES}

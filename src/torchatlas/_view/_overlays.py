@@ -21,6 +21,12 @@ CATEGORY_FILLS = ("#fbe3e1", "#fff1c9", "#e0f0e3", "#e6e1f5", "#dcebf7", "#f3e0e
 """Fills of a category overlay's values, in order of appearance (light, so text stays readable)."""
 DIVERGES_FILL = "#f4b4ae"
 """The fill of a value that starts with ``✗`` (compare's divergences): the strongest."""
+DIVERGES_HERE = "✗ diverges here"
+"""compare's mark on each run's first divergence."""
+DIVERGES = "✗ diverges"
+"""compare's mark on an op past the tolerance whose inputs were within it (not the first)."""
+INHERITS = "inherits from "
+"""compare's mark on an op past the tolerance because an input was: ``inherits from <call>``."""
 
 
 def number_text(value: float) -> str:
@@ -74,6 +80,19 @@ class OverlayMarks:
             return _category_fill(value, self.categories(name))
         low, high = self.span(name)
         return steps[_step(value, low, high, entry.get("scale") == "log", len(steps))]
+
+    def divergence(self, item_id: str) -> str | None:
+        """``here``, ``diverges`` or ``inherits``: what compare's marks say of an op or call (a
+        call: the first mark inside it), in any category overlay; None where none says."""
+        for name, entry in self.entries.items():
+            text = str(self.value(name, item_id) or "") if entry["kind"] == "category" else ""
+            if text == DIVERGES_HERE:
+                return "here"
+            if text.startswith(DIVERGES):
+                return "diverges"
+            if text.startswith(INHERITS):
+                return "inherits"
+        return None
 
     def categories(self, name: str) -> list[str]:
         seen: dict[str, None] = {}

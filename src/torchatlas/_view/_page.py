@@ -19,6 +19,7 @@ from torchatlas._ops import CATEGORIES, LEGEND, category, collective_kind
 from torchatlas._text import format_bytes, format_compact, format_duration, format_shape, format_si, visible
 from torchatlas._view._backward import BACKWARD_SCOPE, backward_apart
 from torchatlas._view._breaks import short_reason
+from torchatlas._view._compared import compared_fields, compared_runs, overlay_fields, with_fill
 from torchatlas._view._document import (
     PageBreak,
     PageCompile,
@@ -50,7 +51,7 @@ from torchatlas._view._labels import (
     shape_text,
 )
 from torchatlas._view._options import STATE_KINDS, ViewOptions
-from torchatlas._view._overlays import OverlayMarks, number_text, overlay_marks
+from torchatlas._view._overlays import overlay_marks
 from torchatlas._view._palette import COMPILE_REGIONS, EAGER_REGION, GRAPH_BREAK, PALETTES, leaf_module_category
 from torchatlas._view._units import fold_runs, fold_totals, standard_leaves
 from torchatlas._view._words import (
@@ -243,25 +244,6 @@ def _stats(stats: Any) -> list[Any] | None:
     ]
 
 
-def _with_fill(view: PageView, marks: OverlayMarks, fill: str | None) -> PageView:
-    """The first view filled by the number overlay ``fill`` (``HtmlOptions.fill``), if given."""
-    if fill is None:
-        return view
-    if marks.fill_name(fill) and marks.entries[fill]["kind"] != "number":
-        raise ValueError(f"the page fills by numbers: overlay {fill!r} is a category")
-    view.fill = f"ov:{fill}"
-    return view
-
-
-def _overlay_fields(marks: OverlayMarks, item_id: str) -> dict[str, Any]:
-    """``ov`` and ``ovw``: the values of the graph's overlays at an op or call, and their words."""
-    values = {name: v for name in marks.names if (v := marks.value(name, item_id)) is not None}
-    if not values:
-        return {}
-    words = {name: number_text(v) if marks.entries[name]["kind"] == "number" else visible(str(v)) for name, v in values.items()}
-    return {"ov": values, "ovw": words}
-
-
 def _facts(meta: dict[str, Any], bytes_key: str | None) -> dict[str, Any]:
     """Fields every node and call may have: a diff's marks; and those of ops and calls (``bytes_key``
     is where their activation bytes are): activation bytes and profiled times."""
@@ -318,6 +300,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
     model = model_title(ir)
     metrics: set[str] = set()
     overlays = overlay_marks(ir)
+    compared = compared_runs(ir)
+    runs = len(compared.runs) if compared else 0
 
     def meta_entry(m: TensorMeta) -> int:
         words = shape_words(m, dominant)
@@ -392,7 +376,8 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
             d["err"] = visible(str(n.meta["error"]))
         if "compile_region" in n.meta:  # compile_report: the compiled graph it ran in, -1 eager
             d["cr"] = -1 if n.meta["compile_region"] is None else n.meta["compile_region"]
-        d.update(_overlay_fields(overlays, n.id))
+        d.update(overlay_fields(overlays, n.id))
+        d.update(compared_fields(n, runs))
         metrics.update(k for k in METRIC_KEYS if k in d)
         out_nodes.append(PageNode(**d))
 
@@ -443,7 +428,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         if s.id.startswith(BACKWARD_SCOPE):  # the backward part: drawn dashed, as in the diagram
             d["bw"] = 1
         d["w"] = words_entry(d, ("params", "f", "ab", "tu", "ctu", "nf"))
-        d.update(_overlay_fields(overlays, s.id))
+        d.update(overlay_fields(overlays, s.id))
         metrics.update(k for k in METRIC_KEYS if k in d)
         out_scopes.append(PageScope(**d))
 
@@ -451,7 +436,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         title=visible(title or model),
         status=counts.text,
         # the backward part starts as one closed box beside the forward graph (a click opens it)
-        view=_with_fill(
+        view=with_fill(
             page_view(options, sorted(scope_index[sid] for sid in {*standard_leaves(ir, options), BACKWARD_SCOPE} if sid in scope_index)),
             overlays, getattr(options, "fill", None),  # HtmlOptions.fill
         ),
@@ -471,6 +456,7 @@ def page_document(ir: GraphIR, title: str | None = None, options: ViewOptions | 
         words=words_of.items,
         compile=_compile_data(ir, node_index, scope_index, files),
         ui=dict(PAGE_WORDS),
+        compared=compared,
     )
 
 

@@ -177,6 +177,8 @@ PAGE_WORDS: dict[str, str] = {
     "boxesShown": "{status} · {boxes} boxes shown",
     "scaleNote": "(log scale, {n} boxes on screen; blank: none)",
     "sizeNote": "· size: √{name}, 1× to {most}× at {word}",
+    "runs": "Runs", "runsOfOutput": "Runs: its output ({op})",
+    "comparedMarks": "· red outline: diverges here · faded: inherits a difference",
     "layoutFailed": "Layout failed: {error}",
     "openedToDepth": "Opened modules down to depth {depth}; deeper levels would exceed {budget} boxes. Click a module to open it.",
 }
