@@ -8,7 +8,6 @@ import os
 import pytest
 import torch
 
-
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `./dev test` runs one worker per core: torch's own intra-op threads on top of them would
     # fight the other workers for the same cores.

@@ -19,11 +19,11 @@ from ._aten import AtenLevel
 from ._backward import BackwardFacts, default_loss, gradient_targets
 from ._compile import compile_facts
 from ._distributed import check_rank, fake_rank
-from ._pipeline import fake_job
 from ._export_import import from_export
 from ._fingerprints import Fingerprints
 from ._fx_import import from_fx
 from ._patches import collection_paused
+from ._pipeline import fake_job
 from ._pt2 import UnsafeArchiveError, load_exported, read_exported
 from ._records import Recording
 from ._regions import annotate as annotate_compile
