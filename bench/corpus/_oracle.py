@@ -127,7 +127,13 @@ def exported_graph(
             return path, keys.index(key)
         return path, int(key.rpartition("@")[2]) if "@" in key else 0
 
-    return list(program.graph.nodes), leaf_of, _read_by
+    # As on torchatlas's side, only what reaches an output: export keeps the checks it adds
+    # (``_assert_tensor_metadata`` after a ``.to``) though nothing reads them.
+    live = {n for n in program.graph.nodes if n.op == "output"}
+    for node in reversed(program.graph.nodes):
+        if node in live:
+            live.update(_read_by(node))
+    return [n for n in program.graph.nodes if n in live], leaf_of, _read_by
 
 
 # Conversions to another tensor's dtype: when that is already the dtype, eager returns the
