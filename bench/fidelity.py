@@ -1,13 +1,13 @@
 """How often the graph is what the model computed: ``python bench/fidelity.py``.
 
 Every model of the corpus (``bench/corpus``: every transformers model type from a small
-random config, twice, and hand-written edge cases) is traced and checked against
-torch.export's functional graph with each pass-through module cloning
+random config, twice, hand-written edge cases, and the timm and diffusers zoo) is traced
+and checked against torch.export's functional graph with each pass-through module cloning
 (``bench/corpus/_oracle.py``). Prints one line per model that does not simply agree, with
-the reason, then one score line per corpus (``hf``, ``edge``) and a total. Exit status 1
-unless every model with an oracle agrees.
+the reason, then one score line per corpus (``diffusers``, ``edge``, ``hf``, ``timm``) and
+a total. Exit status 1 unless every model with an oracle agrees.
 
-The whole corpus is about 1,300 cases, an hour or more of CPU: run it in parts and add
+The whole corpus is about 1,300 cases, several hours of CPU: run it in parts and add
 them up. ``--shard 2/4`` runs every fourth case from the second, ``--jsonl FILE`` appends
 each verdict to FILE as it comes, ``--tally FILE...`` prints the lines of saved verdicts,
 ``--skip FILE...`` leaves out the cases already saved (to resume, or run the rest).

@@ -420,3 +420,22 @@ def test_a_loop_turn_reads_what_the_call_at_the_same_line_was_given() -> None:
     got, _ = passthrough_flow(Fuse(), torch.randn(2, 4))
     assert reads(got, "fuse.1.0") == {"branches.0"}
     assert reads(got, "fuse.0.1") == {"branches.1"}
+
+
+@pytest.mark.slow
+def test_a_frame_at_the_address_a_returned_call_left_is_not_the_frame_that_held_the_tensor() -> None:
+    """CvT's layers end ``layer_output = self.drop_path(layer_output); return layer_output`` and
+    the next layer's frame often gets the address of the last one's: it must not count as the
+    frame that held the tensor when the DropPath ran, so the next layer reads the DropPath."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.CvtConfig(
+        depth=[1, 2], embed_dim=[16, 32], num_heads=[1, 2], patch_sizes=[7, 3], patch_stride=[4, 2],
+        patch_padding=[2, 1], mlp_ratio=[2.0, 2.0], attention_drop_rate=[0.0, 0.0], drop_rate=[0.0, 0.0],
+        drop_path_rate=[0.0, 0.1], qkv_bias=[True, True], cls_token=[False, True],
+        qkv_projection_method=["dw_bn", "dw_bn"], kernel_qkv=[3, 3], padding_kv=[1, 1], stride_kv=[2, 2],
+        padding_q=[1, 1], stride_q=[1, 1],
+    )
+    torch.manual_seed(0)
+    got, want = passthrough_flow(transformers.CvtModel(config), torch.randn(1, 3, 32, 32))
+    assert reads(got, "encoder.stages.1.layers.1.layernorm_before") == {"encoder.stages.1.layers.0.drop_path"}
+    assert got == want

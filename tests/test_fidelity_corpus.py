@@ -51,6 +51,7 @@ def test_the_whole_corpus_holds_every_transformers_model_type_twice() -> None:
     for kind in MODEL_MAPPING_NAMES:
         assert f"hf:{kind}" in every and f"hf:{kind}+outputs" in every
     assert set(CASES) <= set(every)
+    assert {"timm:hrnet_w18_small", "timm:vitamin_small_224", "diffusers:DiT"} <= set(every)  # the zoo too
 
 
 class DroppedLast(nn.Module):

@@ -4,7 +4,8 @@ against torch.export (see ``_oracle``). ``python bench/fidelity.py`` prints the 
 ``CASES`` is the sample the test suite holds to it (the hand-tuned transformers
 architectures, a few of them also with every hidden state and attention map returned, and
 the edge cases); :func:`corpus_cases` is the whole corpus, every transformers model type
-twice (``hf_all``), which ``bench/fidelity.py`` runs.
+twice (``hf_all``), the edge cases and the vision and diffusion zoo (``zoo``: ``timm:``,
+``diffusers:``), which ``bench/fidelity.py`` runs.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from .edge import EDGE_CASES
 from .hf import ARCHITECTURES
 from .hf_all import OUTPUTS, all_hf_cases, hf_builder
+from .zoo import corpus as zoo_corpus
 
 Built = tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]
 
@@ -33,9 +35,9 @@ CASES: dict[str, Callable[[], Built]] = {
 
 def corpus_cases() -> dict[str, Callable[[], Built]]:
     """Every case: each transformers model type twice (those of ``ARCHITECTURES`` that the
-    list of base models lacks too), then the edge cases."""
+    list of base models lacks too), then the edge cases, then the zoo."""
     every = all_hf_cases()
     for kind in ARCHITECTURES:
         every.setdefault(f"hf:{kind}", hf_builder(kind, outputs=False))
         every.setdefault(f"hf:{kind}{OUTPUTS}", hf_builder(kind, outputs=True))
-    return {**every, **{f"edge:{name}": build for name, build in EDGE_CASES.items()}}
+    return {**every, **{f"edge:{name}": build for name, build in EDGE_CASES.items()}, **zoo_corpus()}

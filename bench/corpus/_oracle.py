@@ -127,7 +127,29 @@ def exported_graph(
             return path, keys.index(key)
         return path, int(key.rpartition("@")[2]) if "@" in key else 0
 
-    return list(program.graph.nodes), leaf_of, lambda n: n.all_input_nodes
+    # As on torchatlas's side, only what reaches an output: export keeps the checks it adds
+    # (``_assert_tensor_metadata`` after a ``.to``) though nothing reads them.
+    live = {n for n in program.graph.nodes if n.op == "output"}
+    for node in reversed(program.graph.nodes):
+        if node in live:
+            live.update(_read_by(node))
+    return [n for n in program.graph.nodes if n in live], leaf_of, _read_by
+
+
+# Conversions to another tensor's dtype: when that is already the dtype, eager returns the
+# very tensor it was given and torchatlas records no op, while export keeps a node that
+# reads the other tensor and takes every later read of the tensor, even one through a name
+# bound before the conversion (Funnel's decoder reads the mask its encoder ``type_as``-ed).
+LIKE_CONVERSIONS = frozenset({"aten.type_as.default", "aten.to.other"})
+
+
+def _read_by(node: torch.fx.Node) -> list[torch.fx.Node]:
+    """The nodes ``node`` reads; a conversion that changed nothing reads only its input."""
+    if str(node.target) in LIKE_CONVERSIONS and isinstance(node.args[0], torch.fx.Node):
+        given, made = node.args[0].meta.get("val"), node.meta.get("val")
+        if isinstance(given, torch.Tensor) and isinstance(made, torch.Tensor) and given.dtype == made.dtype:
+            return [node.args[0]]
+    return node.all_input_nodes
 
 
 def export_reasons(program: torch.export.ExportedProgram) -> list[str]:

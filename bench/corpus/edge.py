@@ -518,6 +518,48 @@ def transformer_encoder_layer() -> Built:
 
 
 @case
+def type_as_own_dtype() -> Built:
+    """Funnel's mask: ``type_as`` of its own dtype returns the mask itself; a later read of the
+    mask through the name bound before it reads the mask, not the tensor whose dtype was asked."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b = nn.Linear(4, 4), Scale()
+
+        def forward(self, x, mask):
+            h = self.a(x)
+            typed = mask.type_as(h)
+            return h * typed, self.b(mask)
+
+    return M(), _x(2, 4), {"mask": torch.ones(2, 4)}
+
+
+class Rotary(nn.Module):
+    """Bailing-hybrid's rotary embedding in small: its result converted to the input's dtype."""
+
+    def forward(self, x):
+        return (x.cos() * 2).to(dtype=x.dtype)
+
+
+@case
+def unused_result_converted() -> Built:
+    """A module called whose result no one reads (every layer of that kind ignores it): its
+    ops reach no output, though export keeps the check its ``.to`` adds."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rotary, self.a = Rotary(), nn.Linear(4, 4)
+
+        def forward(self, x):
+            self.rotary(x)
+            return self.a(x)
+
+    return M(), _x(2, 4), {}
+
+
+@case
 def functional_dropout_eval() -> Built:
     class M(nn.Module):
         def __init__(self) -> None:

@@ -46,7 +46,7 @@ TIMM: list[tuple[str, int | None]] = [
     ("efficientformer_l1", None), ("gcvit_xxtiny", None), ("davit_tiny", 64), ("starnet_s050", 64),
     ("rdnet_tiny", 64), ("shvit_s1", 64), ("fasternet_t0", 64), ("hiera_tiny_224", None),
     ("mambaout_femto", 64), ("mobilenetv4_conv_small", 64), ("ghostnetv2_100", 64), ("cspresnet50", 64),
-    ("pnasnet5large", 64), ("inception_v3", None),
+    ("pnasnet5large", 64), ("inception_v3", None), ("vitamin_small_224", None),
 ]
 
 

@@ -81,7 +81,7 @@ class Boundaries:
         self._first: dict[int, int] = {}  # scope index -> its first record index
         # module class -> parameter_names: one look-up per call in a plain dict, for this trace only
         self._positional: dict[type, list[str]] = {}
-        self.passes = flow.passes = PassThroughs(tracker.running)
+        self.passes = flow.passes = PassThroughs(tracker.running, tracker.call_sites)
 
     def scope_entered(self, index: int, module: Any, args: tuple, kwargs: dict) -> None:
         if index == 0:

@@ -31,11 +31,12 @@ import bisect
 import dis
 import sys
 import weakref
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from . import _source
+from ._passthrough_holders import Holder, holders_of, holds
 from ._passthrough_source import argument_spans, tuple_target
 from ._records import Slot
 
@@ -78,9 +79,9 @@ class Passed:
     node: Slot
     before: Slot
     deliveries: list[Delivery]
-    holders: tuple[tuple[int, Any, tuple[str, ...]], ...] = ()
-    """(id, code, names) of the user frames that held the tensor under a name when the call was
-    made: the only frames where a name can hold what the call was given."""
+    holders: tuple[Holder, ...] = ()
+    """The user frames that held the tensor under a name when the call was made: the only
+    frames where a name can hold what the call was given."""
 
 
 class _Code:
@@ -133,8 +134,11 @@ def _names(inst: dis.Instruction) -> tuple[str, ...]:
 class PassThroughs:
     """The pass-through nodes of one capture level and where their results went."""
 
-    def __init__(self, running_scopes: Callable[[], Collection[int]]) -> None:
+    def __init__(
+        self, running_scopes: Callable[[], Sequence[int]], call_sites: Mapping[int, CallSite] | None = None
+    ) -> None:
         self._running = running_scopes
+        self._call_sites = {} if call_sites is None else call_sites  # the tracker's own, filled as calls start
         self._by_tensor: dict[int, tuple[Any, list[Passed]]] = {}
         self.nodes: set[int] = set()
         # id(code) -> (code, its facts), for this trace: a plain dict beside the weak one
@@ -156,7 +160,7 @@ class PassThroughs:
         chain = entry[1] if entry is not None and entry[0]() is t else []
         if chain and before != chain[0].before and all(p.node != before for p in chain):
             chain = []  # written since: the earlier calls' results are gone
-        holders = _holders(t, sys._getframe(1)) if site is not None else ()
+        holders = holders_of(t, sys._getframe(1), guard, self._frames_made_by()) if site is not None else ()
         chain.append(Passed(node, before, [self._delivery(guard, site)], holders))
         self._by_tensor[id(t)] = (weakref.ref(t), chain)
         self.nodes.add(node[0])
@@ -229,20 +233,33 @@ class PassThroughs:
         # given only if a frame that held it then loads it now under a name the result is not
         # bound to (``short(x)`` beside ``block(x)``); anywhere else (a hook's list, a tuple of
         # hidden states built by a decorator) the tensor was passed on after the call: its result.
-        if self._reads_before(entry[1], frames, t, returning):
+        if self._reads_before(entry[1], frames, t, returning, running):
             return entry[1][0].before
         return entry[1][-1].node
 
-    def _reads_before(self, chain: list[Passed], frames: _Frames, t: Any, returning: int | None) -> bool:
+    def _frames_made_by(self) -> dict[int, int]:
+        """Id of each frame that made a module call running now -> the call running that frame."""
+        running = self._running()
+        made_by = {}
+        for outer, inner in zip(running, running[1:]):
+            site = self._call_sites.get(inner)
+            if site is not None:
+                made_by[site[0]] = outer
+        return made_by
+
+    def _reads_before(
+        self, chain: list[Passed], frames: _Frames, t: Any, returning: int | None, running: set[int]
+    ) -> bool:
         """A holder of the tensor (see ``Passed.holders``) running now loads it, for the reader,
         under a name that holds it and that no delivery of the result bound."""
         seen: set[int] = set()
         for passed in chain:
-            for key, code, names in passed.holders:
+            for key, code, names, guard in passed.holders:
                 if key in seen:
                     continue
                 seen.add(key)
-                frame = frames.get(key)
+                # A frame whose call has returned left its address to the next (CvT's next layer).
+                frame = frames.get(key) if guard is None or guard in running else None
                 if frame is not None and frame.f_code is code:
                     if self._loads_original(frame, chain, frames, t):
                         return True
@@ -294,7 +311,7 @@ class PassThroughs:
                         results.update(_assigned_on(facts, facts.at(d.offset), i, d.names))
         held = frame.f_locals
         return any(
-            name not in results and _holds(held.get(name), t)
+            name not in results and holds(held.get(name), t)
             for name in _loaded_in(facts, i, spans)
         )
 
@@ -472,31 +489,6 @@ def _loaded_in(facts: _Code, reader: int | None, spans: list[tuple[int, int, int
             inner = _span(inst)
             if inner is not None and any(_direct(facts, reader, span, inner) for span in spans):
                 found += [n for n in _names(inst) if n not in found]
-    return tuple(found)
-
-
-def _holds(value: Any, t: Any, depth: int = 2) -> bool:
-    """``value`` is ``t``, or a list, tuple or dict with ``t`` in it, two levels deep (HRNet's
-    branches ``x[i]``, an input ``pack["zs"][0]``)."""
-    if value is t:
-        return True
-    if depth == 0 or type(value) not in (list, tuple, dict):
-        return False
-    items = value.values() if type(value) is dict else value
-    return any(_holds(item, t, depth - 1) for item in items)
-
-
-def _holders(t: Any, frame: Any) -> tuple[tuple[int, Any, tuple[str, ...]], ...]:
-    """(id, code, names) of each user frame from ``frame`` up that holds ``t`` in variables
-    ``names`` (or in a list, tuple or dict they hold)."""
-    found = []
-    while frame is not None:
-        code = frame.f_code
-        if not _source.is_library_file(code.co_filename):
-            names = tuple(name for name, value in frame.f_locals.items() if _holds(value, t))
-            if names:
-                found.append((id(frame), code, names))
-        frame = frame.f_back
     return tuple(found)
 
 
