@@ -35,15 +35,34 @@ def test_changed_layer_reports_shapes_params_and_flops_where_it_changed():
     d = diff(_mlp(4), _mlp(6))
     assert d.added == [] and d.removed == []
     changes = _changes(d)
-    assert ("head (Linear)", "output shapes", "2×4", "2×6") in changes
-    assert ("head (Linear)", "parameters", "36", "54") in changes
-    assert ("head (Linear)", "FLOPs", "128", "192") in changes
-    assert ("<root> (MLP)", "output shapes", "2×4", "2×6") in changes
+    assert ("head (Linear)", "output shapes", ((2, 4),), ((2, 6),)) in changes
+    assert ("head (Linear)", "parameters", 36, 54) in changes
+    assert ("head (Linear)", "FLOPs", 128, 192) in changes
+    assert ("<root> (MLP)", "output shapes", ((2, 4),), ((2, 6),)) in changes
     # a call containing the change says how its totals moved
-    assert ("<root> (MLP)", "parameters", "76", "94") in changes
+    assert ("<root> (MLP)", "parameters", 76, 94) in changes
     assert ("head (Linear)", "parameter shapes", "weight 4×8, bias 4", "weight 6×8, bias 6") in changes
-    assert {(c.field, c.before, c.after) for c in d.totals} == {("parameters", "76", "94"), ("FLOPs", "256", "320")}
+    assert {(c.field, c.before, c.after) for c in d.totals} == {("parameters", 76, 94), ("FLOPs", 256, 320)}
     assert not any(c.scope.startswith("enc") for c in d.changed)
+
+
+def test_a_change_holds_numbers_and_every_output_says_the_same_words():
+    """The records carry the values (ints, shapes); the words are made once, from them."""
+    import json
+
+    d = diff(_mlp(4), _mlp(6))
+    params = next(c for c in d.changed if c.scope == "head (Linear)" and c.field == "parameters")
+    assert (params.before, params.after) == (36, 54) and type(params.before) is int
+    assert params.words == "params 36 → 54"
+    assert "~ head (Linear): params 36 → 54" in str(d).splitlines()
+    head_line = next(line for line in d.tree().splitlines() if "head (Linear)" in line)
+    assert "params 36 → 54" in head_line
+    head = next(c for c in d.calls if c.label == "head (Linear)")
+    assert head.before is not None and head.before["parameters"] == 36 and head.before["output shapes"] == ((2, 4),)
+    doc = json.loads(json.dumps(d.to_dict()))
+    row = next(r for r in doc["changed"] if r["scope"] == "head (Linear)" and r["field"] == "parameters")
+    assert (row["before"], row["after"]) == (36, 54)
+    assert next(s for s in d.graph.scopes if s.path == "head").meta["diff_note"] == "params 36 → 54"
 
 
 def test_added_and_removed_calls():
@@ -72,7 +91,7 @@ def test_text_and_markdown_forms():
 
 
 def test_hostile_names_are_escaped():
-    d = GraphDiff(added=["x\x1b[31m|<b>"], changed=[ScopeChange("a|b", "parameters", "1", "2")])
+    d = GraphDiff(added=["x\x1b[31m|<b>"], changed=[ScopeChange("a|b", "parameters", 1, 2)])
     assert "\x1b" not in str(d)
     md = d.to_markdown()
     assert "<b>" not in md and r"a\|b" in md
@@ -91,7 +110,7 @@ def test_real_model_with_one_layer_changed():
     a, b = torchatlas.trace(model(8), (x,)).ir, torchatlas.trace(model(12), (x,)).ir
     d = diff(a, b)
     changes = _changes(d)
-    assert ("2 (Linear)", "parameters", f"{32 * 8 + 8}", f"{32 * 12 + 12}") in changes
-    assert ("2 (Linear)", "FLOPs", f"{2 * 3 * 32 * 8:,}", f"{2 * 3 * 32 * 12:,}") in changes
-    assert ("3 (Tanh)", "input shapes", "3×8", "3×12") in changes
+    assert ("2 (Linear)", "parameters", 32 * 8 + 8, 32 * 12 + 12) in changes
+    assert ("2 (Linear)", "FLOPs", 2 * 3 * 32 * 8, 2 * 3 * 32 * 12) in changes
+    assert ("3 (Tanh)", "input shapes", ((3, 8),), ((3, 12),)) in changes
     assert not any(c.scope.startswith("0 ") for c in d.changed)

@@ -161,3 +161,33 @@ def format_bytes(value: Any) -> str:
         return "?"
     units = ((1 << 40, " TiB"), (1 << 30, " GiB"), (1 << 20, " MiB"), (1 << 10, " KiB"))
     return _scaled(value, units, 2) or f"{int(value)} B"
+
+
+DIFF_COUNTS = ("parameters", "FLOPs")
+"""A diff's fields that hold a count (an int, None when unknown)."""
+DIFF_SHAPES = ("input shapes", "output shapes")
+"""A diff's fields that hold a list of shapes."""
+
+
+def format_diff_value(field: str, value: Any) -> str:
+    """One side of a diff's change as every output writes it: a count ``24.6K`` (``?`` unknown),
+    shapes ``2×4, 2×8``, anything else (a name, an op's text) as it is."""
+    if field in DIFF_COUNTS and not isinstance(value, str):
+        return format_compact(value) if isinstance(value, int) and not isinstance(value, bool) else "?"
+    if field in DIFF_SHAPES and isinstance(value, (list, tuple)):
+        return format_shapes(list(value))
+    return str(value)
+
+
+SHORT_FIELDS = {"parameters": "params"}
+"""A field's name where a change is written (``params 20 → 40``)."""
+
+
+def change_words(field: str, before: Any, after: Any) -> str:
+    """``params 20 → 40``: the one place a diff's change becomes words."""
+    return f"{SHORT_FIELDS.get(field, field)} {format_diff_value(field, before)} → {format_diff_value(field, after)}"
+
+
+def fact_words(field: str, value: Any) -> str:
+    """``params 24.6K``: one fact of an added or removed call."""
+    return f"{SHORT_FIELDS.get(field, field)} {format_diff_value(field, value)}"

@@ -5,7 +5,7 @@ under a renamed parent by name, structure or shapes; ops inside matched calls by
 sequence alignment. A matched op has changed when its op, argument constants, shapes or
 dtypes, or where its inputs come from (the data flow) differ; a matched call when its
 class, path, shapes, own parameters (count and shapes) or FLOPs differ. A call containing
-a change is changed, and its totals say how (``parameters 24,576 → 49,152``).
+a change is changed, and its totals say how (``params 24.6K → 49.2K``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from torchatlas._ops import op_name, op_title
 from torchatlas._passes._analyze import ensure_analyzed
 from torchatlas._passes._diff_match import Matching, Step, is_unordered, match, resolve, target_family
 from torchatlas._passes._diff_merge import merged_graph
-from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, NodeMatch, ScopeChange
+from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, NodeMatch, ScopeChange, shape_values
 from torchatlas._passes._diff_tree import merged_calls, summary_text, tree_text
 from torchatlas._passes._repeats import structural_hashes
-from torchatlas._text import format_count, format_shape, format_shapes, markdown_text, visible
+from torchatlas._text import format_diff_value, format_shape, format_shapes, markdown_text, visible
 
 
 @dataclass
@@ -69,7 +69,7 @@ class GraphDiff:
         return summary_text(self.calls, self.totals)
 
     def to_dict(self) -> dict[str, Any]:
-        def rows(changes: list[ScopeChange]) -> list[dict[str, str]]:
+        def rows(changes: list[ScopeChange]) -> list[dict[str, Any]]:
             return [{"scope": c.scope, "field": c.field, "before": c.before, "after": c.after} for c in changes]
 
         calls = [
@@ -103,7 +103,8 @@ class GraphDiff:
         changes = self.changed + self.totals
         if changes:
             out += ["| module call | what | before | after |", "|---|---|---|---|"]
-            out += [f"| {markdown_text(c.scope)} | {c.field} | {markdown_text(c.before)} | {markdown_text(c.after)} |" for c in changes]
+            out += [f"| {markdown_text(c.scope)} | {c.field} | {markdown_text(format_diff_value(c.field, c.before))} | "
+                    f"{markdown_text(format_diff_value(c.field, c.after))} |" for c in changes]
             out.append("")
         return "\n".join(out)
 
@@ -165,7 +166,7 @@ class _Differ:
         for meta_key, name in (("param_count", "parameters"), ("flops", "FLOPs"))[: 2 if self.shapes else 1]:
             before, after = self.a.meta.get(meta_key), self.b.meta.get(meta_key)
             if before != after:
-                result.totals.append(ScopeChange("<total>", name, format_count(before), format_count(after)))
+                result.totals.append(ScopeChange("<total>", name, before, after))
         result.nodes = self._node_matches()
         result.calls, keys = merged_calls(self.a, self.b, self.m.calls, self.records, self.one_sided)
         result.graph = merged_graph(self.a, self.b, self.m, result.nodes, self.node_changes, result.calls, keys)
@@ -177,7 +178,7 @@ class _Differ:
         side, sid = key
         return (self.a if side == "a" else self.b).scope(sid).label
 
-    def _note(self, side: str, scope_id: str, fld: str, before: str, after: str) -> None:
+    def _note(self, side: str, scope_id: str, fld: str, before: Any, after: Any) -> None:
         key = (side, scope_id)
         self.records.setdefault(key, []).append(ScopeChange(self._label(key), fld, before, after))
 
@@ -191,17 +192,17 @@ class _Differ:
             self._note("b", b_id, "path", sa.label, sb.label)
         before, after = sa.meta.get("input_shapes", []), sb.meta.get("input_shapes", [])
         if before != after and self.shapes:
-            self._note("b", b_id, "input shapes", format_shapes(before), format_shapes(after))
+            self._note("b", b_id, "input shapes", shape_values(before), shape_values(after))
         before, after = self._made(self.a, sa, "a"), self._made(self.b, sb, "b")
         if before != after and self.shapes:
-            self._note("b", b_id, "output shapes", format_shapes(before), format_shapes(after))
+            self._note("b", b_id, "output shapes", shape_values(before), shape_values(after))
         if sa.call == 0 and sb.call == 0:
             before_state, after_state = self.state_a.get(sa.path, {}), self.state_b.get(sb.path, {})
             if before_state != after_state:
                 self._note("b", b_id, "parameter shapes", _state_text(before_state), _state_text(after_state))
         for key, name in (("params", "parameters"), ("flops", "FLOPs"))[: 2 if self.shapes else 1]:
             if sa.meta.get(key) != sb.meta.get(key):
-                self._note("b", b_id, name, format_count(sa.meta.get(key)), format_count(sb.meta.get(key)))
+                self._note("b", b_id, name, sa.meta.get(key), sb.meta.get(key))
 
     def _made(self, ir: GraphIR, scope: Scope, side: str) -> list[Any]:
         """The shapes a call returned that it made itself, read through copies: a call handing on

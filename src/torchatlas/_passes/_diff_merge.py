@@ -16,7 +16,8 @@ from typing import Any
 
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._passes._diff_match import Matching, resolve
-from torchatlas._passes._diff_records import DiffCall, NodeMatch, compact_count
+from torchatlas._passes._diff_records import DiffCall, NodeMatch
+from torchatlas._text import fact_words
 
 _PREFIX = "a·"
 """Ids of what only ``a`` had: ``a·n17`` (``b``'s ids are kept as they are)."""
@@ -94,8 +95,7 @@ def _call_note(c: DiffCall) -> str:
     """The badge of a call: ``params 24.6K → 49.2K`` where its totals moved, else its first change."""
     if c.status in ("added", "removed"):
         facts = c.after if c.status == "added" else c.before
-        params = (facts or {}).get("parameters", "?")
-        return f"{'+' if c.status == 'added' else '−'} params {compact_count(params)}"
+        return f"{'+' if c.status == 'added' else '−'} {fact_words('parameters', (facts or {}).get('parameters'))}"
     notes = dict(zip(c.changed, c.notes))
     return next((notes[field] for field in ("parameters", "FLOPs") if field in notes), notes.get("output shapes", c.notes[0] if c.notes else ""))
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from torchatlas._text import format_compact
+from torchatlas._text import change_words
 
 NAMING_FIELDS = frozenset({"path", "class"})
 """Fields that name a call rather than say what it computes: ``GraphDiff.equal`` ignores them."""
@@ -20,8 +21,11 @@ class ScopeChange:
     """``class``, ``path``, ``input shapes``, ``output shapes``, ``parameters``, ``parameter shapes``,
     ``FLOPs``; for ops inside the call ``op``, ``op shapes``, ``op dtypes``, ``op arguments``,
     ``data flow``, ``op added``, ``op removed``."""
-    before: str
-    after: str
+    before: Any
+    """The value in ``a``: an int (None: unknown) for ``parameters`` and ``FLOPs``, a tuple of shapes
+    for ``input shapes`` and ``output shapes``, text for the rest (``—`` where ``a`` lacks an op)."""
+    after: Any
+    """The value in ``b``, as ``before``."""
 
     @property
     def words(self) -> str:
@@ -33,18 +37,9 @@ class ScopeChange:
         return change_words(self.field, self.before, self.after)
 
 
-SHORT_FIELDS = {"parameters": "params"}
-"""A field's name where a change is written (``params 20 → 40``)."""
-
-
-def compact_count(text: str) -> str:
-    """``24,576`` -> ``24.6K``: a count as a change writes it; other text as it is."""
-    digits = text.replace(",", "")
-    return format_compact(int(digits)) if digits.isdigit() else text
-
-
-def change_words(field: str, before: str, after: str) -> str:
-    return f"{SHORT_FIELDS.get(field, field)} {compact_count(before)} → {compact_count(after)}"
+def shape_values(shapes: list[Any]) -> tuple[Any, ...]:
+    """``[[2, 4], [4]]`` -> ``((2, 4), (4,))``: a call's shapes as a record keeps them."""
+    return tuple(tuple(s) if isinstance(s, (list, tuple)) else s for s in shapes)
 
 
 @dataclass(frozen=True)
@@ -74,9 +69,10 @@ class DiffCall:
     status: str
     """``same``, ``changed``, ``added`` (only in ``b``), ``removed`` (only in ``a``) or ``pass-through``
     (only on one side, handing its input on unchanged)."""
-    before: dict[str, str] | None
-    """The call's facts in ``a`` (label, class, input and output shapes, parameters, FLOPs); None when added."""
-    after: dict[str, str] | None
+    before: dict[str, Any] | None
+    """The call's facts in ``a`` (label, class, input and output shapes, parameters, FLOPs), as
+    :attr:`ScopeChange.before` holds them; None when added."""
+    after: dict[str, Any] | None
     """The same facts in ``b``; None when removed."""
     changed: tuple[str, ...] = ()
     """The fields that differ (``output shapes``, ``parameters``, ``op``...)."""

@@ -10,28 +10,21 @@ from __future__ import annotations
 from typing import Any
 
 from torchatlas._ir import GraphIR, Scope
-from torchatlas._passes._diff_records import (
-    NAMING_FIELDS,
-    SHORT_FIELDS,
-    DiffCall,
-    ScopeChange,
-    compact_count,
-)
-from torchatlas._text import fold_label, format_count, format_shapes, visible
+from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, ScopeChange, shape_values
+from torchatlas._text import DIFF_COUNTS, fact_words, fold_label, format_diff_value, visible
 
 MARKS = {"same": " ", "changed": "~", "added": "+", "removed": "-", "pass-through": " "}
-_TOTALS = ("parameters", "FLOPs")
 
 
-def _facts(scope: Scope) -> dict[str, str]:
+def _facts(scope: Scope) -> dict[str, Any]:
     m = scope.meta
     return {
         "label": scope.label,
         "class": scope.cls,
-        "input shapes": format_shapes(m.get("input_shapes", [])),
-        "output shapes": format_shapes(m.get("output_shapes", [])),
-        "parameters": format_count(m.get("params")),
-        "FLOPs": format_count(m.get("flops")),
+        "input shapes": shape_values(m.get("input_shapes", [])),
+        "output shapes": shape_values(m.get("output_shapes", [])),
+        "parameters": m.get("params"),
+        "FLOPs": m.get("flops"),
     }
 
 
@@ -172,10 +165,10 @@ def _notes(c: DiffCall, limit: int = 3) -> str:
     if c.status in ("added", "removed"):
         facts = c.after if c.status == "added" else c.before
         assert facts is not None
-        return ", ".join(f"{SHORT_FIELDS.get(k, k)} {compact_count(facts[k])}" for k in _TOTALS if facts.get(k, "?") != "?")
+        return ", ".join(fact_words(k, facts[k]) for k in DIFF_COUNTS if facts.get(k) is not None)
     if c.status == "pass-through":
         return f"pass-through, only in {'A' if c.after is None else 'B'}"
-    shown = [note for _, note in sorted(zip(c.changed, c.notes), key=lambda fn: fn[0] not in _TOTALS)]
+    shown = [note for _, note in sorted(zip(c.changed, c.notes), key=lambda fn: fn[0] not in DIFF_COUNTS)]
     more = f", +{len(shown) - limit} more" if len(shown) > limit else ""
     return ", ".join(shown[:limit]) + more
 
@@ -195,8 +188,8 @@ def summary_text(calls: list[DiffCall], totals: list[ScopeChange]) -> str:
     for c, _count, label in folded(calls):
         if c.status in ("same", "pass-through"):
             continue
-        cells = [_amount(c, k) for k in _TOTALS]
-        what = ", ".join(f for f in dict.fromkeys(c.changed) if f not in _TOTALS)
+        cells = [_amount(c, k) for k in DIFF_COUNTS]
+        what = ", ".join(f for f in dict.fromkeys(c.changed) if f not in DIFF_COUNTS)
         rows.append((MARKS[c.status], "  " * c.depth + visible(label), *cells, visible(what)))
     if len(rows) == 1:
         return "no differences"
@@ -207,8 +200,8 @@ def summary_text(calls: list[DiffCall], totals: list[ScopeChange]) -> str:
 
 
 def _amount(c: DiffCall, key: str) -> str:
-    before = compact_count(c.before[key]) if c.before else None
-    after = compact_count(c.after[key]) if c.after else None
+    before = format_diff_value(key, c.before[key]) if c.before else None
+    after = format_diff_value(key, c.after[key]) if c.after else None
     if before is None:
         return f"+{after}" if after != "0" else "0"
     if after is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from torchatlas._ir import GraphIR
 from torchatlas._render._html import HtmlOptions, sha256_source, to_html
-from torchatlas._text import format_compact, visible
+from torchatlas._text import DIFF_COUNTS, change_words, fact_words, format_diff_value, visible
 from torchatlas._view import DIFF_STATUS
 
 _MARKS = {"same": "", "changed": "~", "added": "+", "removed": "−", "pass-through": ""}
@@ -192,27 +192,22 @@ def _badge(call: dict[str, Any]) -> str:
     """``params 24.6K → 49.2K`` for a changed call whose totals moved; an added or removed call's size."""
     if call["status"] == "changed":
         parts = []
-        for key, short in (("parameters", "params"), ("FLOPs", "FLOPs")):
+        for key in DIFF_COUNTS:
             before, after = (call["before"] or {}).get(key), (call["after"] or {}).get(key)
             if before != after:
-                parts.append(f"{short} {_compact(before)} → {_compact(after)}")
+                parts.append(visible(change_words(key, before, after)))
         return ", ".join(parts)
     if call["status"] in ("added", "removed"):
         facts = call["after"] if call["status"] == "added" else call["before"]
-        return f"params {_compact((facts or {}).get('parameters'))}"
+        return visible(fact_words("parameters", (facts or {}).get("parameters")))
     return ""
-
-
-def _compact(text: Any) -> str:
-    digits = str(text).replace(",", "")
-    return format_compact(int(digits)) if digits.isdigit() else visible(str(text))
 
 
 def _visible_call(call: dict[str, Any]) -> dict[str, Any]:
     """The call with every user string as ``visible`` writes it (controls and bidi escaped)."""
 
-    def facts(side: dict[str, str] | None) -> dict[str, str] | None:
-        return None if side is None else {k: visible(str(v)) for k, v in side.items()}
+    def facts(side: dict[str, Any] | None) -> dict[str, str] | None:
+        return None if side is None else {k: visible(format_diff_value(k, v)) for k, v in side.items()}
 
     status = call.get("status") if call.get("status") in _STATUS else "same"
     return {
