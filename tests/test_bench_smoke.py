@@ -5,10 +5,12 @@ Timings are printed for the curious and never asserted: they depend on the machi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,22 @@ def _tables(markdown: str) -> dict[str, list[list[str]]]:
             cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
             tables.setdefault(heading, []).append(cells)
     return tables
+
+
+def _bench_module(name: str) -> types.ModuleType:
+    """``bench/<name>.py``, imported by its path under a name of its own: a test before this one
+    may have left another module called ``models`` (the CLI keeps a model file ``models.py``
+    imported under its stem, as ``python models.py`` would)."""
+    spec = importlib.util.spec_from_file_location(f"_torchatlas_bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    sys.path.insert(0, str(BENCH))  # for the bench's imports of its own helpers
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCH))
+    return module
 
 
 def _bench(script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -101,8 +119,7 @@ def test_trace_breakdown_times_every_part_and_they_add_up(tmp_path: Path) -> Non
 
 
 def test_report_says_why_a_cell_has_no_number() -> None:
-    sys.path.insert(0, str(BENCH))
-    import _report
+    _report = _bench_module("_report")
 
     base = {"forward_s": 0.01, "forward_peak_rss_mb": 200.0, "capture_peak_rss_mb": 210.0, "nodes": 5, "edges": 4}
     runs = {
@@ -134,8 +151,7 @@ def test_report_says_why_a_cell_has_no_number() -> None:
 
 
 def test_dot_size_counts_declared_nodes_and_edges_not_defaults() -> None:
-    sys.path.insert(0, str(BENCH))
-    from tools import dot_size
+    dot_size = _bench_module("tools").dot_size
 
     source = 'digraph g {\n\tgraph [rankdir=TB]\n\tnode [shape=box]\n\tedge [color=red]\n\t0 [label=<a>]\n\t"x.y" [label="b"]\n\t1 [label=c]\n\t0 -> "x.y"\n\t"x.y" -> 1 [label=d]\n\t0 -> 1\n}\n'
     assert dot_size(source) == (3, 3)
@@ -177,11 +193,7 @@ def test_the_gpu_target_row_is_skipped_with_a_reason_without_cuda(tmp_path: Path
 def test_llama_8b_is_llama_3_8b_in_bfloat16_on_the_meta_device_off_the_gpu() -> None:
     import torch
 
-    sys.path.insert(0, str(BENCH))
-    try:
-        import models
-    finally:
-        sys.path.remove(str(BENCH))
+    models = _bench_module("models")
     model, (tokens,), kwargs = models.build("llama-8b", "cpu")
     params = list(model.parameters())
     assert {p.device.type for p in params} == {"meta"} and {p.dtype for p in params} == {torch.bfloat16}
