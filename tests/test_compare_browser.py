@@ -13,15 +13,19 @@ from torchatlas._render import HtmlOptions
 pytestmark = pytest.mark.browser
 
 
-def test_the_compare_page_starts_filled_by_error_and_details_name_the_divergence(browser, tmp_path) -> None:
-    from _viewer import Viewer
-
+def _model_nudged_at_its_third_layer() -> tuple[torch.nn.Module, torch.nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)).eval()
     nudged = copy.deepcopy(model)
     with torch.no_grad():
         nudged[2].weight += 0.05
-    x = torch.randn(3, 4)
+    return model, nudged, torch.randn(3, 4)
+
+
+def test_the_compare_page_starts_filled_by_error_and_details_name_the_divergence(browser, tmp_path) -> None:
+    from _viewer import Viewer
+
+    model, nudged, x = _model_nudged_at_its_third_layer()
     c = torchatlas.compare((model, (x,)), (nudged, (x,)))
     v = Viewer(browser, c.graph.ir, tmp_path, "compare", options=HtmlOptions(fill="error"))
     assert v.page.locator('select[aria-label="Colour boxes by"]').input_value() == "ov:error"
@@ -36,12 +40,7 @@ def test_the_compare_page_starts_filled_by_error_and_details_name_the_divergence
 def test_three_runs_outline_each_first_divergence_fade_what_inherits_and_table_every_run(browser, tmp_path) -> None:
     from _viewer import Viewer
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)).eval()
-    nudged = copy.deepcopy(model)
-    with torch.no_grad():
-        nudged[2].weight += 0.05
-    x = torch.randn(3, 4)
+    model, nudged, x = _model_nudged_at_its_third_layer()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         bf16 = torchatlas.trace(model, x, fingerprint=True)
     c = torchatlas.compare((model, (x,)), (nudged, (x,)), bf16, rtol=1e-2, atol=1e-4, labels=["fp32", "nudged", "bf16"])
