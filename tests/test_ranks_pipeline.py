@@ -209,7 +209,7 @@ def test_cli_pp_cuts_llama_into_stages_each_tensor_parallel(capsys) -> None:
     assert "ranks: 4 ranks, collectives line up on every group: no predicted hang" in out
     assert "ScheduleGPipe: stage 1 of 2, 2 microbatches: 1RECV_F0 1F0 1RECV_F1 1F1" in out
     # stage 1 holds layers 2 and 3 (their numbers kept), the norm and the head: 1×8×100 logits per microbatch
-    assert "stage1.layers.2–3 (LlamaDecoderLayer) ×2" in out and "stage1.lm_head (Linear)  1×8×64 → 1×8×100" in out
+    assert "stage1 (" in out and "layers.2–3 (LlamaDecoderLayer) ×2" in out and "lm_head (Linear)  1×8×64 → 1×8×100" in out
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ def test_the_real_blocks_read_their_values_by_name(one_thread) -> None:
     assert "← gate_msa" in tree and "← gate_mlp" in tree and "← shift_mlp" in tree
     model, args, kwargs = models["timm:rexnet_100"]()
     lines = torchatlas.trace(model, args, kwargs).tree().splitlines()
-    block = lines[next(k for k, line in enumerate(lines) if "features.2 (LinearBottleneck)" in line) :]
+    block = lines[next(k for k, line in enumerate(lines) if line.endswith("── 2 (LinearBottleneck)") or " 2 (LinearBottleneck) " in line) :]
     assert any("add (+)" in line and "←" in line for line in block[:40])
     model, args, kwargs = models["timm:densenet121"]()
     tree = torchatlas.trace(model, args, kwargs).tree()

@@ -22,7 +22,8 @@ from ._graphml import GraphmlOptions, graph_records, to_graphml
 from ._graphviz import GraphvizNotFoundError, responsive_svg
 from ._html import HtmlOptions, ViewerBundleMissing, notebook_html, ranks_page, to_html, viewer_bundle_built
 from ._mermaid import MermaidOptions, to_mermaid
-from ._model_explorer import ModelExplorerOptions, model_explorer_json, model_explorer_node_data
+from ._model_explorer import ModelExplorerOptions, model_explorer_json
+from ._model_explorer_data import model_explorer_node_data
 from ._ranks import differences_text, hang_report, ranks_summary, schedule_text
 from ._summary import SummaryOptions, summary
 from ._tree import TreeOptions, render_tree

@@ -23,8 +23,6 @@ from typing import Any, ClassVar
 from torchatlas._ir import GraphIR, Ref, Scope
 from torchatlas._view import (
     LOCAL_KINDS,
-    PALETTES,
-    OverlayMarks,
     ViewOptions,
     arguments_text,
     backward_apart,
@@ -32,12 +30,13 @@ from torchatlas._view import (
     dominant_dtype,
     far_name,
     model_title,
-    number_text,
     op_display,
     overlay_marks,
     stand_in_reads,
     value_words,
 )
+
+from ._model_explorer_data import overlay_attrs
 
 
 def _segment(scope: Scope, parent: Scope | None) -> str:
@@ -81,10 +80,6 @@ def _broadcast_stand_ins(ir: GraphIR) -> dict[tuple[Ref, str], str]:
         if n.kind == "op" and src.kind not in LOCAL_KINDS and call is not None:  # read inside a call the producer is not in
             out[(ref, n.id)] = call
     return out
-
-
-def _shape_attr(dtype: str, shape: tuple[Any, ...]) -> str:
-    return dtype + json.dumps(list(shape))
 
 
 def _attrs(pairs: list[tuple[str, Any]]) -> list[dict[str, str]]:
@@ -150,13 +145,13 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
                 ("flops", n.meta.get("flops")),
                 ("source", f"{n.source.file}:{n.source.line}" if n.source else None),
                 ("code", n.source.code if n.source else None),
-                *_overlay_attrs(marks, n.id, False),
+                *overlay_attrs(marks, n.id, False),
             ]
         )
         outputs = [
             {
                 "id": str(i),
-                "attrs": _attrs([("tensor_shape", _shape_attr(m.dtype, m.shape)), ("device", m.device)]),
+                "attrs": _attrs([("tensor_shape", m.dtype + json.dumps(list(m.shape))), ("device", m.device)]),
             }
             for i, m in enumerate(n.outputs)
         ]
@@ -192,7 +187,7 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
                 ("class", s.cls),
                 ("params", s.meta.get("params")),
                 ("flops", s.meta.get("flops")),
-                *_overlay_attrs(marks, s.id, True),
+                *overlay_attrs(marks, s.id, True),
             )
             if v is not None
         }
@@ -202,38 +197,11 @@ def to_model_explorer(ir: GraphIR, options: ModelExplorerOptions | None = None) 
     return {"label": label, "graphs": [{"id": label, "nodes": nodes, "groupNodeAttributes": group_attrs}]}
 
 
-def _overlay_attrs(marks: OverlayMarks, item_id: str, inside: bool) -> list[tuple[str, Any]]:
-    """``overlay: error`` -> ``0.127``: the node's (or namespace's) value of each overlay."""
-    found = []
-    for name in marks.names:
-        value = marks.value(name, item_id, inside)
-        if value is not None:
-            found.append((f"overlay: {name}", number_text(value) if marks.entries[name]["kind"] == "number" else value))
-    return found
-
-
-def model_explorer_node_data(ir: GraphIR, name: str | None = None, title: str | None = None) -> dict[str, Any]:
-    """One overlay as Model Explorer's node data (load it beside the graph in Model Explorer's
-    "node data" panel): ``{graph id: {"results": {node id: {"value": v}}, "gradient": …}}``, the
-    graph id the export's. A number overlay colours from the palette's lowest to its highest step."""
-    marks = overlay_marks(ir)
-    name = marks.fill_name(name)
-    if name is None:
-        raise ValueError("this graph has no overlay (add one with graph.overlay)")
-    entry = marks.entries[name]
-    results = {k: {"value": v} for k, v in entry["values"].items() if ir.has_node(k)}
-    data: dict[str, Any] = {"results": results}
-    if entry["kind"] == "number":
-        steps = PALETTES["light"].overlay
-        data["gradient"] = [{"stop": 0, "bgColor": steps[0]}, {"stop": 1, "bgColor": steps[-1]}]
-    return {(title or model_title(ir)): data}
-
-
 def _stand_in(ir: GraphIR, ref: Ref, node_id: str, namespace: str, model: str) -> dict[str, Any]:
     """A ``↪ stem.act`` node in a reading call for a value drawn in full elsewhere, named as
     the diagram's and the page's stand-ins are (``_view.far_name``)."""
     meta = ir.value_meta(ref)
-    shape = [{"id": "0", "attrs": _attrs([("tensor_shape", _shape_attr(meta.dtype, meta.shape))])}] if meta else []
+    shape = [{"id": "0", "attrs": _attrs([("tensor_shape", meta.dtype + json.dumps(list(meta.shape)))])}] if meta else []
     return {
         "id": node_id,
         "label": far_name(ir, ref, model),

@@ -1,14 +1,14 @@
 """The text tree: module hierarchy, and inside each call its data flow as a
 series-parallel tree, so branches that fork and join show as sibling branches.
 
-Rendering is iterative over a small intermediate tree (``Line``), with Unicode
-guides and an ASCII fallback, in the manner of rich's ``tree.py``.
+The lines are drawn by ``_tree_lines``: iteratively, with Unicode guides and an ASCII fallback,
+in the manner of rich's ``tree.py``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from torchatlas._ir import GraphIR, Node, Ref, TensorMeta, read_locally
@@ -50,22 +50,11 @@ from torchatlas._view import (
 )
 
 from ._flow import SINK, SOURCE, Item, ScopeFlow, scope_flows, unused_ops
+from ._tree_lines import ASCII_GUIDES, UNICODE_GUIDES, Line, close_trailing_forks, draw
 from ._tree_refs import distinct_labels, joined_as, reference_names, tangled, untangled
 
-UNICODE_GUIDES = ("├── ", "└── ", "│   ", "    ")
 # Ops that join a bypassing value back into the main path: only these make a "skip connection".
 JOINS = frozenset({"add", "sub", "cat", "concat", "concatenate", "stack", "hstack", "vstack"})
-ASCII_GUIDES = ("|-- ", "`-- ", "|   ", "    ")
-
-
-@dataclass
-class Line:
-    text: str
-    children: list[Line] = field(default_factory=list)
-    before: list[str] = field(default_factory=list)
-    """Sibling lines drawn just before this one (graph breaks)."""
-    returned: bool = False
-    """A ``┬`` branch whose result the call returns."""
 
 
 @dataclass(frozen=True)
@@ -94,40 +83,9 @@ def render_tree(ir: GraphIR, options: TreeOptions | None = None) -> str:
     options = options or TreeOptions()
     # FSDP2's storage steps before each all-gather of parameters are one line with it
     root = _TreeBuilder(gathered_parameters(ir), options.depth, options.source, options.fold_repeats).build()
-    _close_trailing_forks(root)
-    text = "\n".join(_draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
+    close_trailing_forks(root)
+    text = "\n".join(draw(root, ASCII_GUIDES if options.ascii else UNICODE_GUIDES))
     return to_ascii(text) if options.ascii else text
-
-
-def _close_trailing_forks(line: Line) -> None:
-    """No level ends on a ``┬`` fork that nothing joins (ResNet's ``pooler``, ViT's
-    ``pooled_output``): such a branch feeds only the call's outputs, so its steps are the
-    level's last steps, marked ``(returned)``."""
-    for child in line.children:
-        _close_trailing_forks(child)
-    kids = line.children
-    if not kids or not kids[-1].returned or (len(kids) > 1 and kids[-2].text.startswith("┬ ")):
-        return  # parallel outputs stay sibling branches (``┬ cos``, ``┬ sin``)
-    fork = kids.pop()
-    tail = fork.children or [Line(fork.text[2:])]
-    tail[0].before = fork.before + tail[0].before
-    kids.extend(tail)
-    if "(also returned)" not in kids[-1].text:
-        kids[-1].text += "  (returned)"
-
-
-def _draw(root: Line, guides: tuple[str, str, str, str]) -> list[str]:
-    branch, last, pipe, space = guides
-    out = [root.text]
-    stack: list[tuple[Line, str, bool]] = [(c, "", i == len(root.children) - 1) for i, c in enumerate(root.children)][::-1]
-    while stack:
-        line, prefix, is_last = stack.pop()
-        out.extend(prefix + branch + mark for mark in line.before)
-        out.append(prefix + (last if is_last else branch) + line.text)
-        child_prefix = prefix + (space if is_last else pipe)
-        n = len(line.children)
-        stack.extend((c, child_prefix, i == n - 1) for i, c in reversed(list(enumerate(line.children))))
-    return out
 
 
 def _marked(mark: Mark | None) -> str:

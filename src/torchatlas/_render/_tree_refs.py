@@ -26,7 +26,8 @@ from torchatlas._view import LINE_LIMIT, operand_names, parsed_line
 from ._flow import SINK, SOURCE, Item, ScopeFlow
 
 if TYPE_CHECKING:
-    from ._tree import Line, _TreeBuilder
+    from ._tree import _TreeBuilder
+    from ._tree_lines import Line
 
 Edge = tuple[Item, Item]
 _SINGLES_TRIED = 8
