@@ -333,10 +333,16 @@ def _kind(doc: dict[str, Any], path: tuple[Any, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+_PARTS = 4
+"""Each document's kinds are checked in this many tests, so that a suite run on several cores
+shares them out (the backward document's alone take minutes)."""
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("part", range(_PARTS))
 @pytest.mark.parametrize("name", ["coolcnn", "tiny", "tiny-backward", "tiny-aten", "partial", "compiled"])
 def test_every_field_of_every_kind_with_every_extreme_value(
-    documents: dict[str, dict[str, Any]], tmp_path: Path, name: str
+    documents: dict[str, dict[str, Any]], tmp_path: Path, name: str, part: int
 ) -> None:
     doc = documents[name]
     first_of_kind: dict[tuple[str, ...], tuple[Any, ...]] = {}
@@ -346,7 +352,7 @@ def test_every_field_of_every_kind_with_every_extreme_value(
     # set is one environment variable away (TORCHATLAS_FUZZ_KINDS=0: all of them).
     kinds = list(first_of_kind.items())
     most = int(os.environ.get("TORCHATLAS_FUZZ_KINDS", "40")) or len(kinds)
-    for kind, path in kinds[:: max(1, -(-len(kinds) // most))]:
+    for kind, path in kinds[:: max(1, -(-len(kinds) // most))][part::_PARTS]:
         for value in EXTREMES + ([DELETE] if isinstance(path[-1], str) else []):
             try:
                 loads_and_renders_or_is_refused(encode(mutated(doc, path, value)), tmp_path)
