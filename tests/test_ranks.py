@@ -440,6 +440,15 @@ def test_cli_ranks_names_the_rank_a_model_fails_on_and_writes_the_page(tmp_path,
     assert 'id="atlas-ranks"' in (tmp_path / "job.html").read_text()
 
 
+def test_cli_ranks_refuses_an_output_it_cannot_write_before_tracing_any_rank(tmp_path, capsys) -> None:
+    (tmp_path / "skip.py").write_text(MODEL_FILE + FAILS_ON_RANK_1)
+    # Fails raises on rank 1: an -o refused after tracing would report that failure instead
+    assert main([f"{tmp_path / 'skip.py'}:Fails", "--input", "2,8", "--ranks", "2", "-o", str(tmp_path / "job.svg")]) == 2
+    err = capsys.readouterr().err
+    assert err == "torchatlas: error: with several ranks, -o writes the multi-rank document (.json) or the page (.html)\n"
+    assert not (tmp_path / "job.svg").exists()
+
+
 FAILS_ON_RANK_1 = """
 
 class Fails(Skip):

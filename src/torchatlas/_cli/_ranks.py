@@ -82,6 +82,8 @@ def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any
         world = opts.ranks
     elif not dims:
         raise SpecError("--ranks needs --tp/--fsdp, or a number of ranks (--ranks N) for a model that makes its own collectives")
+    if opts.output and Path(opts.output).suffix.lower() not in (".json", ".html"):
+        raise SpecError(_RANKS_OUTPUT)  # before minutes of tracing, not after
     if opts.compile_breaks or opts.backward or opts.profile or opts.find_nan:
         raise SpecError("--ranks traces each rank's forward pass; leave out --compile-breaks, --backward, --profile and --find-nan")
     made: dict[str, Any] = {}
@@ -114,6 +116,9 @@ def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any
     return ranks
 
 
+_RANKS_OUTPUT = "with several ranks, -o writes the multi-rank document (.json) or the page (.html)"
+
+
 def write_ranks(ranks: Any, opts: argparse.Namespace, fmt: str, show: Callable[[str], None]) -> int:
     """The hang report and the tree of ``--rank`` (or the per-rank summary) on stdout, or the
     multi-rank document to ``-o x.json`` (the page to ``-o x.html``); exit 1 where the check
@@ -126,8 +131,8 @@ def write_ranks(ranks: Any, opts: argparse.Namespace, fmt: str, show: Callable[[
             ranks.save(opts.output)
         elif suffix == ".html":
             ranks.to_html(opts.output, rank)
-        else:
-            raise SpecError("with several ranks, -o writes the multi-rank document (.json) or the page (.html)")
+        else:  # trace_every_rank refuses it before tracing; merge comes here with any -o
+            raise SpecError(_RANKS_OUTPUT)
         show(report)
     elif fmt == "summary":
         show(report + "\n" + ranks.summary(depth=opts.depth if opts.depth is not None else 1, ascii=opts.ascii))
