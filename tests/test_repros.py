@@ -36,4 +36,5 @@ def _run(script: Path) -> subprocess.CompletedProcess:
 
 
 def _is_timed(script: Path) -> bool:
-    return "time.time()" in script.read_text() or "time.perf_counter()" in script.read_text()
+    text = script.read_text()
+    return "time.time()" in text or "time.perf_counter()" in text

@@ -82,8 +82,7 @@ def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any
         world = opts.ranks
     elif not dims:
         raise SpecError("--ranks needs --tp/--fsdp, or a number of ranks (--ranks N) for a model that makes its own collectives")
-    if opts.output and Path(opts.output).suffix.lower() not in (".json", ".html"):
-        raise SpecError(_RANKS_OUTPUT)  # before minutes of tracing, not after
+    check_output(opts)  # before minutes of tracing, not after
     if opts.compile_breaks or opts.backward or opts.profile or opts.find_nan:
         raise SpecError("--ranks traces each rank's forward pass; leave out --compile-breaks, --backward, --profile and --find-nan")
     made: dict[str, Any] = {}
@@ -116,7 +115,10 @@ def trace_every_rank(opts: argparse.Namespace, prepared: Callable[..., tuple[Any
     return ranks
 
 
-_RANKS_OUTPUT = "with several ranks, -o writes the multi-rank document (.json) or the page (.html)"
+def check_output(opts: argparse.Namespace) -> None:
+    """Refuse an ``-o`` that several ranks cannot be written to: the document or the page only."""
+    if opts.output and Path(opts.output).suffix.lower() not in (".json", ".html"):
+        raise SpecError("with several ranks, -o writes the multi-rank document (.json) or the page (.html)")
 
 
 def write_ranks(ranks: Any, opts: argparse.Namespace, fmt: str, show: Callable[[str], None]) -> int:
@@ -126,13 +128,11 @@ def write_ranks(ranks: Any, opts: argparse.Namespace, fmt: str, show: Callable[[
     rank = opts.rank or 0
     report = ranks.report(ascii=opts.ascii)
     if opts.output:
-        suffix = Path(opts.output).suffix.lower()
-        if suffix == ".json":
+        check_output(opts)  # merge comes here with any -o; a traced job was checked before
+        if Path(opts.output).suffix.lower() == ".json":
             ranks.save(opts.output)
-        elif suffix == ".html":
+        else:
             ranks.to_html(opts.output, rank)
-        else:  # trace_every_rank refuses it before tracing; merge comes here with any -o
-            raise SpecError(_RANKS_OUTPUT)
         show(report)
     elif fmt == "summary":
         show(report + "\n" + ranks.summary(depth=opts.depth if opts.depth is not None else 1, ascii=opts.ascii))
