@@ -324,9 +324,12 @@ class _Simulator:
             self.emit(f"{out} = acc[-1]")
             self.accumulated.append(vals[0])
             # acc holds the tensor through every variable appended: read back, it is the latest
-            # pass-through of it any of them got (capture follows the tuple, not its items)
+            # pass-through of it any of them got (capture follows the tuple, not its items).
+            # Appending reads no data, so this must not call read(): a write through a slice
+            # still pending on the tensor is made into an update by the op that next reads it,
+            # in that op's module call.
             held = [v for v in self.accumulated if v.tensor == vals[0].tensor]
-            latest = max(held, key=lambda v: _order(self.read(v)))
+            latest = max(held, key=lambda v: v.order)
             self.pool.append(_Value(latest.storage, latest.producer, latest.order, latest.contiguous, latest.tensor))
         elif kind == "dropout_last":
             self.emit(f"{out} = self.tail({names[0]})")

@@ -94,7 +94,7 @@ def run_scenario(seconds: float, folder: Path) -> subprocess.CompletedProcess[st
     )
 
 
-@pytest.mark.parametrize("seconds", [5, pytest.param(30, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seconds", [5, pytest.param(15, marks=pytest.mark.slow)])
 def test_compile_report_beside_a_tracing_thread_and_a_compiled_model(seconds: float, tmp_path: Path) -> None:
     done = run_scenario(seconds, tmp_path)
     assert done.returncode == 0, f"exit {done.returncode}: {done.stdout[-2000:]}{done.stderr[-3000:]}"

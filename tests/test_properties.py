@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from _capture_helpers import outputs, wiring
 from _randmodels import Program, Step, build, programs
@@ -43,6 +44,18 @@ def test_every_step_kind_is_generated_and_checked() -> None:
     for kind, (n_operands, n_new) in KINDS.items():
         step = Step(kind, tuple(range(n_operands)), 1)
         check(Program((step,), (2 + n_new, 0)))
+
+
+@pytest.mark.parametrize("inference", [False, True], ids=["grad", "inference_mode"])
+def test_a_write_through_a_slice_becomes_an_update_in_the_call_that_next_reads_it(inference: bool) -> None:
+    """Found by hypothesis: ``v0[0:2].mul_(2.0)``, ``v0`` appended to a tuple, then
+    ``self.act(v0)``. The update of ``v0`` is made when ReLU reads it, inside ``act``;
+    appending to a tuple reads nothing (the model of the truth once made it there)."""
+    steps = (Step("slice_mul_", (0,)), Step("accumulate", (0,)), Step("act_inplace", (0,)))
+    with torch.inference_mode(inference):
+        check(Program(steps, (4,)))
+    model = build(Program(steps, (4,)))
+    assert model.truth.ops[2][0] == "torchatlas.updated" and model.truth.op_scopes[2] == "act"
 
 
 def test_writes_through_aliases_reach_later_readers() -> None:
