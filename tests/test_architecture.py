@@ -26,7 +26,8 @@ ALLOWED = {
     "_passes": {"_passes", "_ir", "_ops", "_text"},
     "_view": {"_view", "_ir", "_ops", "_text"},
     "_render": {"_render", "_view", "_ir", "_ops", "_text"},
-    "_cli": {"_cli", "__init__", "_io", "_text"},
+    "_terminal": {"_terminal"},
+    "_cli": {"_cli", "__init__", "_io", "_text", "_terminal"},
 }
 PACKAGES = {p.parent.name for p in SOURCES if p.name == "__init__.py" and p.parent != PACKAGE}
 """Layers that are packages (``_render``, ``_view``, ``_cli``...): outside one, only its face

@@ -391,7 +391,41 @@ class Fuse(nn.Module):
         return fused[0] + fused[1]
 
 
-PASSED_ON = [PassedOn, Collected, TupleAssigned, Fuse]
+class Rebound(nn.Module):
+    """Two pass-throughs of one tensor; the block returns the first's result under another
+    variable (``c = a``) or out of a tuple it was appended to (found by hypothesis)."""
+
+    def __init__(self, through_tuple: bool = False) -> None:
+        super().__init__()
+        self.through_tuple = through_tuple
+        self.first, self.second = nn.Dropout(0.5), nn.Identity()
+
+    def forward(self, x):
+        acc = ()
+        a = self.first(x)
+        b = self.second(x)  # noqa: F841 (the second pass-through is the latest; it is not returned)
+        if self.through_tuple:
+            acc = acc + (a,)
+            return acc[-1]
+        c = a
+        return c
+
+
+class ReturnsRebound(nn.Module):
+    def __init__(self, through_tuple: bool = False) -> None:
+        super().__init__()
+        self.block, self.head = Rebound(through_tuple), nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.head(self.block(x * 2))
+
+
+class ReturnsReboundThroughATuple(ReturnsRebound):
+    def __init__(self) -> None:
+        super().__init__(through_tuple=True)
+
+
+PASSED_ON = [PassedOn, Collected, TupleAssigned, Fuse, ReturnsRebound, ReturnsReboundThroughATuple]
 
 
 @pytest.mark.parametrize("make", PASSED_ON, ids=lambda m: m.__name__)
@@ -407,6 +441,13 @@ def test_an_encoder_given_the_result_reads_it_under_its_own_names() -> None:
     assert {p for p, _ in got[("head", 1)]} == {"embeddings.dropout"}  # hidden[0], through the tuple
     tree = torchatlas.trace(PassedOn().eval(), (torch.randn(2, 4),)).tree()
     assert "also returned" not in tree
+
+
+@pytest.mark.parametrize("through_tuple", [False, True], ids=["variable", "tuple"])
+def test_the_models_result_is_the_pass_through_it_returns_under_another_name(through_tuple: bool) -> None:
+    ir = torchatlas.trace(Rebound(through_tuple).eval(), (torch.randn(2, 4),)).ir
+    (returned,) = [ir.node(r.node) for n in ir.nodes if n.kind == "output" for r in n.inputs]
+    assert ir.scope(returned.scope).path == "first"
 
 
 def test_a_hooks_list_returns_the_result() -> None:

@@ -58,6 +58,13 @@ def test_a_write_through_a_slice_becomes_an_update_in_the_call_that_next_reads_i
     assert model.truth.ops[2][0] == "torchatlas.updated" and model.truth.op_scopes[2] == "act"
 
 
+def test_the_result_returned_through_a_tuple_is_the_pass_through_appended() -> None:
+    """Found by hypothesis: ``v3 = drop(v0)``, ``v4 = drop(v0)``, ``acc = acc + (v3,)``,
+    ``return acc[-1]``: the model returns the first Dropout's result, not the latest one."""
+    steps = (Step("dropout_eval", (0,)), Step("dropout_eval", (0,)), Step("accumulate", (3,)))
+    check(Program(steps, (5,)))
+
+
 def test_writes_through_aliases_reach_later_readers() -> None:
     steps = (
         Step("linear", (0,), 0),      # v3

@@ -42,6 +42,7 @@ from ._render import (
     responsive_svg,
     viewer_bundle_built,
 )
+from ._terminal import op_progress, status
 from ._view import graph_counts
 
 Shape = Sequence[int]
@@ -225,7 +226,7 @@ class Graph:
         """
         fmt = image_format(path, format) if path is not None else (format or "svg")
         dot_options = DotOptions(**options)
-        with _status(f"rendering {Path(path).name if path is not None else fmt}"):
+        with status(f"rendering {Path(path).name if path is not None else fmt}"):
             value = render_dot(self.ir, dot_options, fmt)
         return value if path is None else write_atomic(path, value)
 
@@ -377,7 +378,7 @@ def trace(
     args = _normalize_args(args)
     kwargs = _keyword_inputs(kwargs)
     options: dict[str, Any] = {"loss_fn": loss_fn} if backward else {}
-    with _progress_reporter(progress) as report:
+    with op_progress(progress) as report:
         result = _capture.capture(
             model, args, kwargs, level="backward" if backward else level, partial=partial, progress=report,
             stats=stats, save=save, save_device=save_device, profile=profile, fingerprint=fingerprint, **options,
@@ -576,49 +577,3 @@ def load(path: PathLike) -> Graph:
         return Graph(strip_analyses(graph_from_json(text)))
     except GraphFormatError as e:
         raise GraphFormatError(f"{path}: {e}") from None
-
-
-class _status:
-    """A spinner on stderr while long work runs, when stderr is a terminal."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self._status: Any = None
-
-    def __enter__(self) -> None:
-        if sys.stderr.isatty():
-            from rich.console import Console
-
-            self._status = Console(stderr=True).status(self.text)
-            self._status.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._status is not None:
-            self._status.stop()
-
-
-class _progress_reporter:
-    """A live op counter on stderr for long traces; silent for short ones."""
-
-    def __init__(self, enabled: bool | None) -> None:
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self._progress: Any = None
-        self._task: Any = None
-
-    def __enter__(self) -> Callable[[int], None] | None:
-        return self._report if self.enabled else None
-
-    def _report(self, ops: int) -> None:
-        if self._progress is None:
-            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-            self._progress = Progress(
-                SpinnerColumn(), TextColumn("tracing: {task.completed} ops"), TimeElapsedColumn(), transient=True
-            )
-            self._progress.start()
-            self._task = self._progress.add_task("trace", total=None)
-        self._progress.update(self._task, completed=ops)
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
-            self._progress.stop()

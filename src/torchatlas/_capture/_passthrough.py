@@ -422,7 +422,9 @@ def _returns_it(facts: _Code, d: Delivery, anywhere: bool) -> bool:
         if d.kind == INLINE and delivered is not None:
             if _contains(span, delivered) if anywhere else _direct(facts, i, span, delivered):
                 return True
-        if d.kind == STORED and _loads(facts, i, span, d.names, anywhere=anywhere):
+        # Stored: a return that loads the variable, or one assigned from it since (``c = h``,
+        # ``acc = acc + (h,)``), as a reader in the frame would.
+        if d.kind == STORED and _loads(facts, i, span, _assigned_on(facts, facts.at(d.offset), i, d.names), anywhere=anywhere):
             return True
     return False
 

@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import dataclasses
 import errno
+import functools
 import re
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import torchatlas
 from torchatlas import GraphvizNotFoundError, ViewerBundleMissing
 from torchatlas._io import write_atomic
+from torchatlas._terminal import status
 from torchatlas._text import error_text, to_ascii, visible
 
 from . import _models, _ranks
@@ -251,7 +252,7 @@ def _prepared(opts: argparse.Namespace, mesh: Any = None) -> tuple[Any, Any, str
         task=opts.task,
         device=device,
         has_inputs=bool(input_specs or tokens),
-        status=_status if _interactive(opts) else no_status,
+        status=functools.partial(status, enabled=True) if _interactive(opts) else no_status,
         warn=lambda text: _say(f"torchatlas: warning: {text}"),
     )
     import torch
@@ -278,15 +279,6 @@ def _prepared(opts: argparse.Namespace, mesh: Any = None) -> tuple[Any, Any, str
 
 def _interactive(opts: argparse.Namespace) -> bool:
     return opts.progress if opts.progress is not None else sys.stderr.isatty()
-
-
-@contextlib.contextmanager
-def _status(text: str) -> Iterator[None]:
-    """A spinner with ``text`` on stderr while the block runs; it leaves no line behind."""
-    from rich.console import Console
-
-    with Console(stderr=True).status(text):
-        yield
 
 
 def _first_nonfinite_line(graph: Graph) -> str:

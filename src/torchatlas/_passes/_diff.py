@@ -17,7 +17,8 @@ from typing import Any
 from torchatlas._ir import GraphIR, Node, Ref, Scope
 from torchatlas._ops import op_name, op_title
 from torchatlas._passes._analyze import ensure_analyzed
-from torchatlas._passes._diff_match import Matching, Step, is_unordered, match, resolve, target_family
+from torchatlas._passes._diff_align import Step
+from torchatlas._passes._diff_match import Matching, is_unordered, match, resolve, target_family
 from torchatlas._passes._diff_merge import merged_graph
 from torchatlas._passes._diff_records import NAMING_FIELDS, DiffCall, NodeMatch, ScopeChange, shape_values
 from torchatlas._passes._diff_tree import merged_calls, summary_text, tree_text
