@@ -425,7 +425,37 @@ class ReturnsReboundThroughATuple(ReturnsRebound):
         super().__init__(through_tuple=True)
 
 
-PASSED_ON = [PassedOn, Collected, TupleAssigned, Fuse, ReturnsRebound, ReturnsReboundThroughATuple]
+class KeepsTheOriginal(nn.Module):
+    """Runs an Identity on a tensor but returns the tensor it gave it, out of a tuple."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first, self.ident = nn.Linear(4, 4), nn.Identity()
+
+    def forward(self, x):
+        h = self.first(x)
+        b = self.ident(h)  # noqa: F841
+        acc = ()
+        acc = acc + (h,)
+        return acc[-1]
+
+
+class ReturnsTheOriginal(nn.Module):
+    """Its caller (and the head it feeds) got the Linear's value, not the Identity's (found by
+    hypothesis with the random model nested in a wrapper)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner, self.head = KeepsTheOriginal(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        out = self.inner(x)
+        return self.head(out), out
+
+
+PASSED_ON = [
+    PassedOn, Collected, TupleAssigned, Fuse, ReturnsRebound, ReturnsReboundThroughATuple, ReturnsTheOriginal,
+]
 
 
 @pytest.mark.parametrize("make", PASSED_ON, ids=lambda m: m.__name__)
@@ -448,6 +478,14 @@ def test_the_models_result_is_the_pass_through_it_returns_under_another_name(thr
     ir = torchatlas.trace(Rebound(through_tuple).eval(), (torch.randn(2, 4),)).ir
     (returned,) = [ir.node(r.node) for n in ir.nodes if n.kind == "output" for r in n.inputs]
     assert ir.scope(returned.scope).path == "first"
+
+
+def test_a_caller_given_what_a_pass_through_was_given_reads_that() -> None:
+    got, _ = passthrough_flow(ReturnsTheOriginal(), torch.randn(2, 4))
+    assert reads(got, "head") == {"inner.first"}
+    ir = torchatlas.trace(ReturnsTheOriginal().eval(), (torch.randn(2, 4),)).ir
+    returned = [ir.node(r.node) for n in ir.nodes if n.kind == "output" for r in n.inputs]
+    assert [ir.scope(n.scope).path for n in returned] == ["head", "inner.first"]
 
 
 def test_a_hooks_list_returns_the_result() -> None:

@@ -155,13 +155,18 @@ class Boundaries:
                     continue
                 latest = flow.latest(t, index)  # the record that last made or wrote its value
                 if latest is None:
-                    here[id(t)] = flow.ref(t)
-                    continue
-                made, found = latest
-                here[id(t)] = found
+                    here[id(t)] = found = flow.ref(t)
+                else:
+                    made, found = latest
+                    here[id(t)] = found
                 if found[0] in self.passes.nodes:  # returned on: this call's caller got it
                     scope = self.tracker.scopes[index]
                     self.passes.returned(t, found, index, scope.parent, self._site(index, root))
+                elif self.passes:  # what a pass-through was given, if one ran on it: so did the caller
+                    scope = self.tracker.scopes[index]
+                    self.passes.returned_original(t, found, scope.parent, self._site(index, root))
+                if latest is None:
+                    continue
                 if made < first and not root:  # made before the call: the call passed it through
                     passed.append(t)
             for t in passed:  # then the call's own nodes, once every value it returns is read

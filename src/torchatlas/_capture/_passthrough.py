@@ -32,7 +32,7 @@ import dis
 import sys
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import _source
@@ -82,6 +82,9 @@ class Passed:
     holders: tuple[Holder, ...] = ()
     """The user frames that held the tensor under a name when the call was made: the only
     frames where a name can hold what the call was given."""
+    originals: list[Delivery] = field(default_factory=list)
+    """Where a module call returned what the call was given, not its result (``b = ident(a);
+    return a``), to its caller: a reader there that uses it reads ``before``."""
 
 
 class _Code:
@@ -182,6 +185,14 @@ class PassThroughs:
             delivery.kind = RETURNED  # the model's own result: every later reader got it
         passed.deliveries.append(delivery)
 
+    def returned_original(self, t: Any, value: Slot, guard: int | None, site: CallSite | None) -> None:
+        """A module call returned ``t`` as ``value``, what its first pass-through call was given
+        (the call's return loads the tensor under a name no result was bound to): its caller got that."""
+        entry = self._by_tensor.get(id(t))
+        if entry is None or entry[0]() is not t or entry[1][0].before != value or site is None:
+            return
+        entry[1][0].originals.append(self._delivery(guard, site))
+
     def _delivery(self, guard: int | None, site: CallSite | None) -> Delivery:
         if site is None:
             return Delivery(guard, 0, None, 0, ESCAPED)
@@ -229,6 +240,9 @@ class PassThroughs:
         for passed in reversed(entry[1]):
             if any(self._reads_through(d, running, frames, returning, t) for d in passed.deliveries):
                 return passed.node
+        first = entry[1][0]
+        if any(self._reads_through(d, running, frames, returning, t) for d in first.originals):
+            return first.before
         # No path of the result is seen to reach the reader. The reader reads what the call was
         # given only if a frame that held it then loads it now under a name the result is not
         # bound to (``short(x)`` beside ``block(x)``); anywhere else (a hook's list, a tuple of
