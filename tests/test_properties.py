@@ -65,6 +65,22 @@ def test_the_result_returned_through_a_tuple_is_the_pass_through_appended() -> N
     check(Program(steps, (5,)))
 
 
+@pytest.mark.parametrize(
+    "steps, returned",
+    [
+        # v3 = drop(v0); v4 = v0 @ v3; return v4, v0: v4 is another tensor, v0 what drop was given
+        ((Step("dropout_eval", (0,)), Step("matmul", (0, 3))), (4, 0)),
+        # v3 = drop(v0); v4 = v3 * 0.5; v5 = v0 + v4: the add reads v0 as it was given, not via v4
+        ((Step("dropout_eval", (0,)), Step("scale", (3,)), Step("add", (0, 4))), (5,)),
+    ],
+    ids=["returned beside", "read beside"],
+)
+def test_arithmetic_on_a_pass_through_result_makes_another_tensor(steps: tuple[Step, ...], returned: tuple[int, ...]) -> None:
+    """Found by hypothesis: a variable computed from the result by an operator does not hold it,
+    so a reader (or a return) that loads it beside the original reads the original."""
+    check(Program(steps, returned))
+
+
 def test_writes_through_aliases_reach_later_readers() -> None:
     steps = (
         Step("linear", (0,), 0),      # v3

@@ -37,6 +37,7 @@ from typing import Any
 
 from . import _source
 from ._passthrough_holders import Holder, holders_of, holds
+from ._passthrough_moves import CALLS, LOADS, STATEMENT_ENDS, STORES, assigned_on, names_of
 from ._passthrough_source import argument_spans, tuple_target
 from ._records import Slot
 
@@ -44,14 +45,7 @@ CallSite = tuple[int, Any, int]
 """(id of the calling frame, its code, the call's instruction offset)."""
 
 STORED, RETURNED, INLINE, ESCAPED = "stored", "returned", "inline", "escaped"
-_STORES = frozenset({"STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL"})
-_LOADS = frozenset({
-    "LOAD_FAST", "LOAD_NAME", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_CLOSURE", "LOAD_FAST_CHECK",
-    "LOAD_FAST_AND_CLEAR", "LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_FAST_BORROW_LOAD_FAST_BORROW",
-})
 _RETURNS = frozenset({"RETURN_VALUE"})
-_CALLS = frozenset({"CALL", "CALL_FUNCTION_EX", "CALL_KW"})
-_STATEMENT_ENDS = frozenset({"POP_TOP", "RETURN_VALUE", "RETURN_CONST"}) | _STORES
 _ESCAPES = frozenset({
     "STORE_ATTR", "STORE_SUBSCR", "UNPACK_SEQUENCE", "UNPACK_EX", "COPY", "DUP_TOP", "LIST_APPEND", "SET_ADD",
     "MAP_ADD", "YIELD_VALUE", "STORE_FAST_STORE_FAST",
@@ -127,11 +121,6 @@ def _span(inst: dis.Instruction) -> tuple[int, int, int, int] | None:
 
 def _contains(outer: tuple[int, int, int, int], inner: tuple[int, int, int, int]) -> bool:
     return (outer[0], outer[1]) <= (inner[0], inner[1]) and (inner[2], inner[3]) <= (outer[2], outer[3])
-
-
-def _names(inst: dis.Instruction) -> tuple[str, ...]:
-    value = inst.argval
-    return tuple(value) if isinstance(value, tuple) else (value,)
 
 
 class PassThroughs:
@@ -298,7 +287,8 @@ class PassThroughs:
             span = _span(inst) if inst.opname in _RETURNS else None
             if span is None:
                 continue
-            held = set(_assigned_on(facts, start, i, names)) - set(_assigned_on(facts, start, i, tuple(results)))
+            moved = set(assigned_on(facts.instructions, start, i, names))
+            held = moved - set(assigned_on(facts.instructions, start, i, tuple(results)))
             if held and _loads(facts, i, span, tuple(held), anywhere=True):
                 return True
         return False
@@ -322,7 +312,7 @@ class PassThroughs:
                     ):
                         return False  # the reader reads the call's result inline
                     if d.kind == STORED:
-                        results.update(_assigned_on(facts, facts.at(d.offset), i, d.names))
+                        results.update(assigned_on(facts.instructions, facts.at(d.offset), i, d.names))
         held = frame.f_locals
         return any(
             name not in results and holds(held.get(name), t)
@@ -399,8 +389,8 @@ def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, 
         return ESCAPED, ()
     call_span = facts.span(offset)
     following = facts.instructions[i + 1]
-    if following.opname in _STORES:
-        return STORED, _names(following)
+    if following.opname in STORES:
+        return STORED, names_of(following)
     if following.opname in _RETURNS:
         return RETURNED, ()
     if following.opname in _ESCAPES or call_span is None:
@@ -409,8 +399,8 @@ def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, 
     # returned, may carry it anywhere.
     contained = False
     for inst in facts.instructions[i + 1 : i + 400]:
-        if inst.opname in _STATEMENT_ENDS:
-            if inst.opname in _STORES and not contained:
+        if inst.opname in STATEMENT_ENDS:
+            if inst.opname in STORES and not contained:
                 # ``q, k = self.q_norm(q), self.k_norm(k)``: stored, as one item of a tuple
                 target = tuple_target(code, call_span)
                 if target is not None:
@@ -438,7 +428,8 @@ def _returns_it(facts: _Code, d: Delivery, anywhere: bool) -> bool:
                 return True
         # Stored: a return that loads the variable, or one assigned from it since (``c = h``,
         # ``acc = acc + (h,)``), as a reader in the frame would.
-        if d.kind == STORED and _loads(facts, i, span, _assigned_on(facts, facts.at(d.offset), i, d.names), anywhere=anywhere):
+        held = assigned_on(facts.instructions, facts.at(d.offset), i, d.names) if d.kind == STORED else ()
+        if held and _loads(facts, i, span, held, anywhere=anywhere):
             return True
     return False
 
@@ -455,7 +446,7 @@ def _got(facts: _Code, d: Delivery, i: int, arguments: Arguments | None) -> bool
     delivered = facts.span(d.offset) if d.kind == INLINE else None
     if delivered is not None and i <= (facts.at(d.offset) or 0):
         return False  # the call's own site run again (a loop): it reads its arguments, not its result
-    names = _assigned_on(facts, facts.at(d.offset), i, d.names) if d.kind == STORED else ()
+    names = assigned_on(facts.instructions, facts.at(d.offset), i, d.names) if d.kind == STORED else ()
     for span in spans:
         if d.kind == INLINE:
             if delivered is not None and _direct(facts, i, span, delivered):
@@ -501,10 +492,10 @@ def _loaded_in(facts: _Code, reader: int | None, spans: list[tuple[int, int, int
         return ()
     found: list[str] = []
     for inst in facts.instructions[:reader]:
-        if inst.opname in _LOADS:
+        if inst.opname in LOADS:
             inner = _span(inst)
             if inner is not None and any(_direct(facts, reader, span, inner) for span in spans):
-                found += [n for n in _names(inst) if n not in found]
+                found += [n for n in names_of(inst) if n not in found]
     return tuple(found)
 
 
@@ -514,7 +505,7 @@ def _direct(facts: _Code, reader: int, span: tuple[int, int, int, int], inner: t
     if not _contains(span, inner):
         return False
     for inst in facts.instructions[:reader]:
-        if inst.opname in _CALLS:
+        if inst.opname in CALLS:
             call = _span(inst)
             if call is not None and call not in (span, inner) and _contains(span, call) and _contains(call, inner):
                 return False
@@ -526,38 +517,13 @@ def _loads(
 ) -> bool:
     """The reader at index ``reader`` loads one of ``names`` as an operand (``anywhere`` in its span)."""
     for inst in facts.instructions[:reader]:
-        if inst.opname in _LOADS and any(n in names for n in _names(inst)):
+        if inst.opname in LOADS and any(n in names for n in names_of(inst)):
             inner = _span(inst)
             if inner is None:
                 continue
             if _contains(span, inner) if anywhere else _direct(facts, reader, span, inner):
                 return True
     return False
-
-
-def _assigned_on(facts: _Code, start: int | None, reader: int, names: tuple[str, ...]) -> tuple[str, ...]:
-    """``names``, and each variable a statement between the call at ``start`` (and the store of its
-    result, which follows it) and ``reader`` assigns from one of them, calling nothing
-    (``h = outputs[0]``, ``acc = acc + (h,)``; straight-line code: a later loop pass keeps ``names``)."""
-    if start is None or start + 1 >= reader:
-        return names
-    held = set(names)
-    loads = computes = False
-    for inst in facts.instructions[start + 2 : reader]:
-        if inst.opname in _LOADS and any(n in held for n in _names(inst)):
-            loads = True
-        elif inst.opname in _CALLS:
-            computes = True  # a new value, not the one held: ``h = lin(y)``; an operator is not
-            # one (``acc = acc + (y,)`` holds it; ``h = y * 2`` holds another tensor, never read as this)
-        elif inst.opname in _STORES:
-            # Never dropped when rebound: the code between may not have run (an ``if``), and a
-            # variable rebound to another tensor does not hold this one anyway.
-            if loads and not computes:
-                held.add(inst.argval)
-            loads = computes = False
-        elif inst.opname in _STATEMENT_ENDS:
-            loads = computes = False
-    return tuple(held)
 
 
 class _Frames:
