@@ -3,8 +3,9 @@
 A module call that returns the tensor it was given (eval Dropout, Identity) becomes a node,
 but the tensor object is the same one every other path holds. Its readers are told apart by
 where the call's result went in the frame that made the call: stored in a variable (a reader
-there reads through the call if its expression loads that variable, or one assigned from it
-by no call: ``h = outputs[0]``, ``acc = acc + (h,)``; one item of a tuple assignment,
+there reads through the call if its expression loads that variable, or one it was handed on
+to by no call and no arithmetic: ``h = outputs[0]``, ``acc = acc + (h,)``, not ``y = h * 2``,
+see ``_passthrough_moves``; one item of a tuple assignment,
 ``q, k = q_norm(q), k_norm(k)``, is stored so too), consumed by the enclosing expression
 (only a reader whose expression contains the call, later in that run of the statement), or
 returned (then the enclosing module call, on return, delivers it to *its* caller the same
@@ -16,7 +17,8 @@ the argument ``x``, not ``shortcut``.
 A reader no path of the result is seen to reach reads what the call was given only if it is
 shown to: a frame that held the tensor under a name when the call was made (or in a list or
 tuple a name held: HRNet's branches) runs now, and loads it for the reader under a name the
-result was not bound to (``short(x)`` beside ``block(x)``). Any other reader got the tensor
+result was not bound to (``short(x)`` beside ``block(x)``), or a module call returned what the
+call was given to the reader's frame (``b = ident(h); return h``). Any other reader got the tensor
 after the call, from its result: passed on under another name (``next_kv = hidden_states``),
 kept by a hook in a list a decorator returns (transformers' ``output_hidden_states``). A
 result that went somewhere this cannot follow (an attribute, a list kept for later) is read
