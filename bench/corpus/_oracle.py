@@ -27,6 +27,7 @@ from torch import nn
 
 import torchatlas
 from torchatlas._capture import capture
+from torchatlas._ops import is_view
 
 LeafCall = tuple[str, int]  # (module path, call number)
 Graph = tuple[list[Any], Callable[[Any], LeafCall | None], Callable[[Any], list[Any]]]
@@ -85,7 +86,16 @@ def captured_graph(ir: torchatlas.GraphIR, leaves: set[str]) -> Graph:
         node = ir.node(node_id)
         return [r.node for r in (*node.inputs, *node.shape_inputs)]
 
-    live = {n.id for n in ir.nodes if n.kind == "output" or n.inplace}
+    def writes_state(node: Any) -> bool:
+        """An in-place op on an input, parameter or buffer (through views): export keeps it as
+        a mutation the program returns. One on a tensor the forward made is dead there unless read
+        (DAB-DETR's position embedding scales ``arange`` in place in every call, and its model reads
+        only the last call's result)."""
+        while node.kind == "op" and node.inputs and (node.inplace or is_view(node.target)):
+            node = ir.node(node.inputs[0].node)
+        return node.kind != "op"
+
+    live = {n.id for n in ir.nodes if n.kind == "output" or (n.inplace and writes_state(n))}
     for node in reversed(ir.nodes):
         if node.id in live:
             live.update(reads(node.id))
