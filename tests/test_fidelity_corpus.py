@@ -35,7 +35,10 @@ NO_ORACLE = {
 }
 
 # Eager (and the trace) runs the fused encoder-layer kernel here, export its unfused path.
-NAMED = {"edge:transformer_encoder_layer": "export runs the unfused path of what eager ran as torch._transformer_encoder_layer_fwd"}
+NAMED = {
+    "edge:transformer_encoder_layer": "export runs the unfused path of what eager ran as torch._transformer_encoder_layer_fwd",
+    "edge:sizes_python_read": "export carries the values Python read (item, tolist) into the ops they size as edges",
+}
 
 
 def test_the_corpus_is_as_big_as_promised() -> None:

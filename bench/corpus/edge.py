@@ -559,33 +559,6 @@ def unused_result_converted() -> Built:
     return M(), _x(2, 4), {}
 
 
-class SineCode(nn.Module):
-    """DAB-DETR's position embedding: a fresh ``arange`` scaled in place, then read."""
-
-    def forward(self, x):
-        dim = torch.arange(x.shape[-1], dtype=x.dtype)
-        dim //= 2
-        dim.mul_(0.5)
-        return x * dim
-
-
-@case
-def inplace_on_a_temporary_of_an_unread_call() -> Built:
-    """Every call writes into a tensor it made, but only the last call's result is read: export
-    drops the others, in-place ops and all, and so must the reference torchatlas is held to."""
-
-    class M(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.code, self.a = SineCode(), nn.Linear(4, 4)
-
-        def forward(self, x):
-            codes = [self.code(h) for h in (x, x * 2, x * 3)]
-            return self.a(codes[-1])
-
-    return M(), _x(2, 4), {}
-
-
 @case
 def functional_dropout_eval() -> Built:
     class M(nn.Module):
