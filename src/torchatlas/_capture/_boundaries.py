@@ -154,20 +154,14 @@ class Boundaries:
                 if id(t) in here:
                     continue
                 latest = flow.latest(t, index)  # the record that last made or wrote its value
-                if latest is None:
-                    here[id(t)] = found = flow.ref(t)
-                else:
-                    made, found = latest
-                    here[id(t)] = found
+                found = here[id(t)] = flow.ref(t) if latest is None else latest[1]
                 if found[0] in self.passes.nodes:  # returned on: this call's caller got it
-                    scope = self.tracker.scopes[index]
-                    self.passes.returned(t, found, index, scope.parent, self._site(index, root))
+                    parent = self.tracker.scopes[index].parent
+                    self.passes.returned(t, found, index, parent, self._site(index, root))
                 elif self.passes:  # what a pass-through was given, if one ran on it: so did the caller
-                    scope = self.tracker.scopes[index]
-                    self.passes.returned_original(t, found, scope.parent, self._site(index, root))
-                if latest is None:
-                    continue
-                if made < first and not root:  # made before the call: the call passed it through
+                    parent = self.tracker.scopes[index].parent
+                    self.passes.returned_original(t, found, parent, self._site(index, root))
+                if latest is not None and latest[0] < first and not root:  # made before the call: passed through
                     passed.append(t)
             for t in passed:  # then the call's own nodes, once every value it returns is read
                 here[id(t)] = self._passthrough(index, t, here[id(t)])

@@ -45,7 +45,7 @@ def assigned_on(
     statement = _Statement()
     for inst in instructions[start + 2 : reader]:
         if inst.opname in STORES:
-            kind = statement.stored(held)
+            kind = statement.stored()
             if kind is not None:
                 # Never dropped when rebound: the code between may not have run (an ``if``), and
                 # a variable rebound to another tensor does not hold this one anyway.
@@ -91,7 +91,7 @@ class _Statement:
         elif op not in ("NOP", "RESUME", "CACHE", "EXTENDED_ARG"):
             self.stack = None
 
-    def stored(self, held: dict[str, str]) -> str | None:
+    def stored(self) -> str | None:
         """What the value the statement stores holds of the tensor, if any."""
         if self.stack is not None and len(self.stack) == 1:
             return self.stack[0]
