@@ -518,3 +518,51 @@ def test_a_frame_at_the_address_a_returned_call_left_is_not_the_frame_that_held_
     got, want = passthrough_flow(transformers.CvtModel(config), torch.randn(1, 3, 32, 32))
     assert reads(got, "encoder.stages.1.layers.1.layernorm_before") == {"encoder.stages.1.layers.0.drop_path"}
     assert got == want
+
+
+@pytest.mark.parametrize("name", ["passthrough_inline_into_unpacked_call", "passthrough_stored_then_rebound"])
+def test_a_layer_whose_first_norm_is_an_identity_adds_what_the_norm_was_given(name: str) -> None:
+    """ModernBERT's shapes: the norm's result goes into ``attn(norm(h), k=v, **kwargs)`` (the
+    call's packed arguments are no container), or into ``h``, which is rebound before the
+    residual add loads it: the add reads the embeddings' Dropout, not the Identity."""
+    from corpus.edge import EDGE_CASES
+
+    torch.manual_seed(0)
+    model, args, _ = EDGE_CASES[name]()
+    got, want = passthrough_flow(model, *args)
+    assert reads(got, "out") == {"embeddings.drop", "layer.attn.proj"}
+    assert got == want
+
+
+def _reader_of(ir: torchatlas.GraphIR, path: str) -> list[str]:
+    """The scope paths of the ops that read the pass-through node of the call at ``path``."""
+    node = next(n for n in ir.ops() if n.meta.get("passthrough") and ir.scope(n.scope).path == path)
+    return [ir.scope(n.scope).path for n in ir.ops() if any(r.node == node.id for r in n.inputs)]
+
+
+def test_a_module_that_returns_its_parameter_is_a_node_between_the_parameter_and_its_reader() -> None:
+    from corpus.edge import EDGE_CASES
+
+    model, args, _ = EDGE_CASES["module_returns_its_parameter"]()
+    graph = torchatlas.trace(model, args)
+    (node,) = [n for n in graph.ir.ops() if n.meta.get("passthrough")]
+    assert graph.ir.scope(node.scope).path == "position"
+    assert graph.ir.node(node.inputs[0].node).kind == "param"
+    assert _reader_of(graph.ir, "position") == [""]  # the add, in the model's own call
+    assert "position (LearnedPosition)" in graph.tree()
+
+
+def test_a_cached_call_that_returns_an_earlier_forwards_tensor_is_drawn_every_time() -> None:
+    """MaskFormer's ``lru_cache``d position embedder: after an untraced forward, both traced
+    calls return the cached tensor and run no op; each is a node, the second reading the first."""
+    from corpus.edge import EDGE_CASES
+
+    model, args, _ = EDGE_CASES["cached_call_returns_an_earlier_result"]()
+    model(*args)  # fills the cache
+    graph = torchatlas.trace(model, args)
+    ir = graph.ir
+    first, second = [n for n in ir.ops() if n.meta.get("passthrough")]
+    assert [ir.scope(n.scope).label for n in (first, second)] == ["code (CachedCode)", "code#1 (CachedCode)"]
+    assert ir.node(first.inputs[0].node).kind == "constant" and second.inputs[0].node == first.id
+    tree = graph.tree()
+    assert "code (CachedCode)" in tree and "code#1 (CachedCode)" in tree

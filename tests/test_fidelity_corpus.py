@@ -149,3 +149,16 @@ def test_one_score_line_per_corpus_then_the_total_and_skips_counted_apart(tmp_pa
     assert fidelity.main(["--tally", str(saved)]) == 1  # edge:c disagrees
     out = capsys.readouterr().out
     assert "disagrees  edge:c: x" in out and out.rstrip().endswith(lines[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore")
+def test_a_flatten_that_export_files_under_its_reader_is_named_not_passed() -> None:
+    """timm's MobileNetV3 head: export's decompositions file ``flatten``'s one view under the
+    ``classifier`` that reads it. The reference names that; it never calls it agreement."""
+    pytest.importorskip("timm")
+    from corpus import corpus_cases
+
+    verdict = fidelity.run("timm:mobilenetv3_small_050", corpus_cases())
+    assert verdict.status == "named"
+    assert verdict.detail.startswith("export files the view op of a call that ran only views (nn.Flatten)")

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from . import edge_oracle  # noqa: F401 (its cases register themselves in EDGE_CASES)
+from . import edge_oracle, edge_passthrough  # noqa: F401 (their cases register themselves in EDGE_CASES)
 from .edge import EDGE_CASES
 from .hf import ARCHITECTURES
 from .hf_all import OUTPUTS, all_hf_cases, hf_builder

@@ -199,10 +199,16 @@ class Clone(nn.Module):
 
 
 def passing_leaves(ir: torchatlas.GraphIR, leaves: set[str]) -> set[str]:
-    """Leaf modules each of whose calls returned its input unchanged."""
+    """Leaf modules each of whose calls returned its input unchanged. A call that returned a
+    value made before it but not given to it (a parameter, a cached tensor) is no clone of its
+    input: its pass-through node stays, read through on both sides."""
+    given = {}
+    for node in ir.ops():
+        if node.meta.get("passthrough") and node.inputs:
+            given.setdefault(node.scope, []).append(node.inputs[0] in ir.scope(node.scope).inputs)
     calls: dict[str, list[bool]] = {}
     for scope in ir.scopes:
-        calls.setdefault(scope.path, []).append(bool(scope.meta.get("passthrough")))
+        calls.setdefault(scope.path, []).append(bool(scope.meta.get("passthrough")) and all(given.get(scope.id, [False])))
     return {path for path, passed in calls.items() if path in leaves and all(passed)}
 
 
@@ -272,12 +278,32 @@ def _same_outputs(model: nn.Module, args: tuple, kwargs: dict) -> tuple[torchatl
 
 
 def _unseen_module_calls(ir: torchatlas.GraphIR) -> list[str]:
-    """Module calls with no node in them or below: every call must be on the data path."""
+    """Module calls with no node in them or below: every call must be on the data path.
+    A call that ran no op but returned a tensor is on it through that tensor, which was made
+    before the call began (an ``lru_cache``d method's second call, as MaskFormer's position
+    embedder, returns the first call's result)."""
     holding = {n.scope for n in ir.nodes if n.kind == "op"}
     for scope in reversed(ir.scopes):
         if scope.id in holding and scope.parent is not None:
             holding.add(scope.parent)
-    return [s.path for s in ir.scopes if s.parent is not None and s.id not in holding]
+    return [s.path for s in ir.scopes if s.parent is not None and s.id not in holding and not s.outputs]
+
+
+def _views_filed_under_their_reader(
+    ir: torchatlas.GraphIR, captured: Graph, exported: Graph, transparent: frozenset[LeafCall], only_ours: set[LeafCall]
+) -> list[LeafCall]:
+    """The leaf calls only torchatlas saw that ran nothing but view ops, if seeing through them
+    on both sides makes the flows agree: export's decompositions re-trace such a view where it is
+    used (timm's ``flatten`` before ``classifier`` is filed under ``classifier``)."""
+    ops: dict[LeafCall, list[str | None]] = {}
+    for node in ir.ops():
+        scope = ir.scope(node.scope)
+        ops.setdefault((scope.path, scope.call), []).append(node.target)
+    viewing = frozenset(k for k in only_ours if ops.get(k) and all(is_view(t) for t in ops[k]))
+    if not viewing or viewing != only_ours:
+        return []
+    agree = leaf_flow(captured, transparent | viewing) == leaf_flow(exported, transparent | viewing)
+    return sorted(viewing) if agree else []
 
 
 def _first_line(exc: BaseException) -> str:
@@ -322,6 +348,12 @@ def check(name: str, model: nn.Module, args: tuple, kwargs: dict) -> Verdict:
     if not problems:
         return Verdict(name, "agrees")
     reasons = export_reasons(program)
+    moved = _views_filed_under_their_reader(ir, captured, exported, passthrough, set(got) - set(want))
+    if moved:
+        reasons.append(
+            "export files the view op of a call that ran only views (nn.Flatten) under the call that reads it"
+            f" ({', '.join(p for p, _ in moved[:3])})"
+        )
     read = value_read_calls(exported, passthrough)
     only_reads_lacking = all(got.get(k, set()) <= want.get(k, set()) <= got.get(k, set()) | read for k in wrong)
     if wrong and len(problems) == 1 and only_reads_lacking:

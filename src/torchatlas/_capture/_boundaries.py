@@ -161,7 +161,7 @@ class Boundaries:
                 elif self.passes:  # what a pass-through was given, if one ran on it: so did the caller
                     parent = self.tracker.scopes[index].parent
                     self.passes.returned_original(t, found, parent, self._site(index, root))
-                if latest is not None and latest[0] < first and not root:  # made before the call: passed through
+                if (latest is None or latest[0] < first) and not root:  # made before the call: passed through
                     passed.append(t)
             for t in passed:  # then the call's own nodes, once every value it returns is read
                 here[id(t)] = self._passthrough(index, t, here[id(t)])

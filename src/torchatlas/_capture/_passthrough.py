@@ -37,6 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch import Tensor
+
 from . import _source
 from ._passthrough_holders import Holder, holders_of, holds
 from ._passthrough_moves import CALLS, LOADS, STATEMENT_ENDS, STORES, assigned_on, names_of
@@ -328,7 +330,12 @@ class PassThroughs:
             return True
         frame = frames.get(d.frame) if d.guard in running else None
         if frame is not None and frame.f_code is d.code:
-            return self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame, t))
+            got = self._reader_got(d, frame.f_lasti, self._arguments_read(frames.chain, frame, t))
+            if got and d.kind == STORED:
+                # The reader loads a variable the result was stored in: only if it holds the
+                # tensor still (``h = norm(h); h = attn(h)[0]; residual + h`` reads ``residual``).
+                return self._still_held(d, frame, t)
+            return got
         if d.guard is not None and d.guard == returning:
             return self._returned_by_code(d, anywhere=True)
         if d.guard in running and not d.superseded:
@@ -336,6 +343,14 @@ class PassThroughs:
             # caller got the result if the helper's own return is it.
             return self._returned_by_code(d, anywhere=False)
         return not d.superseded and d.kind == RETURNED
+
+    def _still_held(self, d: Delivery, frame: Any, t: Any) -> bool:
+        facts = self._facts(d.code)
+        names = assigned_on(facts.instructions, facts.at(d.offset), facts.at(frame.f_lasti), d.names)
+        held = frame.f_locals
+        # A variable rebound to another tensor holds none of this one; any other value (a
+        # ModelOutput, a nested container) may hold it.
+        return any(name in held and not (isinstance(held[name], Tensor) and held[name] is not t) for name in names)
 
     def _arguments_read(self, frames: list[Any], caller: Any, t: Any) -> Arguments | None:
         """Which arguments of the call ``caller`` makes now the code reading reads, where its
@@ -400,7 +415,11 @@ def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, 
     # Consumed by an enclosing expression; one that builds a container, unless it is
     # returned, may carry it anywhere.
     contained = False
-    for inst in facts.instructions[i + 1 : i + 400]:
+    following = facts.instructions[i + 1 : i + 400]
+    # ``f(g(x), **kw)`` packs its arguments into a tuple and a dict spanning the call itself:
+    # arguments of that call, not a container that may carry the result anywhere.
+    packed = {_span(inst) for inst in following if inst.opname == "CALL_FUNCTION_EX"}
+    for inst in following:
         if inst.opname in STATEMENT_ENDS:
             if inst.opname in STORES and not contained:
                 # ``q, k = self.q_norm(q), self.k_norm(k)``: stored, as one item of a tuple
@@ -409,7 +428,10 @@ def _consumer_of(facts: _Code, code: Any, offset: int) -> tuple[str, tuple[str, 
                     return STORED, (target,)
             return (ESCAPED if contained and inst.opname not in _RETURNS else INLINE), ()
         span = _span(inst)
-        if span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS):
+        if (
+            span is not None and _contains(span, call_span) and inst.opname.startswith(_CONTAINERS)
+            and span not in packed
+        ):
             contained = True
     return ESCAPED, ()
 
