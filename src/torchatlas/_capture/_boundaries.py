@@ -4,7 +4,9 @@ and what each call returns when it closes, for one capture level.
 A call that returns a value it was given (eval Dropout, Identity, a user module
 returning its argument) becomes one node in its own scope, so the call sits on the
 data path as it ran; later readers that got its result read through it, and readers on
-other paths read what it was given (``_passthrough.py``).
+other paths read what it was given (``_passthrough.py``). So does a call that ran no op
+and returned a value made before it that it was not given: its own parameter, or a tensor
+an ``lru_cache`` kept from an earlier call or an earlier forward.
 """
 
 from __future__ import annotations

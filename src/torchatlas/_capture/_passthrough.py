@@ -5,9 +5,10 @@ but the tensor object is the same one every other path holds. Its readers are to
 where the call's result went in the frame that made the call: stored in a variable (a reader
 there reads through the call if its expression loads that variable, or one it was handed on
 to by no call and no arithmetic: ``h = outputs[0]``, ``acc = acc + (h,)``, not ``y = h * 2``,
-see ``_passthrough_moves``; one item of a tuple assignment,
+see ``_passthrough_moves``, while it still holds the tensor; one item of a tuple assignment,
 ``q, k = q_norm(q), k_norm(k)``, is stored so too), consumed by the enclosing expression
-(only a reader whose expression contains the call, later in that run of the statement), or
+(only a reader whose expression contains the call, later in that run of the statement; the
+tuple and dict ``f(g(x), **kw)`` packs its arguments in are that call's arguments), or
 returned (then the enclosing module call, on return, delivers it to *its* caller the same
 way; a helper method of the running call hands it back if its own return is it). A reader
 inside a call the frame makes is followed into that call's arguments where the callee loads
