@@ -70,6 +70,10 @@ def leaf_flow(graph: Graph, transparent: frozenset[LeafCall] = frozenset()) -> d
     return flow
 
 
+SIZED_LIKE_VIEWS = frozenset({"torch.Tensor.reshape_as", "torch.Tensor.view_as", "torch.Tensor.expand_as"})
+"""Views sized like another tensor, which export writes as a view with those sizes."""
+
+
 def captured_graph(ir: torchatlas.GraphIR, leaves: set[str]) -> Graph:
     """Ops with no path to an output are left out, as export removes them; shape-only reads
     count as paths here, as they are inputs in export's graph."""
@@ -81,10 +85,13 @@ def captured_graph(ir: torchatlas.GraphIR, leaves: set[str]) -> Graph:
         scope = ir.scope(node.scope)
         return (scope.path, scope.call) if scope.path in leaves else None
 
-    # Shape-only reads (``like`` in ``zeros_like(like)``) are edges in export's graph: compare them too.
+    # Shape-only reads (``like`` in ``zeros_like(like)``) are edges in export's graph: compare them
+    # too. Not a ``*_as`` view's: export decomposes ``y.reshape_as(x)`` to a view of ``y`` with x's
+    # sizes written in (LeViT's ``bn(x.flatten(0, 1)).reshape_as(x)``).
     def reads(node_id: str) -> list[str]:
         node = ir.node(node_id)
-        return [r.node for r in (*node.inputs, *node.shape_inputs)]
+        shaped = () if node.target in SIZED_LIKE_VIEWS else node.shape_inputs
+        return [r.node for r in (*node.inputs, *shaped)]
 
     def writes_state(node: Any) -> bool:
         """An in-place op on an input, parameter or buffer (through views): export keeps it as
@@ -289,21 +296,43 @@ def _unseen_module_calls(ir: torchatlas.GraphIR) -> list[str]:
     return [s.path for s in ir.scopes if s.parent is not None and s.id not in holding and not s.outputs]
 
 
-def _views_filed_under_their_reader(
-    ir: torchatlas.GraphIR, captured: Graph, exported: Graph, transparent: frozenset[LeafCall], only_ours: set[LeafCall]
-) -> list[LeafCall]:
-    """The leaf calls only torchatlas saw that ran nothing but view ops, if seeing through them
-    on both sides makes the flows agree: export's decompositions re-trace such a view where it is
-    used (timm's ``flatten`` before ``classifier`` is filed under ``classifier``)."""
+def _views_filed_under_their_reader(ir: torchatlas.GraphIR, only_ours: set[LeafCall]) -> frozenset[LeafCall]:
+    """The leaf calls only torchatlas saw, if each ran nothing but view ops: export's
+    decompositions re-trace such a view where it is used (timm's ``flatten`` before
+    ``classifier`` is filed under ``classifier``)."""
     ops: dict[LeafCall, list[str | None]] = {}
     for node in ir.ops():
         scope = ir.scope(node.scope)
         ops.setdefault((scope.path, scope.call), []).append(node.target)
     viewing = frozenset(k for k in only_ours if ops.get(k) and all(is_view(t) for t in ops[k]))
-    if not viewing or viewing != only_ours:
-        return []
-    agree = leaf_flow(captured, transparent | viewing) == leaf_flow(exported, transparent | viewing)
-    return sorted(viewing) if agree else []
+    return viewing if viewing == only_ours else frozenset()
+
+
+def _stacks_cut_short(program: torch.export.ExportedProgram, only_ours: set[LeafCall]) -> set[str]:
+    """The modules export's stacks stop at, if every leaf call only torchatlas saw lies below
+    one that export files ops under: a module running its submodules inside a
+    ``torch.autograd.Function`` (Reformer's ``_ReversibleFunction``) keeps their ops, and export
+    files the module calls after it, up to its caller's end, under that caller."""
+    innermost = set()
+    for node in program.graph.nodes:
+        stack = node.meta.get("nn_module_stack") if node.op == "call_function" else None
+        if stack:
+            innermost.add(list(stack.values())[-1][0].replace(COMPILE_WRAPPER, ""))
+    if not only_ours:
+        return set()
+    cut = set()
+    for path, _ in only_ours:
+        above = [p for p in innermost if p and path.startswith(p + ".")]
+        if not above:
+            return set()
+        cut.add(max(above, key=len))
+    return cut
+
+
+def _agree_seeing_through(captured: Graph, exported: Graph, transparent: frozenset[LeafCall], calls: set[LeafCall]) -> bool:
+    """Whether the flows agree once ``calls`` count as ops outside leaf modules on both sides."""
+    through = transparent | frozenset(calls)
+    return leaf_flow(captured, through) == leaf_flow(exported, through)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -348,11 +377,19 @@ def check(name: str, model: nn.Module, args: tuple, kwargs: dict) -> Verdict:
     if not problems:
         return Verdict(name, "agrees")
     reasons = export_reasons(program)
-    moved = _views_filed_under_their_reader(ir, captured, exported, passthrough, set(got) - set(want))
-    if moved:
+    only_ours = set(got) - set(want)
+    moved = _views_filed_under_their_reader(ir, only_ours)
+    if moved and _agree_seeing_through(captured, exported, passthrough, moved):
         reasons.append(
             "export files the view op of a call that ran only views (nn.Flatten) under the call that reads it"
-            f" ({', '.join(p for p, _ in moved[:3])})"
+            f" ({', '.join(p for p, _ in sorted(moved)[:3])})"
+        )
+    cut = _stacks_cut_short(program, only_ours)
+    if cut and _agree_seeing_through(captured, exported, passthrough, only_ours):
+        reasons.append(
+            "export's module stack stops short of leaf calls that ran, filing their ops under a module above"
+            " (inside a torch.autograd.Function, as Reformer's reversible layers; in a no_grad region, as"
+            f" PE Audio's DAC encoder): {', '.join(sorted(cut)[:3])}"
         )
     read = value_read_calls(exported, passthrough)
     only_reads_lacking = all(got.get(k, set()) <= want.get(k, set()) <= got.get(k, set()) | read for k in wrong)

@@ -60,3 +60,22 @@ def sizes_python_read() -> Built:
     """JetMoE's ``expert_size.tolist()``: export carries the values Python read as an edge from
     the gate into the split they size; torchatlas records the read. Named, never a pass."""
     return Router(), _x(6, 4), {}
+
+
+@case
+def reshape_as_another_tensor() -> Built:
+    """LeViT's ``self.bn(x.flatten(0, 1)).reshape_as(x)``: torchatlas records the read of
+    ``x``'s shape, export writes the sizes into a view and has no edge from ``x``. The reference
+    reads a ``*_as`` view as reading only the tensor it views."""
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.out = nn.Linear(4, 4), nn.Linear(8, 8), nn.Linear(4, 4)
+
+        def forward(self, x):
+            h = self.a(x)
+            y = self.b(x.reshape(1, 8)).reshape_as(h)
+            return self.out(y) + h
+
+    return M(), _x(2, 4), {}
