@@ -62,30 +62,25 @@ class Embeddings(nn.Module):
         return self.drop(self.proj(x))
 
 
+class Embedded(nn.Module):
+    """Embeddings that end in a Dropout, then ``layer``, then a head."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.embeddings, self.layer, self.out = Embeddings(), layer, nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.out(self.layer(self.embeddings(x)))
+
+
 @case
 def passthrough_inline_into_unpacked_call() -> Built:
-    class M(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embeddings, self.layer, self.out = Embeddings(), NormInlineIntoUnpackedCall(), nn.Linear(4, 4)
-
-        def forward(self, x):
-            return self.out(self.layer(self.embeddings(x)))
-
-    return M().eval(), _x(2, 4), {}
+    return Embedded(NormInlineIntoUnpackedCall()).eval(), _x(2, 4), {}
 
 
 @case
 def passthrough_stored_then_rebound() -> Built:
-    class M(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embeddings, self.layer, self.out = Embeddings(), NormStoredThenRebound(), nn.Linear(4, 4)
-
-        def forward(self, x):
-            return self.out(self.layer(self.embeddings(x)))
-
-    return M().eval(), _x(2, 4), {}
+    return Embedded(NormStoredThenRebound()).eval(), _x(2, 4), {}
 
 
 class LearnedPosition(nn.Module):
