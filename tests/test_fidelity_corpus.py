@@ -38,6 +38,7 @@ NO_ORACLE = {
 NAMED = {
     "edge:transformer_encoder_layer": "export runs the unfused path of what eager ran as torch._transformer_encoder_layer_fwd",
     "edge:sizes_python_read": "export carries the values Python read (item, tolist) into the ops they size as edges",
+    "edge:cycles_under_no_grad": "export wraps regions in higher-order ops (wrap_with_set_grad_enabled) whose ops lose",
 }
 
 

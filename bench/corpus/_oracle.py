@@ -189,10 +189,15 @@ def value_read_calls(graph: Graph, transparent: frozenset[LeafCall] = frozenset(
     return found
 
 
-def export_reasons(program: torch.export.ExportedProgram) -> list[str]:
-    """Ways export's graph departs from the module calls as they ran, for reasons of its own."""
+def export_reasons(*programs: torch.export.ExportedProgram) -> list[str]:
+    """Ways export's graph departs from the module calls as they ran, for reasons of its own.
+    Read before decompositions too: they inline a higher-order op's ops, stacks lost (HRM's
+    ``torch.no_grad()`` cycles)."""
     reasons = []
-    hops = sorted({str(n.target) for n in program.graph.nodes if "higher_order" in str(n.target)})
+    hops = sorted({
+        str(n.target) for p in programs for n in p.graph.nodes
+        if isinstance(n.target, torch._ops.HigherOrderOperator) or "higher_order" in str(n.target)
+    })
     if hops:
         reasons.append(f"export wraps regions in higher-order ops ({', '.join(hops)}) whose ops lose their module stack")
     return reasons
@@ -354,7 +359,8 @@ def check(name: str, model: nn.Module, args: tuple, kwargs: dict) -> Verdict:
     cloned = passing_leaves(ir, leaves)
     try:
         with cloning_passthroughs(model, cloned):
-            program = torch.export.export(model, args, kwargs).run_decompositions({})
+            traced = torch.export.export(model, args, kwargs)
+            program = traced.run_decompositions({})
     except Exception as exc:
         return Verdict(name, "no-oracle", f"export fails: {type(exc).__name__}: {_first_line(exc)}")
     captured, exported = captured_graph(ir, leaves), exported_graph(program, leaves, shared_paths(model))
@@ -376,8 +382,9 @@ def check(name: str, model: nn.Module, args: tuple, kwargs: dict) -> Verdict:
         )
     if not problems:
         return Verdict(name, "agrees")
-    reasons = export_reasons(program)
     only_ours = set(got) - set(want)
+    # A region's ops losing their stacks leaves calls only torchatlas saw: that, or no reason.
+    reasons = export_reasons(traced, program) if only_ours else []
     moved = _views_filed_under_their_reader(ir, only_ours)
     if moved and _agree_seeing_through(captured, exported, passthrough, moved):
         reasons.append(

@@ -3,6 +3,8 @@ and the reference (``_oracle``) must read it so: each disagrees without the rule
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import nn
 
@@ -77,5 +79,34 @@ def reshape_as_another_tensor() -> Built:
             h = self.a(x)
             y = self.b(x.reshape(1, 8)).reshape_as(h)
             return self.out(y) + h
+
+    return M(), _x(2, 4), {}
+
+
+@case
+def cycles_under_no_grad() -> Built:
+    """HRM's reasoning cycles: one block called in a loop, the early calls under
+    ``torch.no_grad()``. Export wraps those in a higher-order op whose ops lose their module
+    stack once decomposed, so their leaf calls are missing there: named, never a pass."""
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin, self.norm = nn.Linear(4, 4), nn.LayerNorm(4)
+
+        def forward(self, x):
+            return self.norm(x + self.lin(x))
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.block, self.head = Block(), nn.Linear(4, 2)
+
+        def forward(self, x):
+            h = x
+            for turn in range(3):
+                with torch.no_grad() if turn < 2 else contextlib.nullcontext():
+                    h = self.block(h + x)
+            return self.head(h)
 
     return M(), _x(2, 4), {}
