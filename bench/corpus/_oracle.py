@@ -318,13 +318,13 @@ def _stacks_cut_short(program: torch.export.ExportedProgram, only_ours: set[Leaf
     one that export files ops under: a module running its submodules inside a
     ``torch.autograd.Function`` (Reformer's ``_ReversibleFunction``) keeps their ops, and export
     files the module calls after it, up to its caller's end, under that caller."""
+    if not only_ours:
+        return set()
     innermost = set()
     for node in program.graph.nodes:
         stack = node.meta.get("nn_module_stack") if node.op == "call_function" else None
         if stack:
             innermost.add(list(stack.values())[-1][0].replace(COMPILE_WRAPPER, ""))
-    if not only_ours:
-        return set()
     cut = set()
     for path, _ in only_ours:
         above = [p for p in innermost if p and path.startswith(p + ".")]

@@ -347,7 +347,11 @@ class PassThroughs:
 
     def _still_held(self, d: Delivery, frame: Any, t: Any) -> bool:
         facts = self._facts(d.code)
-        names = assigned_on(facts.instructions, facts.at(d.offset), facts.at(frame.f_lasti), d.names)
+        i = facts.at(frame.f_lasti)
+        key = ("assigned", d.offset, d.names, i)  # a loop reads the same way each pass
+        names = facts.answers.get(key)
+        if names is None:
+            names = facts.answers[key] = assigned_on(facts.instructions, facts.at(d.offset), i, d.names)
         held = frame.f_locals
         # A variable rebound to another tensor holds none of this one; any other value (a
         # ModelOutput, a nested container) may hold it.
