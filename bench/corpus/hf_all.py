@@ -6,7 +6,9 @@ sub-config), built with random weights and traced twice, as called (``hf:KIND``)
 ``output_hidden_states=True, output_attentions=True`` where its forward takes them
 (``hf:KIND+outputs``): a value that crosses layers or leaves through a tuple of hidden
 states is checked. The types in ``hf.ARCHITECTURES`` keep their hand-written inputs; every
-other type gets inputs made from its ``main_input_name`` (:func:`generic_inputs`).
+other type gets inputs made from its ``main_input_name``, then fuller ones where those do not
+run (:mod:`.hf_inputs`); a config whose shrunk widths the model refuses is tried with its
+derived sizes made consistent (:func:`_consistent`), then at its default widths.
 
 A type that cannot be run here is *skipped*, with the reason, never silently: its build
 needs a package this environment lacks or a download, or its eager forward pass refuses
@@ -17,12 +19,14 @@ series wanting past values of a configured length). Nothing is downloaded.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from .hf import ARCHITECTURES, SMALL, shrink
+from .hf_inputs import configs as _configs
+from .hf_inputs import fuller_inputs, generic_inputs
 
 Built = tuple[torch.nn.Module, tuple[Any, ...], dict[str, Any]]
 OUTPUTS = "+outputs"
@@ -39,17 +43,6 @@ def model_types() -> list[str]:
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     return sorted(MODEL_MAPPING_NAMES)
-
-
-def _configs(config: Any) -> list[Any]:
-    """``config`` and every sub-config in it (a text, vision or audio config), depth first."""
-    from transformers import PretrainedConfig
-
-    found = [config]
-    for value in list(vars(config).values()):
-        if isinstance(value, PretrainedConfig):
-            found += _configs(value)
-    return found
 
 
 # Fields a default config leaves unset that its model needs to be built (a time series'
@@ -69,56 +62,6 @@ def shrink_all(config: Any, **overrides: Any) -> Any:
     for part in _configs(config)[1:]:
         shrink(part)
     return shrink(config, **overrides)
-
-
-def _vocab(config: Any) -> int:
-    for part in _configs(config):
-        if isinstance(getattr(part, "vocab_size", None), int):
-            return part.vocab_size
-    return 256
-
-
-def _first(config: Any, names: tuple[str, ...], default: Any) -> Any:
-    for part in _configs(config):
-        for name in names:
-            value = getattr(part, name, None)
-            if isinstance(value, int) and not isinstance(value, bool):
-                return value
-    return default
-
-
-def generic_inputs(model: torch.nn.Module, config: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
-    """Inputs from the model's ``main_input_name`` and its forward's parameters: the layouts a
-    model of that input may take, most common first (frames of a video where the config counts
-    them, a spectrogram as frames by bins or bins by frames, a waveform with a channel)."""
-    main = model.main_input_name
-    parameters = inspect.signature(model.forward).parameters
-    shapes: list[tuple[int, ...]]
-    if main == "input_ids":
-        shapes = [(1, 8)]
-    elif main in ("pixel_values", "pixel_values_videos"):
-        size = _first(config, ("image_size", "crop_size"), 32)
-        channels = _first(config, ("num_channels", "in_channels"), 3)
-        image, video = (1, channels, size, size), (1, _first(config, ("num_frames",), 2), channels, size, size)
-        videos = main == "pixel_values_videos" or "video" in type(model).__name__.lower()
-        frames = _first(config, ("num_frames",), None) is not None
-        shapes = [video, image] if videos else [image, video] if frames else [image]
-    elif main == "input_values":
-        bins = _first(config, ("num_mel_bins", "feature_size"), 16)
-        shapes = [(1, 4000), (1, 1, 4000), (1, _first(config, ("max_length",), 64), bins)]
-    elif main == "input_features":
-        bins = _first(config, ("num_mel_bins", "feature_size", "input_feat_per_channel"), 16)
-        shapes = [(1, bins, 64), (1, 64, bins)]
-    else:
-        raise Skip(f"its main input {main!r} has no generic form here")
-    extra: dict[str, Any] = {}
-    if "decoder_input_ids" in parameters:
-        extra["decoder_input_ids"] = torch.randint(0, _vocab(config), (1, 5))
-    if "use_cache" in parameters:
-        extra["use_cache"] = False
-    if main == "input_ids":
-        return [((), {main: torch.randint(0, _vocab(config), shape), **extra}) for shape in shapes]
-    return [((), {main: torch.randn(*shape), **extra}) for shape in shapes]
 
 
 def takes_output_flags(model: torch.nn.Module) -> bool:
@@ -157,36 +100,83 @@ def _base_model_class(kind: str) -> Any:
     return getattr(transformers, names if isinstance(names, str) else names[0])._from_config
 
 
-def _build_model(kind: str) -> tuple[torch.nn.Module, Any]:
-    """The model from its shrunk default config; where the shrinking breaks the config (widths a
-    head count does not divide, lists of per-stage sizes), from the default with two layers, then
-    from the default as it is."""
+# Sizes the shrunk widths leave inconsistent: multi-head latent attention's ranks and rotary
+# part (DeepSeek-V2/V3, MiniCPM3), the multimodal rotary sections of Qwen-VL-like text models
+# (their sum is half the head width), and Mamba mixers' heads (their product is twice the width).
+CONSISTENT = {
+    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "qk_head_dim": 16, "kv_lora_rank": 32,
+    "q_lora_rank": 32, "index_head_dim": 16, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_headdim": 16,
+    "n_mamba_heads": 8, "mamba_d_state": 8, "mamba_chunk_size": 8, "mamba_dt_rank": 4, "kv_channels": 16,
+}
+MROPE_SECTION = [2, 3, 3]
+
+
+def _consistent(config: Any) -> Any:
+    """The shrunk ``config`` with the sizes derived from its widths made to agree with them."""
+    for part in _configs(config):
+        for name, value in CONSISTENT.items():
+            if isinstance(getattr(part, name, None), int):
+                setattr(part, name, value)
+        if isinstance(getattr(part, "qk_rope_head_dim", None), int) and isinstance(getattr(part, "head_dim", None), int):
+            part.head_dim = part.qk_rope_head_dim  # the rotary embedding's width
+        rope = getattr(part, "rope_parameters", None)
+        if isinstance(rope, dict) and getattr(part, "vocab_size", None):
+            rope["mrope_section"] = MROPE_SECTION
+    return config
+
+
+# A default config's model over this many parameters is not built (the default widths of a
+# large language model, tried only where the shrunk ones do not run).
+MAX_DEFAULT_PARAMETERS = 150_000_000
+
+
+def _affordable(build: Callable[[Any], torch.nn.Module], config: Any) -> None:
+    with torch.device("meta"):
+        count = sum(p.numel() for p in build(config).parameters())
+    if count > MAX_DEFAULT_PARAMETERS:
+        raise MemoryError(f"{count / 1e6:.0f}M parameters at its default widths")
+
+
+def _built_models(kind: str) -> Iterator[tuple[torch.nn.Module, Any]]:
+    """The model from its shrunk default config; then with the sizes derived from the widths
+    made consistent; then (where the shrinking breaks the config: widths a head count does not
+    divide, lists of per-stage sizes) from the default with two layers, then from the default
+    as it is. Each that builds, in that order; :class:`Skip` where none does."""
     import transformers
 
     overrides = ARCHITECTURES[kind][1] if kind in ARCHITECTURES else {}
     tries = (
-        lambda c: shrink_all(c, **overrides),
-        _layers_only,
-        lambda c: c,
+        (lambda c: shrink_all(c, **overrides), False),
+        (lambda c: _consistent(shrink_all(c, **overrides)), False),
+        (_layers_only, True),
+        (lambda c: c, True),
     )
     first: Exception | None = None
-    for configure in tries:
+    built = False
+    for configure, full_width in tries:
         try:
             config = _required(configure(transformers.AutoConfig.for_model(kind)))
             if getattr(config, "vocabulary_map", False) is None:
                 raise Skip("its vocabulary map comes with a checkpoint's tokenizer (a download)")
+            build = _base_model_class(kind)
+            if full_width:
+                _affordable(build, config)
             torch.manual_seed(0)
-            return _base_model_class(kind)(config).eval(), config
+            model = build(config).eval()
         except Skip:
             raise
         except (ImportError, OSError) as exc:  # a package this environment lacks, or a download
             raise Skip(f"its build needs what is not here: {type(exc).__name__}: {_line(exc)}") from exc
         except Exception as exc:
             first = first or exc
-    assert first is not None
-    # transformers' own default config does not build (a field its model reads that the config
-    # lacks): nothing of torchatlas ran, so the case is skipped with the reason, not failed.
-    raise Skip(f"its default config does not build here: {type(first).__name__}: {_line(first)}") from first
+            continue
+        built = True
+        yield model, config
+    if not built:
+        assert first is not None
+        # transformers' own default config does not build (a field its model reads that the
+        # config lacks): nothing of torchatlas ran, so the case is skipped with the reason.
+        raise Skip(f"its default config does not build here: {type(first).__name__}: {_line(first)}") from first
 
 
 def _line(exc: BaseException) -> str:
@@ -194,28 +184,39 @@ def _line(exc: BaseException) -> str:
     return text[0][:160] if text else ""
 
 
+def _input_tries(kind: str, model: torch.nn.Module, config: Any) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    if kind in ARCHITECTURES:
+        return [ARCHITECTURES[kind][0](config)]
+    main = generic_inputs(model, config)
+    fuller = fuller_inputs(model, config)
+    if main is None and not fuller:
+        raise Skip(f"its main input {model.main_input_name!r} has no generic form here")
+    return (main or []) + fuller
+
+
 def hf_builder(kind: str, outputs: bool) -> Callable[[], Built]:
     """``kind`` built and given inputs: its hand-written ones (``hf.ARCHITECTURES``), else generic
-    ones, checked to run eagerly (or :class:`Skip`); ``outputs``: every hidden state and attention map too."""
+    ones, then fuller ones (:mod:`.hf_inputs`), checked to run eagerly, on each config that
+    builds in turn (or :class:`Skip`); ``outputs``: every hidden state and attention map too."""
 
     def build() -> Built:
-        model, config = _build_model(kind)
-        tries = [ARCHITECTURES[kind][0](config)] if kind in ARCHITECTURES else generic_inputs(model, config)
-        if outputs:
-            if not takes_output_flags(model):
-                raise Skip("its forward takes no output_hidden_states/output_attentions")
-            tries = [(args, {**kwargs, **dict.fromkeys(OUTPUT_FLAGS, True)}) for args, kwargs in tries]
-        if kind in ARCHITECTURES and not outputs:
-            return (model, *tries[0])
         refused: Exception | None = None
-        for args, kwargs in tries:
-            try:
-                torch.manual_seed(0)
-                with torch.no_grad():
-                    model(*args, **kwargs)
-                return model, args, kwargs
-            except Exception as exc:
-                refused = refused or exc
+        for model, config in _built_models(kind):
+            tries = _input_tries(kind, model, config)
+            if outputs:
+                if not takes_output_flags(model):
+                    raise Skip("its forward takes no output_hidden_states/output_attentions")
+                tries = [(args, {**kwargs, **dict.fromkeys(OUTPUT_FLAGS, True)}) for args, kwargs in tries]
+            if kind in ARCHITECTURES and not outputs:
+                return (model, *tries[0])
+            for args, kwargs in tries:
+                try:
+                    torch.manual_seed(0)
+                    with torch.no_grad():
+                        model(*args, **kwargs)
+                    return model, args, kwargs
+                except Exception as exc:
+                    refused = refused or exc
         assert refused is not None
         raise Skip(f"its eager forward refuses the corpus's inputs: {type(refused).__name__}: {_line(refused)}") from refused
 
