@@ -178,3 +178,14 @@ def test_leaf_calls_export_files_under_a_module_above_are_named_not_passed() -> 
     verdict = fidelity.run("hf:reformer", corpus_cases())
     assert verdict.status == "named"
     assert "export's module stack stops short of leaf calls that ran" in verdict.detail.split(" (leaf calls")[0]
+
+
+def test_shrunk_latent_attention_and_dual_encoders_run_after_repair():
+    """DeepSeek-V3's latent-attention sizes are made consistent with the shrunk width, and a
+    dual encoder gets its text and image together: both used to be skipped as refusing inputs."""
+    from corpus.hf_all import hf_builder
+
+    _, _, deepseek = hf_builder("deepseek_v3", outputs=False)()
+    _, _, align = hf_builder("align", outputs=False)()
+    assert "input_ids" in deepseek
+    assert {"input_ids", "pixel_values"} <= set(align)
