@@ -121,7 +121,7 @@ def _consistent(config: Any) -> Any:
             part.head_dim = part.qk_rope_head_dim  # the rotary embedding's width
         rope = getattr(part, "rope_parameters", None)
         if isinstance(rope, dict) and getattr(part, "vocab_size", None):
-            rope["mrope_section"] = MROPE_SECTION
+            rope["mrope_section"] = list(MROPE_SECTION)  # a list of its own: a model may edit it
     return config
 
 
