@@ -189,3 +189,24 @@ def test_shrunk_latent_attention_and_dual_encoders_run_after_repair():
     _, _, align = hf_builder("align", outputs=False)()
     assert "input_ids" in deepseek
     assert {"input_ids", "pixel_values"} <= set(align)
+
+
+def test_forecasters_routers_and_language_adapters_run_with_the_corpus_inputs():
+    """A forecaster gets past values as long as its context plus the lags it reads back, with
+    the time features it trains on; a router of the shrunk experts picks from one group
+    (DeepSeek-V2's default config even picks None experts); ESM gets a padding id and X-MOD a
+    language. All of them used to be skipped as refusing the corpus's inputs."""
+    from corpus.hf_all import hf_builder
+
+    _, _, informer = hf_builder("informer", outputs=False)()
+    _, _, patchtst = hf_builder("patchtst", outputs=False)()
+    router, _, _ = hf_builder("deepseek_v2", outputs=False)()
+    esm, _, _ = hf_builder("esm", outputs=False)()
+    _, _, xmod = hf_builder("xmod", outputs=False)()
+    assert informer["past_values"].shape == (1, 16 + 7)  # its context, and lags back to 7 steps
+    assert informer["future_values"].shape == (1, 4)
+    assert informer["past_time_features"].shape[:2] == informer["past_values"].shape
+    assert patchtst["past_values"].shape == (1, 32, 1)
+    assert router.config.num_experts_per_tok == 2 and router.config.n_group in (None, 1)
+    assert esm.config.pad_token_id == 1
+    assert xmod["lang_ids"].tolist() == [0]

@@ -12,8 +12,8 @@ derived sizes made consistent (:func:`_consistent`), then at its default widths.
 
 A type that cannot be run here is *skipped*, with the reason, never silently: its build
 needs a package this environment lacks or a download, or its eager forward pass refuses
-the generic inputs (multimodal models wanting image tokens matched to their pixels, time
-series wanting past values of a configured length). Nothing is downloaded.
+the generic inputs (multimodal models wanting image tokens matched to their pixels, a video
+session or a detector's queries). Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ def model_types() -> list[str]:
 
 
 # Fields a default config leaves unset that its model needs to be built (a time series'
-# horizon, ESM's vocabulary): a small value, where the default is None.
-REQUIRED = {"prediction_length": 4, "context_length": 4, "vocab_size": 256}
+# horizon and context, at least Autoformer's label length; ESM's vocabulary): a small value,
+# where the default is None.
+REQUIRED = {"prediction_length": 4, "context_length": 16, "vocab_size": 256}
 
 
 def _required(config: Any) -> Any:
@@ -102,11 +103,27 @@ def _base_model_class(kind: str) -> Any:
 
 # Sizes the shrunk widths leave inconsistent: multi-head latent attention's ranks and rotary
 # part (DeepSeek-V2/V3, MiniCPM3), the multimodal rotary sections of Qwen-VL-like text models
-# (their sum is half the head width), and Mamba mixers' heads (their product is twice the width).
+# (their sum is half the head width), Mamba mixers' heads (their product is twice the width),
+# and the expert groups a router picks from (the shrunk experts are too few to split in eight).
 CONSISTENT = {
-    "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16, "qk_head_dim": 16, "kv_lora_rank": 32,
-    "q_lora_rank": 32, "index_head_dim": 16, "mamba_n_heads": 8, "mamba_d_head": 16, "mamba_headdim": 16,
-    "n_mamba_heads": 8, "mamba_d_state": 8, "mamba_chunk_size": 8, "mamba_dt_rank": 4, "kv_channels": 16,
+    "qk_rope_head_dim": 8,
+    "qk_nope_head_dim": 8,
+    "v_head_dim": 16,
+    "qk_head_dim": 16,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 32,
+    "index_head_dim": 16,
+    "index_n_heads": 4,
+    "mamba_n_heads": 8,
+    "mamba_d_head": 16,
+    "mamba_headdim": 16,
+    "n_mamba_heads": 8,
+    "mamba_d_state": 8,
+    "mamba_chunk_size": 8,
+    "mamba_dt_rank": 4,
+    "kv_channels": 16,
+    "n_group": 1,
+    "topk_group": 1,
 }
 MROPE_SECTION = [2, 3, 3]
 
@@ -117,8 +134,16 @@ def _consistent(config: Any) -> Any:
         for name, value in CONSISTENT.items():
             if isinstance(getattr(part, name, None), int):
                 setattr(part, name, value)
-        if isinstance(getattr(part, "qk_rope_head_dim", None), int) and isinstance(getattr(part, "head_dim", None), int):
+        if isinstance(getattr(part, "qk_rope_head_dim", None), int) and isinstance(
+            getattr(part, "head_dim", None), int
+        ):
             part.head_dim = part.qk_rope_head_dim  # the rotary embedding's width
+        if isinstance(getattr(part, "kv_lora_rank", None), int) and "num_key_value_heads" in vars(part):
+            part.num_key_value_heads = part.num_attention_heads  # latent attention expands to every head
+        if "token_dropout" in vars(part) and part.pad_token_id is None:
+            part.pad_token_id = 1  # ESM's padding, which its attention mask reads
+        if "num_experts_per_tok" in vars(part) and part.num_experts_per_tok is None:
+            part.num_experts_per_tok = 2  # DeepSeek-V2's default router picks None experts
         rope = getattr(part, "rope_parameters", None)
         if isinstance(rope, dict) and getattr(part, "vocab_size", None):
             rope["mrope_section"] = list(MROPE_SECTION)  # a list of its own: a model may edit it
@@ -218,7 +243,9 @@ def hf_builder(kind: str, outputs: bool) -> Callable[[], Built]:
                 except Exception as exc:
                     refused = refused or exc
         assert refused is not None
-        raise Skip(f"its eager forward refuses the corpus's inputs: {type(refused).__name__}: {_line(refused)}") from refused
+        raise Skip(
+            f"its eager forward refuses the corpus's inputs: {type(refused).__name__}: {_line(refused)}"
+        ) from refused
 
     return build
 

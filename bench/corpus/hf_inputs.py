@@ -81,14 +81,42 @@ def _common(parameters: Any, config: Any) -> dict[str, Any]:
 def generic_inputs(model: torch.nn.Module, config: Any) -> list[Inputs] | None:
     """Inputs from the model's ``main_input_name`` and its forward's parameters: the layouts a
     model of that input may take, most common first (frames of a video where the config counts
-    them, a spectrogram as frames by bins or bins by frames, a waveform with a channel); None
-    where that input has no generic form."""
+    them, a spectrogram as frames by bins or bins by frames, a waveform with a channel, a time
+    series with what its forecaster reads besides); None where that input has no generic form."""
     main = model.main_input_name
+    parameters = inspect.signature(model.forward).parameters
+    if main == "past_values":
+        return [((), _series(config, parameters))]
     shapes = _main_shapes(config, model, main)
     if shapes is None:
         return None
-    extra = _common(inspect.signature(model.forward).parameters, config)
+    extra = _common(parameters, config)
     return [((), {main: _tensor(main, shape, config), **extra}) for shape in shapes]
+
+
+def _series(config: Any, parameters: Any) -> dict[str, Any]:
+    """A forecaster's past values: as long as its context and the lags it reads back (one
+    series, or a channel axis where the config counts channels), with the time features,
+    observed mask and future values a probabilistic forecaster trains on, or the padding and
+    frequency of a TimesFM-like model (which pads a shorter series, so a few patches do)."""
+    length = config.context_length
+    if "past_values_padding" in parameters:
+        length = min(length, 4 * config.patch_length)
+    length += max(getattr(config, "lags_sequence", None) or [0])
+    channels = getattr(config, "num_input_channels", None)
+    shape = (1, length) if channels is None else (1, length, channels)
+    given = {"past_values": torch.randn(*shape)}
+    if "past_time_features" in parameters:
+        features = config.num_time_features + config.num_dynamic_real_features
+        given["past_time_features"] = torch.randn(1, length, features)
+        given["past_observed_mask"] = torch.ones(*shape)
+        given["future_values"] = torch.randn(1, config.prediction_length, *shape[2:])
+        given["future_time_features"] = torch.randn(1, config.prediction_length, features)
+    if "past_values_padding" in parameters:
+        given["past_values_padding"] = torch.zeros(*shape)
+    if "freq" in parameters:
+        given["freq"] = torch.tensor([0])
+    return given
 
 
 def _boxes(count: int) -> torch.Tensor:
@@ -106,8 +134,12 @@ def _patches(config: Any, parameters: Any) -> list[dict[str, Any]]:
     channels = first(config, ("in_channels", "num_channels"), 3)
     frames = first(config, ("temporal_patch_size",), 1)
     grid = torch.tensor([[1, 4, 4]])
-    layouts = [(16, channels * frames * patch * patch), (16, channels, frames, patch, patch), (16, channels, patch, patch),
-               (1, channels, 4 * patch, 4 * patch)]
+    layouts = [
+        (16, channels * frames * patch * patch),
+        (16, channels, frames, patch, patch),
+        (16, channels, patch, patch),
+        (1, channels, 4 * patch, 4 * patch),
+    ]
     tries = []
     for layout in layouts:
         given = {pixels_name: torch.randn(*layout), grid_name: grid}
@@ -126,8 +158,15 @@ def fuller_inputs(model: torch.nn.Module, config: Any) -> list[Inputs]:
         return [((), given) for given in _patches(config, parameters)]
     hidden = first(config, ("hidden_size", "d_model"), 64)
     given: dict[str, Any] = {}
-    for name in ("input_ids", "qformer_input_ids", "pixel_values", "pixel_values_videos", "input_values",
-                 "input_features", "prompt_pixel_values"):
+    for name in (
+        "input_ids",
+        "qformer_input_ids",
+        "pixel_values",
+        "pixel_values_videos",
+        "input_values",
+        "input_features",
+        "prompt_pixel_values",
+    ):
         if name in parameters:
             shapes = _main_shapes(config, model, name.removeprefix("qformer_").removeprefix("prompt_"))
             given[name] = _tensor(name, shapes[0], config) if shapes else None
@@ -140,9 +179,41 @@ def fuller_inputs(model: torch.nn.Module, config: Any) -> list[Inputs]:
         given["query_embeds"] = torch.randn(1, first(config, ("num_query_tokens",), 4), hidden)
     if "prompt_masks" in parameters and "pixel_values" in given:
         given["prompt_masks"] = torch.rand_like(given["pixel_values"])
+    if "lang_ids" in parameters:
+        given["lang_ids"] = torch.zeros(1, dtype=torch.long)  # X-MOD's adapter: the first language
+    if "spatial_shapes" in parameters:
+        given.update(_flat_patches(config))
     given = {**{name: value for name, value in given.items() if value is not None}, **_common(parameters, config)}
     tries = [((), given)] if given else []
-    if model.main_input_name == "pixel_values" and given.get("pixel_values") is not None:
-        # a matcher's pair of images (LightGlue, EfficientLoFTR)
-        tries.append(((), {**given, "pixel_values": torch.stack([given["pixel_values"]] * 2, dim=1)}))
+    if given.get("pixel_values") is not None and given["pixel_values"].dim() == 4:
+        # a matcher's pair of images (LightGlue, EfficientLoFTR), or a video's frames (X-CLIP)
+        frames = [given["pixel_values"]] * first(config, ("num_frames",), 2)
+        tries.append(((), {**given, "pixel_values": torch.stack(frames, dim=1)}))
+        if (oblong := _oblong_image(config)) is not None:  # a text recognizer's strip (MGP-STR)
+            tries.append(((), {**given, "pixel_values": oblong}))
+    if given.get("input_features") is not None and given["input_features"].dim() == 3:
+        # a spectrogram as a one-channel image (CLAP's audio tower)
+        spectrogram = given["input_features"].transpose(1, 2).unsqueeze(1)
+        tries.append(((), {**given, "input_features": spectrogram}))
     return tries
+
+
+def _oblong_image(config: Any) -> torch.Tensor | None:
+    """An image of the (height, width) a config gives as its ``image_size``; None where none does."""
+    for part in configs(config):
+        size = getattr(part, "image_size", None)
+        if isinstance(size, (list, tuple)) and len(size) == 2:
+            return torch.randn(1, first(config, ("num_channels", "in_channels"), 3), *size)
+    return None
+
+
+def _flat_patches(config: Any) -> dict[str, Any]:
+    """A 4×4 grid of flattened patches with its mask and shape, for a vision tower that keeps each
+    image's aspect ratio (SigLIP 2's NaFlex)."""
+    patch = first(config, ("patch_size",), 16)
+    channels = first(config, ("num_channels",), 3)
+    return {
+        "pixel_values": torch.randn(1, 16, channels * patch * patch),
+        "pixel_attention_mask": torch.ones(1, 16),
+        "spatial_shapes": torch.tensor([[4, 4]]),
+    }
