@@ -103,8 +103,9 @@ def _base_model_class(kind: str) -> Any:
 
 # Sizes the shrunk widths leave inconsistent: multi-head latent attention's ranks and rotary
 # part (DeepSeek-V2/V3, MiniCPM3), the multimodal rotary sections of Qwen-VL-like text models
-# (their sum is half the head width), Mamba mixers' heads (their product is twice the width),
-# and the expert groups a router picks from (the shrunk experts are too few to split in eight).
+# (their sum is half the rotary width), Mamba mixers' heads (their product is twice the width),
+# the expert groups a router picks from (the shrunk experts are too few to split in eight), and
+# a detector's queries (RT-DETR picks its queries among the few anchors of a small image).
 CONSISTENT = {
     "qk_rope_head_dim": 8,
     "qk_nope_head_dim": 8,
@@ -124,15 +125,24 @@ CONSISTENT = {
     "kv_channels": 16,
     "n_group": 1,
     "topk_group": 1,
+    "num_queries": 8,
 }
-MROPE_SECTION = [2, 3, 3]
+
+
+def _rotary_sections(part: Any, rope: dict[str, Any]) -> list[int]:
+    """Time, height and width sections that add up to half the rotary width (``[2, 3, 3]`` for
+    a 16-wide head rotated whole; GLM-4V-MoE rotates half of it)."""
+    head = getattr(part, "head_dim", None) or part.hidden_size // part.num_attention_heads
+    total = int(head * rope.get("partial_rotary_factor", 1.0)) // 2
+    side = total * 3 // 8
+    return [total - 2 * side, side, side]
 
 
 def _consistent(config: Any) -> Any:
     """The shrunk ``config`` with the sizes derived from its widths made to agree with them."""
     for part in _configs(config):
         for name, value in CONSISTENT.items():
-            if isinstance(getattr(part, name, None), int):
+            if isinstance(getattr(part, name, None), int) and name in vars(part):  # not a derived property
                 setattr(part, name, value)
         if isinstance(getattr(part, "qk_rope_head_dim", None), int) and isinstance(
             getattr(part, "head_dim", None), int
@@ -140,13 +150,21 @@ def _consistent(config: Any) -> Any:
             part.head_dim = part.qk_rope_head_dim  # the rotary embedding's width
         if isinstance(getattr(part, "kv_lora_rank", None), int) and "num_key_value_heads" in vars(part):
             part.num_key_value_heads = part.num_attention_heads  # latent attention expands to every head
+        if isinstance(vars(part).get("attention_hidden_size"), int):
+            # Zamba's shared attention reads the residual stream and the embeddings side by side
+            part.attention_hidden_size = 2 * part.hidden_size
+            part.attention_head_dim = part.attention_hidden_size // part.num_attention_heads
         if "token_dropout" in vars(part) and part.pad_token_id is None:
             part.pad_token_id = 1  # ESM's padding, which its attention mask reads
         if "num_experts_per_tok" in vars(part) and part.num_experts_per_tok is None:
             part.num_experts_per_tok = 2  # DeepSeek-V2's default router picks None experts
+        if isinstance(vars(part).get("embedding_dim"), int):
+            part.embedding_dim = part.hidden_size  # xLSTM's blocks are as wide as its embedding
+        if isinstance(vars(part).get("cross_attention_hidden_size"), int):
+            part.cross_attention_hidden_size = part.hidden_size  # T5Gemma's encoder, shrunk alike
         rope = getattr(part, "rope_parameters", None)
         if isinstance(rope, dict) and getattr(part, "vocab_size", None):
-            rope["mrope_section"] = list(MROPE_SECTION)  # a list of its own: a model may edit it
+            rope["mrope_section"] = _rotary_sections(part, rope)
     return config
 
 
