@@ -224,3 +224,15 @@ def test_hybrid_widths_rotary_sections_and_detector_queries_are_made_consistent(
     assert zamba.config.attention_hidden_size == 2 * zamba.config.hidden_size
     assert sum(glm.config.rope_parameters["mrope_section"]) == 4  # 16-wide heads, half rotated
     assert detector.config.num_queries == 8
+
+
+def test_a_config_that_validates_its_layers_is_rebuilt_from_the_shrunk_sizes():
+    """Gemma 4 checks its layer types and key-value sharing as its config is made, so setting
+    the shrunk sizes on the default config fails: the config is made anew from them, with one
+    layer of each type."""
+    from corpus.hf_all import hf_builder
+
+    gemma, _, inputs = hf_builder("gemma4_text", outputs=False)()
+    assert gemma.config.num_hidden_layers == 2 and gemma.config.hidden_size == 64
+    assert sorted(gemma.config.layer_types) == ["full_attention", "sliding_attention"]
+    assert gemma.config.num_kv_shared_layers == 0 and "input_ids" in inputs

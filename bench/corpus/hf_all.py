@@ -8,12 +8,14 @@ sub-config), built with random weights and traced twice, as called (``hf:KIND``)
 states is checked. The types in ``hf.ARCHITECTURES`` keep their hand-written inputs; every
 other type gets inputs made from its ``main_input_name``, then fuller ones where those do not
 run (:mod:`.hf_inputs`); a config whose shrunk widths the model refuses is tried with its
-derived sizes made consistent (:func:`_consistent`), then at its default widths.
+derived sizes made consistent (:func:`_consistent`), then built anew from the shrunk sizes
+(:func:`_rebuilt`), then at its default widths.
 
 A type that cannot be run here is *skipped*, with the reason, never silently: its build
-needs a package this environment lacks or a download, or its eager forward pass refuses
-the generic inputs (multimodal models wanting image tokens matched to their pixels, a video
-session or a detector's queries). Nothing is downloaded.
+needs a package this environment lacks or a download, transformers' own default config does
+not build, only a config too big for here would, or its eager forward pass refuses every
+input the corpus makes (multimodal models wanting image tokens matched to their pixels, a
+video session). Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -168,8 +170,41 @@ def _consistent(config: Any) -> Any:
     return config
 
 
-# A default config's model over this many parameters is not built (the default widths of a
-# large language model, tried only where the shrunk ones do not run).
+SMALL_BY_NAME = {name: value for names, value in SMALL.items() for name in names}
+# Per-layer sizes a rebuilt config is given besides (Gemma 3n's and 4's per-layer inputs, shared
+# key-value layers and LAuReL rank), which the shrunk widths would leave at their defaults.
+REBUILT = {
+    "num_kv_shared_layers": 0,
+    "hidden_size_per_layer_input": 16,
+    "vocab_size_per_layer_input": 256,
+    "global_head_dim": 16,
+    "laurel_rank": 8,
+}
+
+
+def _rebuilt(config: Any) -> Any:
+    """``config`` made anew from the shrunk sizes as arguments, so that it derives what depends
+    on them itself: a config that validates per-layer fields as it is built (Gemma 3n's and 4's
+    layer types and key-value sharing) cannot be shrunk by setting attributes. A list of one
+    entry per layer keeps two (the layer types: each kind of layer, in turn)."""
+    from transformers import PretrainedConfig
+
+    layers = getattr(config, "num_hidden_layers", None)
+    arguments: dict[str, Any] = {}
+    for name, value in vars(config).items():
+        if isinstance(value, PretrainedConfig):
+            arguments[name] = _rebuilt(value).to_dict()
+        elif isinstance(value, list) and isinstance(layers, int) and layers > 2 and len(value) == layers:
+            kept = list(dict.fromkeys(value)) if name == "layer_types" else value
+            arguments[name] = (kept * 2)[:2]
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if name in SMALL_BY_NAME or name in REBUILT:
+                arguments[name] = SMALL_BY_NAME.get(name, REBUILT.get(name))
+    return type(config)(**arguments)
+
+
+# A model over this many parameters is not built (the default widths of a large language
+# model, tried only where the shrunk ones do not run).
 MAX_DEFAULT_PARAMETERS = 150_000_000
 
 
@@ -177,12 +212,12 @@ def _affordable(build: Callable[[Any], torch.nn.Module], config: Any) -> None:
     with torch.device("meta"):
         count = sum(p.numel() for p in build(config).parameters())
     if count > MAX_DEFAULT_PARAMETERS:
-        raise MemoryError(f"{count / 1e6:.0f}M parameters at its default widths")
+        raise MemoryError(f"{count / 1e6:.0f}M parameters, over the {MAX_DEFAULT_PARAMETERS / 1e6:.0f}M built here")
 
 
 def _built_models(kind: str) -> Iterator[tuple[torch.nn.Module, Any]]:
     """The model from its shrunk default config; then with the sizes derived from the widths
-    made consistent; then (where the shrinking breaks the config: widths a head count does not
+    made consistent; then built anew from the shrunk sizes (:func:`_rebuilt`); then (where the shrinking breaks the config: widths a head count does not
     divide, lists of per-stage sizes) from the default with two layers, then from the default
     as it is. Each that builds, in that order; :class:`Skip` where none does."""
     import transformers
@@ -191,10 +226,12 @@ def _built_models(kind: str) -> Iterator[tuple[torch.nn.Module, Any]]:
     tries = (
         (lambda c: shrink_all(c, **overrides), False),
         (lambda c: _consistent(shrink_all(c, **overrides)), False),
+        (_rebuilt, True),
         (_layers_only, True),
         (lambda c: c, True),
     )
     first: Exception | None = None
+    too_big: MemoryError | None = None
     built = False
     for configure, full_width in tries:
         try:
@@ -210,16 +247,26 @@ def _built_models(kind: str) -> Iterator[tuple[torch.nn.Module, Any]]:
             raise
         except (ImportError, OSError) as exc:  # a package this environment lacks, or a download
             raise Skip(f"its build needs what is not here: {type(exc).__name__}: {_line(exc)}") from exc
+        except MemoryError as exc:  # over the parameter count, or the address-space limit
+            too_big = too_big or exc
+            continue
         except Exception as exc:
-            first = first or exc
+            if "can't allocate memory" in str(exc):  # torch's allocator, at --memory-gb
+                too_big = too_big or MemoryError(f"past the address-space limit ({_line(exc)})")
+            else:
+                first = first or exc
             continue
         built = True
         yield model, config
     if not built:
-        assert first is not None
         # transformers' own default config does not build (a field its model reads that the
-        # config lacks): nothing of torchatlas ran, so the case is skipped with the reason.
-        raise Skip(f"its default config does not build here: {type(first).__name__}: {_line(first)}") from first
+        # config lacks), or only a config too big for here would: nothing of torchatlas ran,
+        # so the case is skipped with the reason.
+        if too_big is not None and first is None:
+            raise Skip(f"its build is too big for here: {_line(too_big)}") from too_big
+        assert first is not None
+        bigger = f" (a larger config: {_line(too_big)})" if too_big is not None else ""
+        raise Skip(f"its default config does not build here: {type(first).__name__}: {_line(first)}{bigger}") from first
 
 
 def _line(exc: BaseException) -> str:

@@ -170,6 +170,9 @@ def fuller_inputs(model: torch.nn.Module, config: Any) -> list[Inputs]:
         if name in parameters:
             shapes = _main_shapes(config, model, name.removeprefix("qformer_").removeprefix("prompt_"))
             given[name] = _tensor(name, shapes[0], config) if shapes else None
+    if "input_features_mask" in parameters and given.get("input_features") is not None:
+        # every frame is speech (Qwen3-ASR's, Fun-ASR's and Audio Flamingo 3's encoders)
+        given["input_features_mask"] = torch.ones(1, given["input_features"].shape[-1], dtype=torch.long)
     if "bbox" in parameters:
         given["bbox"] = _boxes(8)
     if "visual_feats" in parameters:
