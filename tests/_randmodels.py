@@ -17,6 +17,10 @@ variables its line loads, not per operand). The result may be passed on first: i
 that accumulates values (``acc = acc + (v5,)``, read back as ``v6 = acc[-1]``: it reads as
 the latest pass-through of that tensor any variable appended got), or returned by a module
 whose last call is the Dropout (``self.tail``: ``h = tanh(x); h = self.drop(h); return h``).
+ModernBERT's two shapes: the call inline in the first argument of a call that also unpacks a
+dict (``self.gate(self.ident(v2), **kw)``: the dict is no container the result escapes in,
+so later readers of ``v2`` read its producer), and a result stored in a variable that is
+rebound before the next read (``h = self.ident(v2); h = torch.tanh(h); v6 = v2 + h``).
 
 Labels follow ``_capture_helpers``: ``op3``, ``op3.1`` (second output),
 ``input:args[0]``, ``param:lins.0.weight``.
@@ -46,7 +50,7 @@ KINDS: dict[str, tuple[int, int]] = {
     "add_": (2, 1), "mul_": (1, 1), "relu_": (1, 1), "iadd": (2, 1),
     "setitem": (2, 0), "slice_mul_": (1, 0), "chunk_cat": (1, 1), "stack_sum": (2, 1),
     "dropout_eval": (1, 1), "identity": (1, 1), "second_chunk": (1, 1),
-    "accumulate": (1, 1), "dropout_last": (1, 1),
+    "accumulate": (1, 1), "dropout_last": (1, 1), "ident_into_call": (2, 1), "ident_rebound": (1, 1),
 }
 
 
@@ -115,6 +119,13 @@ class Tail(nn.Module):
         return h
 
 
+class Gate(nn.Module):
+    """Takes its second operand by keyword, as a layer takes ``position_embeddings=…``."""
+
+    def forward(self, x, other):
+        return x * other
+
+
 class RandomNet(nn.Module):
     def __init__(self, source: str, filename: str) -> None:
         super().__init__()
@@ -126,6 +137,7 @@ class RandomNet(nn.Module):
         self.ident = nn.Identity()
         self.second = SecondChunk()
         self.tail = Tail()
+        self.gate = Gate()
         # frozen, so that writes into inputs and their views never meet autograd's leaf rules
         self.requires_grad_(False)
         namespace: dict = {"torch": torch}
@@ -338,6 +350,16 @@ class _Simulator:
             self.call("tail.drop")
             k = self.op("torch.nn.functional.dropout", [f"op{made}"], scope="tail.drop")
             self.pool.append(self.new(k))
+        elif kind == "ident_into_call":
+            self.ident_into_call(out, names, vals)
+        elif kind == "ident_rebound":
+            self.emit(f"h = self.ident({names[0]})")
+            self.emit("h = torch.tanh(h)")
+            self.emit(f"{out} = {names[0]} + h")
+            self.call("ident")
+            passed = self.op("torchatlas.identity", [self.read(vals[0], "ident")], scope="ident")
+            made = self.op("torch.tanh", [f"op{passed}"])
+            self.pool.append(self.new(self.op(T + "__add__", [self.read(vals[0]), f"op{made}"])))
         elif kind == "second_chunk":
             self.emit(f"{out} = self.second({names[0]})")
             self.call("second")
@@ -350,6 +372,21 @@ class _Simulator:
             self.pool.append(self.new(self.op(T + "sum", [f"op{k}"])))
         else:
             raise ValueError(f"unknown step kind {kind!r}")
+
+    def ident_into_call(self, out: str, names: list[str], vals: list[_Value]) -> None:
+        self.emit(f"kw = {{'other': {names[1]}}}")
+        if vals[0].tensor == vals[1].tensor:
+            # one tensor as both operands: the gate's op reads it through both variables
+            self.emit(f"{out} = self.gate({names[0]}, **kw)")
+            self.call("gate")
+            self.pool.append(self.new(self.op(T + "__mul__", self.read_all(vals, "gate"), scope="gate")))
+            return
+        self.emit(f"{out} = self.gate(self.ident({names[0]}), **kw)")
+        self.call("ident")
+        passed = self.op("torchatlas.identity", [self.read(vals[0], "ident")], scope="ident")
+        self.call("gate")
+        reads = [f"op{passed}", self.read(vals[1], "gate")]
+        self.pool.append(self.new(self.op(T + "__mul__", reads, scope="gate")))
 
     def view(self, s: Step, out: str, name: str, v: _Value) -> None:
         code, target, flips = {

@@ -8,7 +8,6 @@ call exactly where the result flows (see ``passthrough_flow``).
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 
@@ -20,41 +19,28 @@ import torchatlas
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
-from corpus._oracle import captured_graph, exported_graph, leaf_flow, leaf_paths  # noqa: E402
+from corpus._oracle import (  # noqa: E402
+    captured_graph,
+    cloning_passthroughs,
+    exported_graph,
+    leaf_flow,
+    leaf_paths,
+    passing_leaves,
+)
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")  # raised inside torch.export
-
-
-class Clone(nn.Module):
-    """A pass-through call as export should see it: a node where its result goes."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.clone()
-
-
-def with_clones(model: nn.Module, paths: set[str]) -> nn.Module:
-    """A copy of ``model`` whose modules at ``paths`` clone, under the same paths."""
-    model = copy.deepcopy(model)
-    for name, module in list(model.named_modules()):
-        for key in list(module._modules):
-            if (f"{name}.{key}" if name else key) in paths:
-                module._modules[key] = Clone()
-    return model
 
 
 def passthrough_flow(model: nn.Module, *args: torch.Tensor) -> tuple[dict, dict]:
     """(torchatlas's, export's) leaf-module data flow, pass-through calls as leaves on both
     sides: every leaf module whose calls all returned their input (eval Dropout, Identity,
-    DropPath) clones in export's copy."""
+    DropPath) clones while export runs (the corpus's oracle, ``bench/corpus/_oracle.py``)."""
     model = model.eval()
     graph = torchatlas.trace(model, args)
     leaves = leaf_paths(model)
-    calls: dict[str, list[bool]] = {}
-    for scope in graph.ir.scopes:
-        calls.setdefault(scope.path, []).append(bool(scope.meta.get("passthrough")))
-    passing = {path for path, passed in calls.items() if path in leaves and all(passed)}
     got = leaf_flow(captured_graph(graph.ir, leaves))
-    program = torch.export.export(with_clones(model, passing), args).run_decompositions({})
+    with cloning_passthroughs(model, passing_leaves(graph.ir, leaves)):
+        program = torch.export.export(model, args).run_decompositions({})
     want = leaf_flow(exported_graph(program, leaves))
     return got, want
 
