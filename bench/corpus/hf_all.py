@@ -204,22 +204,23 @@ def _rebuilt(config: Any) -> Any:
 
 
 # A model over this many parameters is not built (the default widths of a large language
-# model, tried only where the shrunk ones do not run).
-MAX_DEFAULT_PARAMETERS = 150_000_000
+# model, or towers a rebuilt config does not shrink; tried only where the shrunk ones do not run).
+MAX_PARAMETERS = 150_000_000
 
 
 def _affordable(build: Callable[[Any], torch.nn.Module], config: Any) -> None:
     with torch.device("meta"):
         count = sum(p.numel() for p in build(config).parameters())
-    if count > MAX_DEFAULT_PARAMETERS:
-        raise MemoryError(f"{count / 1e6:.0f}M parameters, over the {MAX_DEFAULT_PARAMETERS / 1e6:.0f}M built here")
+    if count > MAX_PARAMETERS:
+        raise MemoryError(f"{count / 1e6:.0f}M parameters, over the {MAX_PARAMETERS / 1e6:.0f}M built here")
 
 
 def _built_models(kind: str) -> Iterator[tuple[torch.nn.Module, Any]]:
     """The model from its shrunk default config; then with the sizes derived from the widths
-    made consistent; then built anew from the shrunk sizes (:func:`_rebuilt`); then (where the shrinking breaks the config: widths a head count does not
-    divide, lists of per-stage sizes) from the default with two layers, then from the default
-    as it is. Each that builds, in that order; :class:`Skip` where none does."""
+    made consistent; then built anew from the shrunk sizes (:func:`_rebuilt`); then (where the
+    shrinking breaks the config: widths a head count does not divide, lists of per-stage sizes)
+    from the default with two layers, then from the default as it is. Each that builds, in
+    that order; :class:`Skip` where none does."""
     import transformers
 
     overrides = ARCHITECTURES[kind][1] if kind in ARCHITECTURES else {}
