@@ -1,10 +1,12 @@
 """Inputs for a transformers model made from its config and its forward's parameters.
 
 :func:`generic_inputs` gives the layouts of the model's ``main_input_name``, most common
-first. Where none of them runs, :func:`fuller_inputs` gives what a model of several inputs
-needs besides: text with its image (CLIP-like dual encoders, BLIP-2's Q-Former prompt, a
-grounding detector's caption), boxes for a layout model, region features, and for the
-vision towers of Qwen-VL-like models the flattened patches with their ``grid_thw``.
+first, and a forecaster's past values with what it reads besides. Where none of them runs,
+:func:`fuller_inputs` gives what a model of several inputs needs: text with its image
+(CLIP-like dual encoders, BLIP-2's Q-Former prompt, a grounding detector's caption), boxes
+for a layout model, region features, a language, an image pair or a video's frames, an
+oblong image, a spectrogram as an image, the masks and shapes of SigLIP 2's patches, and for
+the vision towers of Qwen-VL-like models the flattened patches with their ``grid_thw``.
 """
 
 from __future__ import annotations
