@@ -214,14 +214,18 @@ def test_forecasters_routers_and_language_adapters_run_with_the_corpus_inputs():
 
 def test_hybrid_widths_rotary_sections_and_detector_queries_are_made_consistent():
     """Zamba's shared attention is twice the shrunk width, GLM-4V-MoE's rotary sections add up
-    to half of the half of each head it rotates, and RT-DETR picks fewer queries than a small
-    image has anchors: each of these types used to be skipped."""
+    to half of the half of each head it rotates, RT-DETR picks fewer queries than a small image
+    has anchors, and BLIP-2's Q-Former attends to the shrunk vision tower, its queries in the
+    places its prompt holds for them: each of these types used to be skipped."""
     from corpus.hf_all import hf_builder
 
     zamba, _, _ = hf_builder("zamba", outputs=False)()
     glm, _, _ = hf_builder("glm4v_moe_text", outputs=False)()
     detector, _, _ = hf_builder("rt_detr", outputs=False)()
+    blip, _, prompt = hf_builder("blip-2", outputs=False)()
     assert zamba.config.attention_hidden_size == 2 * zamba.config.hidden_size
+    assert blip.config.qformer_config.encoder_hidden_size == blip.config.vision_config.hidden_size
+    assert (prompt["input_ids"] == blip.config.image_token_id).sum() == blip.config.num_query_tokens
     assert sum(glm.config.rope_parameters["mrope_section"]) == 4  # 16-wide heads, half rotated
     assert detector.config.num_queries == 8
 

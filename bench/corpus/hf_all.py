@@ -164,6 +164,13 @@ def _consistent(config: Any) -> Any:
             part.embedding_dim = part.hidden_size  # xLSTM's blocks are as wide as its embedding
         if isinstance(vars(part).get("cross_attention_hidden_size"), int):
             part.cross_attention_hidden_size = part.hidden_size  # T5Gemma's encoder, shrunk alike
+        if isinstance(vars(part).get("num_query_tokens"), int) and hasattr(part, "qformer_config"):
+            # BLIP-2's Q-Former attends to the shrunk vision tower, and its queries take the
+            # places of one token of the shrunk vocabulary (its default is None, or past it)
+            part.qformer_config.encoder_hidden_size = part.vision_config.hidden_size
+            for name in ("image_token_id", "video_token_index"):
+                if hasattr(part, name):
+                    setattr(part, name, part.text_config.vocab_size - 1)
         rope = getattr(part, "rope_parameters", None)
         if isinstance(rope, dict) and getattr(part, "vocab_size", None):
             rope["mrope_section"] = _rotary_sections(part, rope)

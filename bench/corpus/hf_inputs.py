@@ -172,6 +172,8 @@ def fuller_inputs(model: torch.nn.Module, config: Any) -> list[Inputs]:
         if name in parameters:
             shapes = _main_shapes(config, model, name.removeprefix("qformer_").removeprefix("prompt_"))
             given[name] = _tensor(name, shapes[0], config) if shapes else None
+    if given.get("input_ids") is not None and (prompt := _query_placeholders(config, given)) is not None:
+        given["input_ids"] = prompt
     if "input_features_mask" in parameters and given.get("input_features") is not None:
         # every frame is speech (Qwen3-ASR's, Fun-ASR's and Audio Flamingo 3's encoders)
         given["input_features_mask"] = torch.ones(1, given["input_features"].shape[-1], dtype=torch.long)
@@ -201,6 +203,18 @@ def fuller_inputs(model: torch.nn.Module, config: Any) -> list[Inputs]:
         spectrogram = given["input_features"].transpose(1, 2).unsqueeze(1)
         tries.append(((), {**given, "input_features": spectrogram}))
     return tries
+
+
+def _query_placeholders(config: Any, given: dict[str, Any]) -> torch.Tensor | None:
+    """Token ids that hold a place for each query a Q-Former passes on (BLIP-2, InstructBLIP;
+    a video's every frame), then text; None for a model without such queries."""
+    token = getattr(config, "image_token_id", None) or getattr(config, "video_token_index", None)
+    queries = getattr(config, "num_query_tokens", None)
+    if token is None or not isinstance(queries, int):
+        return None
+    pixels = given.get("pixel_values")
+    frames = pixels.shape[1] if pixels is not None and pixels.dim() == 5 else 1
+    return torch.cat([torch.full((1, queries * frames), token), torch.randint(0, token, (1, 4))], dim=1)
 
 
 def _oblong_image(config: Any) -> torch.Tensor | None:
