@@ -139,3 +139,63 @@ def cached_call_returns_an_earlier_result() -> Built:
             return self.b(h + self.code(h.shape))
 
     return M(), _x(2, 4), {}
+
+
+class NormFirst(nn.Module):
+    """A layer whose first call passes its input through (ModernBERT's Identity ``attn_norm``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.proj = nn.Identity(), nn.Linear(4, 4)
+
+    def forward(self, hidden_states):
+        return self.proj(self.norm(hidden_states))
+
+
+class DropoutLast(nn.Module):
+    """A layer whose last call passes its result through (an eval Dropout)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj, self.drop = nn.Linear(4, 4), nn.Dropout(0.1)
+
+    def forward(self, hidden_states):
+        return self.drop(self.proj(hidden_states))
+
+
+class Collected(nn.Module):
+    """transformers 5's ``output_hidden_states``: a forward hook on each layer keeps the first
+    layer's argument and every layer's result in a list, returned beside the last result and
+    read by a head (so that the oracle, which compares the module calls' reads, sees them)."""
+
+    def __init__(self, first: nn.Module, second: nn.Module) -> None:
+        super().__init__()
+        self.embed, self.layers, self.head = nn.Linear(4, 4), nn.ModuleList([first, second]), nn.Linear(4, 4)
+        self.collected: list[torch.Tensor] = []
+        for layer in self.layers:
+            layer.register_forward_hook(self._keep)
+
+    def _keep(self, module: nn.Module, args: tuple, output: torch.Tensor) -> None:
+        if not self.collected:
+            self.collected.append(args[0])
+        self.collected.append(output)
+
+    def forward(self, x):
+        self.collected = []
+        h = self.embed(x)
+        for layer in self.layers:
+            h = layer(h)
+        return h, self.head(torch.stack(self.collected).sum(0))
+
+
+@case
+def hook_keeps_what_a_call_was_given() -> Built:
+    """The first layer's hook keeps its argument, which the Identity inside it then passed on:
+    the kept tensor reads what the layer was given (the embedding), not the Identity."""
+    return Collected(NormFirst(), NormFirst()).eval(), _x(2, 4), {}
+
+
+@case
+def hook_keeps_what_a_call_returned() -> Built:
+    """Each layer's hook keeps its result, a Dropout's: the kept tensors read the Dropouts."""
+    return Collected(DropoutLast(), DropoutLast()).eval(), _x(2, 4), {}

@@ -95,6 +95,8 @@ class Boundaries:
                         self.flow.new_leaf("input", path, t)
             self._inputs = []
         given = self._given(module, args, kwargs)
+        if isinstance(module, torch.nn.Module) and (module._forward_hooks or module._forward_pre_hooks):
+            self._hooked_call_started(index, args, kwargs)
         if given:
             self.recording.scope_inputs[index] = list(given)
             self.recording.scope_input_names[index] = list(given.values())
@@ -125,6 +127,16 @@ class Boundaries:
                 if slot is not None and slot not in given:
                     given[slot] = name
         return given
+
+    def _hooked_call_started(self, index: int, args: tuple, kwargs: dict) -> None:
+        """A call whose hooks may keep what it was given: each tensor given, with its value now."""
+        tensors: list[Tensor] = []
+        for arg in (*args, *kwargs.values()):
+            tensors_flat(arg, tensors)
+        for t in tensors:
+            value = self.flow.lookup(t)
+            if value is not None:
+                self.passes.hooked.started(index, t, value, self.passes.latest)
 
     def _works_on(self, index: int, args: tuple, given: list[Slot]) -> None:
         """A call given a list first (a dense layer's ``features``) works on its last tensor:
@@ -170,6 +182,7 @@ class Boundaries:
         finally:
             flow.returning = None
         refs = [here[id(t)] for t in tensors]
+        self.passes.hooked.ended(index, here, self.passes.latest)
         self.recording.scope_outputs[index] = refs
         self.recording.timeline.append(-(index + 1))
 

@@ -19,9 +19,12 @@ A reader no path of the result is seen to reach reads what the call was given on
 shown to: a frame that held the tensor under a name when the call was made (or in a list or
 tuple a name held: HRNet's branches) runs now, and loads it for the reader under a name the
 result was not bound to (``short(x)`` beside ``block(x)``), or a module call returned what the
-call was given to the reader's frame (``b = ident(h); return h``). Any other reader got the tensor
-after the call, from its result: passed on under another name (``next_kv = hidden_states``),
-kept by a hook in a list a decorator returns (transformers' ``output_hidden_states``). A
+call was given to the reader's frame (``b = ident(h); return h``), or a forward hook of a call
+that was given the tensor kept it before the pass-through ran inside that call
+(``_passthrough_hooked``: transformers' first hidden state, its first layer's ``args[0]``).
+Any other reader got the tensor after the call, from its result: passed on under another
+name (``next_kv = hidden_states``), kept by a hook in a list a decorator returns (transformers'
+``output_hidden_states``). A
 result that went somewhere this cannot follow (an attribute, a list kept for later) is read
 through the call by every reader. Frames are told apart by the scope running the call, so
 an address a dead frame leaves to a new one is never taken for it. Without instruction
@@ -42,6 +45,7 @@ from torch import Tensor
 
 from . import _source
 from ._passthrough_holders import Holder, holders_of, holds
+from ._passthrough_hooked import HookedCalls
 from ._passthrough_moves import CALLS, LOADS, STATEMENT_ENDS, STORES, assigned_on, names_of
 from ._passthrough_source import argument_spans, tuple_target
 from ._records import Slot
@@ -140,6 +144,8 @@ class PassThroughs:
         self.nodes: set[int] = set()
         # id(code) -> (code, its facts), for this trace: a plain dict beside the weak one
         self._code_seen: dict[int, tuple[Any, _Code | None]] = {}
+        self.hooked = HookedCalls()
+        """The tensors given to module calls whose hooks may keep them."""
 
     def __bool__(self) -> bool:
         return bool(self.nodes)
@@ -148,6 +154,12 @@ class PassThroughs:
         self._by_tensor.clear()
         self.nodes.clear()
         self._code_seen.clear()
+        self.hooked.clear()
+
+    def latest(self, t: Any) -> Slot | None:
+        """The node of the latest pass-through call that returned ``t``, or None."""
+        entry = self._by_tensor.get(id(t))
+        return entry[1][-1].node if entry is not None and entry[0]() is t else None
 
     # -- recording ----------------------------------------------------------------------
 
@@ -240,10 +252,12 @@ class PassThroughs:
         # No path of the result is seen to reach the reader. The reader reads what the call was
         # given only if a frame that held it then loads it now under a name the result is not
         # bound to (``short(x)`` beside ``block(x)``); anywhere else (a hook's list, a tuple of
-        # hidden states built by a decorator) the tensor was passed on after the call: its result.
+        # hidden states built by a decorator) the tensor was passed on after the call: its result,
+        # unless a hook of a call that was given the tensor kept it before the pass-through ran.
         if self._reads_before(entry[1], frames, t, returning, running):
             return entry[1][0].before
-        return entry[1][-1].node
+        kept = self.hooked.kept(t, [passed.node for passed in entry[1]], running)
+        return kept if kept is not None else entry[1][-1].node
 
     def _frames_made_by(self) -> dict[int, int]:
         """Id of each frame that made a module call running now -> the call running that frame."""
