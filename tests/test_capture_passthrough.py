@@ -520,6 +520,23 @@ def test_a_layer_whose_first_norm_is_an_identity_adds_what_the_norm_was_given(na
     assert got == want
 
 
+def test_a_hook_that_keeps_what_its_call_was_given_reads_that_not_the_pass_through_inside() -> None:
+    """transformers' first hidden state is the first layer's ``args[0]``, kept by a forward hook;
+    an Identity first in the layer passed it on inside the call. The kept tensor is what the layer
+    was given (the embedding); each later one, a layer's result, also what the next was given."""
+    from corpus.edge import EDGE_CASES
+
+    torch.manual_seed(0)
+    model, args, _ = EDGE_CASES["hook_keeps_what_a_call_was_given"]()
+    got, want = passthrough_flow(model, *args)
+    assert reads(got, "head") == {"embed", "layers.0.proj", "layers.1.proj"}
+    assert got == want
+    model, args, _ = EDGE_CASES["hook_keeps_what_a_call_returned"]()
+    got, want = passthrough_flow(model, *args)
+    assert reads(got, "head") == {"embed", "layers.0.drop", "layers.1.drop"}
+    assert got == want
+
+
 def _reader_of(ir: torchatlas.GraphIR, path: str) -> list[str]:
     """The scope paths of the ops that read the pass-through node of the call at ``path``."""
     node = next(n for n in ir.ops() if n.meta.get("passthrough") and ir.scope(n.scope).path == path)
