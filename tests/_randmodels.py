@@ -20,7 +20,10 @@ whose last call is the Dropout (``self.tail``: ``h = tanh(x); h = self.drop(h); 
 ModernBERT's two shapes: the call inline in the first argument of a call that also unpacks a
 dict (``self.gate(self.ident(v2), **kw)``: the dict is no container the result escapes in,
 so later readers of ``v2`` read its producer), and a result stored in a variable that is
-rebound before the next read (``h = self.ident(v2); h = torch.tanh(h); v6 = v2 + h``).
+rebound before the next read (``h = self.ident(v2); h = torch.tanh(h); v6 = v2 + h``). And
+transformers' first hidden state: a forward hook keeps what a layer was given, which an
+Identity first in the layer passed on (``h = tanh(v2); h = self.hooked(h); v5 = h;
+v6 = self.hooked.kept[-1] * 0.5`` reads the tanh, not the Identity).
 
 Labels follow ``_capture_helpers``: ``op3``, ``op3.1`` (second output),
 ``input:args[0]``, ``param:lins.0.weight``.
@@ -51,6 +54,7 @@ KINDS: dict[str, tuple[int, int]] = {
     "setitem": (2, 0), "slice_mul_": (1, 0), "chunk_cat": (1, 1), "stack_sum": (2, 1),
     "dropout_eval": (1, 1), "identity": (1, 1), "second_chunk": (1, 1),
     "accumulate": (1, 1), "dropout_last": (1, 1), "ident_into_call": (2, 1), "ident_rebound": (1, 1),
+    "hook_kept": (1, 2),
 }
 
 
@@ -126,6 +130,24 @@ class Gate(nn.Module):
         return x * other
 
 
+class Hooked(nn.Module):
+    """A layer whose first call passes its input through, with a forward hook that keeps what
+    the layer was given (transformers' first hidden state)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.proj = nn.Identity(), nn.Linear(4, 4)
+        self.kept: list[torch.Tensor] = []
+        self.register_forward_hook(_keep_argument)
+
+    def forward(self, x):
+        return self.proj(self.norm(x))
+
+
+def _keep_argument(module: Hooked, args: tuple, output: torch.Tensor) -> None:
+    module.kept[:] = [args[0]]
+
+
 class RandomNet(nn.Module):
     def __init__(self, source: str, filename: str) -> None:
         super().__init__()
@@ -138,6 +160,7 @@ class RandomNet(nn.Module):
         self.second = SecondChunk()
         self.tail = Tail()
         self.gate = Gate()
+        self.hooked = Hooked()
         # frozen, so that writes into inputs and their views never meet autograd's leaf rules
         self.requires_grad_(False)
         namespace: dict = {"torch": torch}
@@ -212,7 +235,14 @@ class _Simulator:
 
     def read_all(self, values: list[_Value], scope: str = "") -> list[str]:
         """One op's reads: a tensor it reads through several variables is read, for all of them,
-        as the latest pass-through any of them got (capture decides per op, not per operand)."""
+        as the latest pass-through any of them got (capture decides per op, not per operand). So
+        a write still pending on it updates that value: the variable holding it is read first."""
+        latest_held: dict[int, _Value] = {}
+        for v in values:
+            if v.tensor not in latest_held or v.order > latest_held[v.tensor].order:
+                latest_held[v.tensor] = v
+        for v in latest_held.values():
+            self.read(v, scope)
         labels = [self.read(v, scope) for v in values]
         latest: dict[int, str] = {}
         for v, label in zip(values, labels):
@@ -360,6 +390,24 @@ class _Simulator:
             passed = self.op("torchatlas.identity", [self.read(vals[0], "ident")], scope="ident")
             made = self.op("torch.tanh", [f"op{passed}"])
             self.pool.append(self.new(self.op(T + "__add__", [self.read(vals[0]), f"op{made}"])))
+        elif kind == "hook_kept":
+            # as a layer loop runs (``h = layer(h)``): once the layer returns, no variable holds
+            # the tensor it was given, only the hook's list
+            self.emit(f"h = torch.tanh({names[0]})")
+            self.emit("h = self.hooked(h)")
+            self.emit(f"{out} = h")
+            self.emit(f"v{len(self.pool) + 1} = self.hooked.kept[-1] * 0.5")
+            given = self.op("torch.tanh", [self.read(vals[0])])
+            self.call("hooked")
+            self.call("hooked.norm")
+            passed = self.op("torchatlas.identity", [f"op{given}"], scope="hooked.norm")
+            self.call("hooked.proj")
+            reads = [f"op{passed}", "param:hooked.proj.weight", "param:hooked.proj.bias"]
+            made = self.op("torch.nn.functional.linear", reads, scope="hooked.proj")
+            # the hook kept the tensor the layer was given: read from the hook's list (no variable
+            # of this frame holds it there), it is its producer's value, not the Identity's
+            kept = self.op(T + "__mul__", [f"op{given}"])
+            self.pool += [self.new(made), self.new(kept)]
         elif kind == "second_chunk":
             self.emit(f"{out} = self.second({names[0]})")
             self.call("second")

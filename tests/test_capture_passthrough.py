@@ -537,6 +537,31 @@ def test_a_hook_that_keeps_what_its_call_was_given_reads_that_not_the_pass_throu
     assert got == want
 
 
+class RebindsTheResultsVariable(nn.Module):
+    """Found by hypothesis (``ident_rebound`` then ``hook_kept``): the Identity's result is
+    stored in ``h``, which the next line rebinds, and ``v = h`` later copies another tensor. The
+    return reads what the Identity was given (``x``), not its result: ``h`` held that only until
+    it was rebound, which code with no branch between surely ran."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ident, self.lin = nn.Identity(), nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.ident(x)
+        h = torch.tanh(h)
+        y = x + h
+        h = self.lin(torch.tanh(x))
+        v = h
+        return x, v, y
+
+
+def test_a_variable_rebound_with_no_branch_between_holds_the_result_no_more() -> None:
+    ir = torchatlas.trace(RebindsTheResultsVariable().eval(), (torch.randn(2, 4),)).ir
+    returned = [ir.node(r.node) for n in ir.nodes if n.kind == "output" for r in n.inputs]
+    assert [n.kind if n.kind == "input" else ir.scope(n.scope).path for n in returned] == ["input", "lin", ""]
+
+
 def _reader_of(ir: torchatlas.GraphIR, path: str) -> list[str]:
     """The scope paths of the ops that read the pass-through node of the call at ``path``."""
     node = next(n for n in ir.ops() if n.meta.get("passthrough") and ir.scope(n.scope).path == path)
