@@ -54,6 +54,9 @@ class NormStoredThenRebound(nn.Module):
 
 
 class Embeddings(nn.Module):
+    """A projection whose last call passes its result through (an eval Dropout): embeddings, or
+    a layer that ends so."""
+
     def __init__(self) -> None:
         super().__init__()
         self.proj, self.drop = nn.Linear(4, 4), nn.Dropout(0.1)
@@ -152,17 +155,6 @@ class NormFirst(nn.Module):
         return self.proj(self.norm(hidden_states))
 
 
-class DropoutLast(nn.Module):
-    """A layer whose last call passes its result through (an eval Dropout)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.proj, self.drop = nn.Linear(4, 4), nn.Dropout(0.1)
-
-    def forward(self, hidden_states):
-        return self.drop(self.proj(hidden_states))
-
-
 class Collected(nn.Module):
     """transformers 5's ``output_hidden_states``: a forward hook on each layer keeps the first
     layer's argument and every layer's result in a list, returned beside the last result and
@@ -198,4 +190,4 @@ def hook_keeps_what_a_call_was_given() -> Built:
 @case
 def hook_keeps_what_a_call_returned() -> Built:
     """Each layer's hook keeps its result, a Dropout's: the kept tensors read the Dropouts."""
-    return Collected(DropoutLast(), DropoutLast()).eval(), _x(2, 4), {}
+    return Collected(Embeddings(), Embeddings()).eval(), _x(2, 4), {}
