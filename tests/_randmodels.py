@@ -22,7 +22,7 @@ dict (``self.gate(self.ident(v2), **kw)``: the dict is no container the result e
 so later readers of ``v2`` read its producer), and a result stored in a variable that is
 rebound before the next read (``h = self.ident(v2); h = torch.tanh(h); v6 = v2 + h``). And
 transformers' first hidden state: a forward hook keeps what a layer was given, which an
-Identity first in the layer passed on (``h = tanh(v2); h = self.hooked(h); v5 = h;
+Identity first in the layer passed on (``h = tanh(v2); v5 = self.hooked(h); del h;
 v6 = self.hooked.kept[-1] * 0.5`` reads the tanh, not the Identity).
 
 Labels follow ``_capture_helpers``: ``op3``, ``op3.1`` (second output),
@@ -391,11 +391,11 @@ class _Simulator:
             made = self.op("torch.tanh", [f"op{passed}"])
             self.pool.append(self.new(self.op(T + "__add__", [self.read(vals[0]), f"op{made}"])))
         elif kind == "hook_kept":
-            # as a layer loop runs (``h = layer(h)``): once the layer returns, no variable holds
-            # the tensor it was given, only the hook's list
+            # once the layer returns no variable holds the tensor it was given, only the hook's
+            # list (as in a layer loop, ``h = layer(h)``)
             self.emit(f"h = torch.tanh({names[0]})")
-            self.emit("h = self.hooked(h)")
-            self.emit(f"{out} = h")
+            self.emit(f"{out} = self.hooked(h)")
+            self.emit("del h")
             self.emit(f"v{len(self.pool) + 1} = self.hooked.kept[-1] * 0.5")
             given = self.op("torch.tanh", [self.read(vals[0])])
             self.call("hooked")

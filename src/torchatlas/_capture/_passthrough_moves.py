@@ -26,7 +26,6 @@ _OPERATORS = frozenset({"BINARY_OP", "COMPARE_OP", "UNARY_NEGATIVE", "UNARY_INVE
 _BUILDS = frozenset({"BUILD_TUPLE", "BUILD_LIST"})
 _JOINS = frozenset({"+", "+=", "*", "*="})
 """Operators that join or repeat sequences, and so keep a container's items."""
-_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
 
 
 def names_of(inst: dis.Instruction) -> tuple[str, ...]:
@@ -39,29 +38,19 @@ def assigned_on(
 ) -> tuple[str, ...]:
     """``names``, and each variable a statement between the call at index ``start`` (and the
     store of its result, which follows it) and ``reader`` hands the tensor they hold on to
-    (straight-line code: a later loop pass keeps ``names``), less each rebound to another value
-    before any branch (``h = norm(h); h = tanh(h); y = h``: neither holds the norm's result)."""
+    (straight-line code: a later loop pass keeps ``names``)."""
     if start is None or start + 1 >= reader:
         return names
     held = dict.fromkeys(names, HOLDS)
     statement = _Statement()
-    branched = False
-    # Until the stores that end it, the call's own statement runs (``q, k = q_norm(q), k_norm(k)``
-    # stores its result in ``q``), and the instructions before them follow ``start + 1``.
-    own = instructions[start + 1].opname not in STORES
-    for i in range(start + 2, reader):
-        inst = instructions[i]
-        branched = branched or inst.opcode in _JUMPS
+    for inst in instructions[start + 2 : reader]:
         if inst.opname in STORES:
             kind = statement.stored()
             if kind is not None:
+                # Never dropped when rebound: the code between may not have run (an ``if``), and
+                # a variable rebound to another tensor does not hold this one anyway.
                 held.setdefault(inst.argval, kind)
-            elif not branched and not own:
-                # Rebound by code that surely ran. Past a branch it is kept: the code may not have
-                # run (an ``if``), and a live variable rebound to another tensor holds none of this.
-                held.pop(inst.argval, None)
             statement = _Statement()
-            own = own and instructions[i + 1].opname in STORES  # the next target of one unpacking
         elif inst.opname in STATEMENT_ENDS:
             statement = _Statement()
         else:
