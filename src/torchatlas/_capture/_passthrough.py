@@ -156,17 +156,22 @@ class PassThroughs:
         self._code_seen.clear()
         self.hooked.clear()
 
+    def _chain(self, t: Any) -> list[Passed]:
+        """The pass-through calls that returned ``t`` since it was last written, first to latest
+        (empty for a tensor none returned: another at the address of a dead one included)."""
+        entry = self._by_tensor.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else []
+
     def latest(self, t: Any) -> Slot | None:
         """The node of the latest pass-through call that returned ``t``, or None."""
-        entry = self._by_tensor.get(id(t))
-        return entry[1][-1].node if entry is not None and entry[0]() is t else None
+        chain = self._chain(t)
+        return chain[-1].node if chain else None
 
     # -- recording ----------------------------------------------------------------------
 
     def add(self, t: Any, node: Slot, before: Slot, guard: int | None, site: CallSite | None) -> None:
         """The call that ran in ``guard`` at ``site`` returned ``t`` unchanged, as ``node``."""
-        entry = self._by_tensor.get(id(t))
-        chain = entry[1] if entry is not None and entry[0]() is t else []
+        chain = self._chain(t)
         if chain and before != chain[0].before and all(p.node != before for p in chain):
             chain = []  # written since: the earlier calls' results are gone
         holders = holders_of(t, sys._getframe(1), guard, self._frames_made_by()) if site is not None else ()
@@ -194,10 +199,10 @@ class PassThroughs:
     def returned_original(self, t: Any, value: Slot, guard: int | None, site: CallSite | None) -> None:
         """A module call returned ``t`` as ``value``, what its first pass-through call was given
         (the call's return loads the tensor under a name no result was bound to): its caller got that."""
-        entry = self._by_tensor.get(id(t))
-        if entry is None or entry[0]() is not t or entry[1][0].before != value or site is None:
+        chain = self._chain(t)
+        if not chain or chain[0].before != value or site is None:
             return
-        entry[1][0].originals.append(self._delivery(guard, site))
+        chain[0].originals.append(self._delivery(guard, site))
 
     def _delivery(self, guard: int | None, site: CallSite | None) -> Delivery:
         if site is None:
@@ -226,27 +231,24 @@ class PassThroughs:
     # -- reading ------------------------------------------------------------------------
 
     def _find(self, t: Any, value: Slot) -> Passed | None:
-        entry = self._by_tensor.get(id(t))
-        if entry is None or entry[0]() is not t:
-            return None
-        return next((p for p in reversed(entry[1]) if p.node == value), None)
+        return next((p for p in reversed(self._chain(t)) if p.node == value), None)
 
     def resolve(self, t: Any, value: Slot, returning: int | None = None) -> Slot:
         """The value a reader running now reads when ``t`` holds pass-through ``value``:
         ``value`` if the reader got the call's result, else what the call was given.
         ``returning``: the reader is module call ``returning``'s return."""
-        entry = self._by_tensor.get(id(t))
-        if entry is None or entry[0]() is not t or entry[1][-1].node != value:
+        chain = self._chain(t)
+        if not chain or chain[-1].node != value:
             return value
         running = set(self._running())
         if returning is None and not running:
             returning = 0  # the model's result, read after its call: what the root call returned
         frames = _Frames(sys._getframe(1))
         # Latest first: ``z = ident(drop(x))`` (a chain) and ``y = drop(x); z = ident(x)`` (siblings).
-        for passed in reversed(entry[1]):
+        for passed in reversed(chain):
             if any(self._reads_through(d, running, frames, returning, t) for d in passed.deliveries):
                 return passed.node
-        first = entry[1][0]
+        first = chain[0]
         if any(self._reads_through(d, running, frames, returning, t) for d in first.originals):
             return first.before
         # No path of the result is seen to reach the reader. The reader reads what the call was
@@ -254,10 +256,10 @@ class PassThroughs:
         # bound to (``short(x)`` beside ``block(x)``); anywhere else (a hook's list, a tuple of
         # hidden states built by a decorator) the tensor was passed on after the call: its result,
         # unless a hook of a call that was given the tensor kept it before the pass-through ran.
-        if self._reads_before(entry[1], frames, t, returning, running):
-            return entry[1][0].before
-        kept = self.hooked.kept(t, [passed.node for passed in entry[1]], running)
-        return kept if kept is not None else entry[1][-1].node
+        if self._reads_before(chain, frames, t, returning, running):
+            return chain[0].before
+        kept = self.hooked.kept(t, [passed.node for passed in chain])
+        return kept if kept is not None else chain[-1].node
 
     def _frames_made_by(self) -> dict[int, int]:
         """Id of each frame that made a module call running now -> the call running that frame."""

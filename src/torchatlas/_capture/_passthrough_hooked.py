@@ -34,7 +34,6 @@ class Handed:
     """The latest pass-through of the tensor when the call began (None: none had run)."""
     passed_after: Slot | None = None
     """The latest when the call ended: another means one ran on it inside the call."""
-    ended: bool = False
     returned: bool = False
 
 
@@ -44,6 +43,7 @@ class HookedCalls:
     def __init__(self) -> None:
         self._by_tensor: dict[int, list[Handed]] = {}
         self._open: dict[int, list[Handed]] = {}
+        """Module call -> what it was given, while it runs."""
 
     def clear(self) -> None:
         self._by_tensor.clear()
@@ -61,15 +61,13 @@ class HookedCalls:
             if t is not None:
                 handed.passed_after = latest(t)
                 handed.returned = id(t) in returned
-            handed.ended = True
 
-    def kept(self, t: Any, chain: Collection[Slot], running: Collection[int]) -> Slot | None:
+    def kept(self, t: Any, chain: Collection[Slot]) -> Slot | None:
         """What the latest hooked call that ended was given, where a pass-through of ``t`` (one
         of ``chain``, its pass-throughs now) ran inside it and it did not return ``t``."""
         for handed in reversed(self._by_tensor.get(id(t), ())):
-            if handed.tensor() is not t or not handed.ended or handed.returned or handed.scope in running:
-                continue
-            if handed.passed_after is not None and handed.passed_after != handed.passed_before:
-                if handed.passed_after in chain:
-                    return handed.value
+            if handed.tensor() is not t or handed.scope in self._open or handed.returned:
+                continue  # another tensor at the address, a call still running, or one returning it
+            if handed.passed_after != handed.passed_before and handed.passed_after in chain:
+                return handed.value
         return None
